@@ -5,6 +5,8 @@
 package registry
 
 import (
+	"time"
+
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -66,10 +68,10 @@ type Resource struct {
 
 	// Columns and Row give the table kubectl prints: Row returns one cell per column, in
 	// order, including the -o wide columns (Priority 1). Nil Columns means the default
-	// NAME, AGE table. Cells are string, int64, int32, bool, float64 or a duration string
-	// like "5m"; AGE cells are computed from creationTimestamp with HumanAge.
+	// NAME, AGE table. Cells are string, int64, bool or float64; ages are strings made
+	// with HumanAge(creationTimestamp, now).
 	Columns []metav1.TableColumnDefinition
-	Row     func(obj runtime.Object) []interface{}
+	Row     func(obj runtime.Object, now time.Time) []interface{}
 
 	// Fields returns the fields this resource supports in field selectors, besides
 	// metadata.name and metadata.namespace which the handlers add.
