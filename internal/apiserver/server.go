@@ -1,0 +1,258 @@
+// Package apiserver serves the Kubernetes API over the storage interface: discovery,
+// OpenAPI, CRUD, patch, watch, tables and subresources for every registry.Resource.
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/tranche/tranche/internal/registry"
+	"github.com/tranche/tranche/internal/storage"
+)
+
+// KubernetesVersion is the Kubernetes API level the server implements (that of the
+// k8s.io/api types it serves).
+var KubernetesVersion = version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2", GitCommit: "tranche", GitTreeState: "clean", BuildDate: "2026-12-01T00:00:00Z", Compiler: "gc", Platform: runtime.GOOS + "/" + runtime.GOARCH}
+
+// Config is what the handler needs.
+type Config struct {
+	Storage   storage.Interface
+	Resources []registry.Resource
+	Logger    *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Admitters complete writes that need more than the object (allocations).
+	Admitters []Admitter
+	// Guard authenticates and authorizes requests; nil lets everything through (tests).
+	Guard Guard
+	// OpenAPI serves /openapi/v2 and /openapi/v3; nil means 404.
+	OpenAPI http.Handler
+	// Extra handles subresources the generic handlers do not (pods/log, exec,
+	// serviceaccounts/token, ...), keyed "resource/subresource" with the group prefix
+	// for non-core groups ("pods/log").
+	Extra map[string]SubresourceHandler
+	// Ready reports readiness for /readyz; nil means always ready.
+	Ready func() error
+}
+
+// SubresourceHandler serves one extra subresource.
+type SubresourceHandler func(ctx context.Context, w http.ResponseWriter, r *http.Request, req Request) error
+
+// Request describes a resource request to guards and extra handlers.
+type Request struct {
+	Verb, APIGroup, APIVersion, Namespace, Resource, Subresource, Name, Path string
+	IsResourceRequest                                                          bool
+}
+
+// Guard authenticates and authorizes a request, returning the request to serve (with
+// the user in its context) or an error Status (401, 403).
+type Guard interface {
+	Check(r *http.Request, req Request) (*http.Request, error)
+}
+
+// Server is the API handler.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	entries   []*entry
+	byGVR     map[schema.GroupVersionResource]*entry
+	admitters []Admitter
+}
+
+// New builds the handler for cfg.Resources.
+func New(cfg Config) (*Server, error) {
+	if cfg.Storage == nil {
+		return nil, fmt.Errorf("apiserver: no storage")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, byGVR: map[schema.GroupVersionResource]*entry{}, admitters: cfg.Admitters}
+	for i := range cfg.Resources {
+		res := &cfg.Resources[i]
+		gvr := res.GVR()
+		if _, dup := s.byGVR[gvr]; dup {
+			return nil, fmt.Errorf("apiserver: resource %s registered twice", gvr)
+		}
+		rs := &resourceStore{s: cfg.Storage, res: res, gr: gvr.GroupResource(), storedGVR: gvr, newStored: res.New}
+		if v := res.Storage; v != nil {
+			rs.storedGVR = v.GVR
+		}
+		e := &entry{res: res, store: rs}
+		s.entries = append(s.entries, e)
+		s.byGVR[gvr] = e
+	}
+	for _, e := range s.entries {
+		if v := e.res.Storage; v != nil {
+			target := s.byGVR[v.GVR]
+			if target == nil {
+				return nil, fmt.Errorf("apiserver: %s is stored as %s, which is not served", e.res.GVR(), v.GVR)
+			}
+			e.store.newStored = target.res.New
+		}
+	}
+	if s.lookup("", "v1", "namespaces") == nil {
+		return nil, fmt.Errorf("apiserver: namespaces must be served")
+	}
+	return s, nil
+}
+
+func (s *Server) now() time.Time {
+	if s.cfg.Now != nil {
+		return s.cfg.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) lookup(group, version, resource string) *entry {
+	return s.byGVR[schema.GroupVersionResource{Group: group, Version: version, Resource: resource}]
+}
+
+// ServeHTTP routes a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", p)
+			writeError(w, s.log, apierrors.NewInternalError(fmt.Errorf("%v", p)))
+		}
+	}()
+	ri := parseRequestInfo(r)
+	req := Request{Verb: ri.Verb, APIGroup: ri.APIGroup, APIVersion: ri.APIVersion, Namespace: ri.Namespace,
+		Resource: ri.Resource, Subresource: ri.Subresource, Name: ri.Name, Path: r.URL.Path, IsResourceRequest: ri.IsResourceRequest}
+	if !ri.IsResourceRequest {
+		req.Verb = strings.ToLower(r.Method)
+	}
+	if s.cfg.Guard != nil {
+		nr, err := s.cfg.Guard.Check(r, req)
+		if err != nil {
+			writeError(w, s.log, err)
+			return
+		}
+		r = nr
+	}
+	if err := s.serve(w, r, ri, req); err != nil {
+		writeError(w, s.log, err)
+	}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, req Request) error {
+	ctx := r.Context()
+	switch r.URL.Path {
+	case "/healthz", "/livez", "/readyz", "/healthz/ping", "/livez/ping", "/readyz/ping":
+		if r.URL.Path == "/readyz" && s.cfg.Ready != nil {
+			if err := s.cfg.Ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return nil
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+		return nil
+	case "/version":
+		writeJSON(w, http.StatusOK, KubernetesVersion)
+		return nil
+	}
+	if strings.HasPrefix(r.URL.Path, "/openapi/") && s.cfg.OpenAPI != nil {
+		s.cfg.OpenAPI.ServeHTTP(w, r)
+		return nil
+	}
+	if !ri.IsResourceRequest {
+		if r.Method == http.MethodGet && s.serveDiscovery(w, r) {
+			return nil
+		}
+		return apierrors.NewNotFound(schema.GroupResource{}, "")
+	}
+	e := s.lookup(ri.APIGroup, ri.APIVersion, ri.Resource)
+	if e == nil {
+		return notFoundPath()
+	}
+	if !e.res.Namespaced && ri.Namespace != "" {
+		return notFoundPath()
+	}
+	if ri.Subresource != "" {
+		return s.serveSubresource(ctx, w, r, ri, req, e)
+	}
+	if !e.res.HasVerb(ri.Verb) {
+		return apierrors.NewMethodNotSupported(e.store.gr, ri.Verb)
+	}
+	switch ri.Verb {
+	case "get":
+		return s.get(ctx, w, r, ri, e)
+	case "list":
+		return s.list(ctx, w, r, ri, e)
+	case "watch":
+		return s.watch(ctx, w, r, ri, e)
+	case "create":
+		if ri.Name != "" {
+			return apierrors.NewMethodNotSupported(e.store.gr, "create")
+		}
+		if h := s.cfg.Extra[e.res.Plural]; h != nil && !e.res.HasVerb("get") {
+			return h(ctx, w, r, req)
+		}
+		return s.create(ctx, w, r, ri, e)
+	case "update":
+		return s.update(ctx, w, r, ri, e)
+	case "patch":
+		return s.patch(ctx, w, r, ri, e)
+	case "delete":
+		return s.delete(ctx, w, r, ri, e)
+	case "deletecollection":
+		return s.deleteCollection(ctx, w, r, ri, e)
+	}
+	return apierrors.NewMethodNotSupported(e.store.gr, ri.Verb)
+}
+
+func notFoundPath() error {
+	return &apierrors.StatusError{ErrStatus: apierrors.NewNotFound(schema.GroupResource{}, "").ErrStatus}
+}
+
+func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo, req Request, e *entry) error {
+	key := e.res.Plural + "/" + ri.Subresource
+	if e.res.GVK.Group != "" {
+		key = e.res.GVK.Group + "/" + key
+	}
+	if h := s.cfg.Extra[key]; h != nil {
+		return h(ctx, w, r, req)
+	}
+	switch {
+	case ri.Subresource == "status" && e.res.Status != nil:
+		switch ri.Verb {
+		case "get":
+			return s.get(ctx, w, r, ri, e)
+		case "update":
+			return s.update(ctx, w, r, ri, e)
+		case "patch":
+			return s.patch(ctx, w, r, ri, e)
+		}
+	case ri.Subresource == "scale" && e.res.Scale != nil:
+		switch ri.Verb {
+		case "get":
+			return s.getScale(ctx, w, ri, e)
+		case "update":
+			return s.putScale(ctx, w, r, ri, e)
+		case "patch":
+			return s.patch(ctx, w, r, ri, e)
+		}
+	case key == "pods/binding" && ri.Verb == "create":
+		return s.bindPod(ctx, w, r, ri, e)
+	case key == "pods/eviction" && ri.Verb == "create":
+		return s.evictPod(ctx, w, r, ri, e)
+	case key == "namespaces/finalize" && ri.Verb == "update":
+		return s.finalizeNamespace(ctx, w, r, ri, e)
+	default:
+		return notFoundPath()
+	}
+	return apierrors.NewMethodNotSupported(schema.GroupResource{Group: e.store.gr.Group, Resource: key}, ri.Verb)
+}
