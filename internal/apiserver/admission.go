@@ -9,23 +9,28 @@ import (
 	"github.com/tranche/tranche/internal/storage"
 )
 
-type admitOp int
+// AdmitOp says whether an admitted write creates or updates an object.
+type AdmitOp int
 
+// The admitted operations.
 const (
-	admitCreate admitOp = iota
-	admitUpdate
+	AdmitCreate AdmitOp = iota
+	AdmitUpdate
 )
 
 // Admitter checks or completes a write that needs more than the object itself (for
 // example allocating a ClusterIP) and returns extra storage writes to commit atomically
-// with it. It may mutate obj.
+// with it. It may mutate obj. gvr is the resource's "group/version, Resource=plural"
+// string (schema.GroupVersionResource.String()). A create whose extra writes collide
+// with a concurrent one (storage.KeyError with ErrExists on an Op key) is admitted
+// again from the original object, so random choices can be retried.
 type Admitter interface {
-	Admit(ctx context.Context, op admitOp, gvrKey string, obj, old runtime.Object, dry bool) ([]storage.Op, error)
+	Admit(ctx context.Context, op AdmitOp, gvr string, obj, old runtime.Object, dry bool) ([]storage.Op, error)
 	// Release returns the writes that free what obj holds when it is deleted.
-	Release(ctx context.Context, gvrKey string, obj runtime.Object) []storage.Op
+	Release(ctx context.Context, gvr string, obj runtime.Object) []storage.Op
 }
 
-func (s *Server) admit(ctx context.Context, op admitOp, e *entry, obj, old runtime.Object, dry bool) ([]storage.Op, error) {
+func (s *Server) admit(ctx context.Context, op AdmitOp, e *entry, obj, old runtime.Object, dry bool) ([]storage.Op, error) {
 	var ops []storage.Op
 	for _, a := range s.admitters {
 		more, err := a.Admit(ctx, op, e.res.GVR().String(), obj, old, dry)

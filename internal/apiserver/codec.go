@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 )
@@ -40,7 +39,6 @@ func parseFieldValidation(v string) (fieldValidation, error) {
 var (
 	strictJSON = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{Strict: true})
 	laxJSON    = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{})
-	protoCodec = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 )
 
 // protobufType is Kubernetes' protobuf media type; client-go sends it by default.
@@ -49,10 +47,7 @@ const protobufType = "application/vnd.kubernetes.protobuf"
 // decodeRequest decodes a request body (JSON, YAML or protobuf) into obj of kind gvk.
 func decodeRequest(contentType string, body []byte, obj runtime.Object, gvk schema.GroupVersionKind, fv fieldValidation) ([]string, error) {
 	if mt, _, _ := mime.ParseMediaType(contentType); mt == protobufType {
-		if len(body) == 0 {
-			return nil, apierrors.NewBadRequest("the body of the request was empty")
-		}
-		if _, _, err := protoCodec.Decode(body, &gvk, obj); err != nil {
+		if err := decodeProtobuf(body, obj); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized: %v", err))
 		}
 		obj.GetObjectKind().SetGroupVersionKind(gvk)
@@ -84,6 +79,36 @@ func bodyToJSON(contentType string, body []byte) ([]byte, error) {
 	return nil, unsupportedMediaType(mt)
 }
 
+// protobufMagic starts every Kubernetes protobuf envelope (runtime.Unknown).
+var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
+
+// decodeProtobuf unwraps the runtime.Unknown envelope and unmarshals its raw bytes into
+// obj, whatever group version the client named (DeleteOptions travels as
+// meta.k8s.io/v1 or as the resource's version).
+func decodeProtobuf(body []byte, obj runtime.Object) error {
+	if !bytes.HasPrefix(body, protobufMagic) {
+		return fmt.Errorf("protobuf body without the k8s envelope prefix")
+	}
+	var u runtime.Unknown
+	if err := u.Unmarshal(body[len(protobufMagic):]); err != nil {
+		return err
+	}
+	pm, ok := obj.(interface{ Unmarshal([]byte) error })
+	if !ok {
+		return fmt.Errorf("%T cannot be decoded from protobuf", obj)
+	}
+	return pm.Unmarshal(u.Raw)
+}
+
+// isMetaOptions reports kinds that clients send under several group versions.
+func isMetaOptions(kind string) bool {
+	switch kind {
+	case "DeleteOptions", "CreateOptions", "UpdateOptions", "PatchOptions", "ListOptions", "GetOptions":
+		return true
+	}
+	return false
+}
+
 // decodeInto decodes JSON into obj (a typed object of gvk). Unknown and duplicate fields
 // are handled per fv: Strict fails, Warn returns them as warnings, Ignore drops them.
 func decodeInto(data []byte, obj runtime.Object, gvk schema.GroupVersionKind, fv fieldValidation) (warnings []string, err error) {
@@ -99,6 +124,15 @@ func decodeInto(data []byte, obj runtime.Object, gvk schema.GroupVersionKind, fv
 		Kind       string `json:"kind"`
 	}
 	_ = json.Unmarshal(data, &tm)
+	if isMetaOptions(gvk.Kind) {
+		if tm.Kind != "" && tm.Kind != gvk.Kind {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (kind %q, expected %q)", tm.Kind, gvk.Kind))
+		}
+		if err := json.Unmarshal(data, obj); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid %s: %v", gvk.Kind, err))
+		}
+		return nil, nil
+	}
 	if tm.Kind != "" && tm.Kind != gvk.Kind {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (kind %q, expected %q)", tm.Kind, gvk.Kind))
 	}

@@ -137,24 +137,53 @@ func (s *Server) createObject(ctx context.Context, e *entry, ns string, obj runt
 			return nil, nil, err
 		}
 	}
-	ops, err := s.admit(ctx, admitCreate, e, obj, nil, dry)
-	if err != nil {
-		return nil, nil, err
-	}
-	if dry {
+	key := e.store.key(ns, m.GetName())
+	orig := obj.DeepCopyObject()
+	for attempt := 0; ; attempt++ {
+		ops, err := s.admit(ctx, AdmitCreate, e, obj, nil, dry)
+		if err != nil {
+			return nil, nil, err
+		}
+		if dry {
+			return obj, warnings, nil
+		}
+		data, err := e.store.encode(obj)
+		if err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
+		rev, err := s.cfg.Storage.Create(ctx, key, data, ops...)
+		var ke *storage.KeyError
+		if err != nil && len(ops) > 0 && errors.As(err, &ke) && ke.Key != key && errors.Is(err, storage.ErrExists) && attempt < 8 {
+			// A concurrent create took what admission chose; choose again.
+			obj = orig.DeepCopyObject()
+			m, _ = meta.Accessor(obj)
+			continue
+		}
+		if err != nil {
+			return nil, nil, s.admissionConflict(e, err, m.GetName())
+		}
+		m.SetResourceVersion(strconv.FormatInt(rev, 10))
+		obj.GetObjectKind().SetGroupVersionKind(res.GVK)
 		return obj, warnings, nil
 	}
-	data, err := e.store.encode(obj)
-	if err != nil {
-		return nil, nil, apierrors.NewInternalError(err)
+}
+
+// admissionConflict turns a collision on an admission key into the admitters' own
+// error when one of them explains it, else into the generic storage error.
+func (s *Server) admissionConflict(e *entry, err error, name string) error {
+	var ke *storage.KeyError
+	if errors.As(err, &ke) {
+		for _, a := range s.admitters {
+			if ex, ok := a.(interface {
+				ExplainConflict(gvr, key, name string) error
+			}); ok {
+				if out := ex.ExplainConflict(e.res.GVR().String(), ke.Key, name); out != nil {
+					return out
+				}
+			}
+		}
 	}
-	rev, err := s.cfg.Storage.Create(ctx, e.store.key(ns, m.GetName()), data, ops...)
-	if err != nil {
-		return nil, nil, e.store.apiError(err, m.GetName())
-	}
-	m.SetResourceVersion(strconv.FormatInt(rev, 10))
-	obj.GetObjectKind().SetGroupVersionKind(res.GVK)
-	return obj, warnings, nil
+	return e.store.apiError(err, name)
 }
 
 // runCreateStrategy prepares, defaults and validates a new object.
@@ -463,7 +492,7 @@ func (s *Server) updateObject(ctx context.Context, e *entry, ns, name, sub strin
 		if e.res.Warnings != nil && sub == "" {
 			warnings = safeWarnings(e.res, obj, current)
 		}
-		ops, err := s.admit(ctx, admitUpdate, e, obj, current, dry)
+		ops, err := s.admit(ctx, AdmitUpdate, e, obj, current, dry)
 		if err != nil {
 			return nil, 0, nil, err
 		}
@@ -495,7 +524,11 @@ func (s *Server) updateObject(ctx context.Context, e *entry, ns, name, sub strin
 			if errors.Is(err, storage.ErrConflict) && !pinned && attempt < 20 {
 				continue
 			}
-			return nil, 0, nil, e.store.apiError(err, name)
+			var ke *storage.KeyError
+			if errors.As(err, &ke) && errors.Is(err, storage.ErrExists) && !pinned && attempt < 20 {
+				continue
+			}
+			return nil, 0, nil, s.admissionConflict(e, err, name)
 		}
 		m.SetResourceVersion(strconv.FormatInt(newRev, 10))
 		obj.GetObjectKind().SetGroupVersionKind(e.res.GVK)

@@ -1,0 +1,43 @@
+# tranche — see README.md. `make up` starts a local cluster, `make test` runs every test.
+GO      ?= go
+BIN     := bin/tranche
+PKGS    := ./...
+DEBS    := nftables iproute2 busybox conntrack dnsutils etcd-server curl ca-certificates
+KUBECTL ?= $(shell command -v kubectl)
+
+.PHONY: all build deps up test test-unit test-e2e bench bench-api fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/tranche
+
+# deps installs the Debian packages the tests and the cluster need (as root), only
+# those that are missing, and checks that kubectl is there.
+deps:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root to install$$missing" >&2; exit 1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@command -v kubectl >/dev/null || { echo "make deps: kubectl (v1.32) is required on PATH" >&2; exit 1; }
+
+up: deps build
+	$(BIN) up
+
+test: deps build test-unit test-e2e
+
+test-unit:
+	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v /test/e2e)
+
+test-e2e: build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./test/e2e/...
+
+bench: bench-api
+
+bench-api: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/api/
+
+clean:
+	rm -rf bin

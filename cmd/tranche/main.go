@@ -1,0 +1,29 @@
+// Command tranche is a Kubernetes-compatible cluster in one binary. This file only
+// parses flags into config structs and calls each component's Run.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "tranche",
+		Short:         "A Kubernetes-compatible cluster in one binary",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(versionCmd(), serverCmd())
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "tranche:", err)
+		os.Exit(1)
+	}
+}

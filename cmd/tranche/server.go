@@ -1,0 +1,60 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tranche/tranche/internal/server"
+)
+
+// defaultDataDir is /var/lib/tranche for root, else $XDG_DATA_HOME/tranche.
+func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/tranche"
+	}
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "tranche")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "tranche")
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+func serverCmd() *cobra.Command {
+	var cfg server.Config
+	var etcdServers, extra, logLevel string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the API server and the control-plane controllers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if etcdServers != "" {
+				cfg.EtcdServers = strings.Split(etcdServers, ",")
+			}
+			if extra != "" {
+				cfg.ExtraListen = strings.Split(extra, ",")
+			}
+			cfg.Logger = newLogger(logLevel)
+			return server.Run(cmd.Context(), cfg, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory for the PKI, the kubeconfig and the embedded etcd")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:6443", "HTTPS address of the API server")
+	f.StringVar(&extra, "extra-listen", "", "further HTTPS addresses, comma-separated (e.g. the cluster network listener)")
+	f.StringVar(&etcdServers, "etcd-servers", "", "external etcd client URLs, comma-separated; empty runs an embedded etcd")
+	f.DurationVar(&cfg.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

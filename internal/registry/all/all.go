@@ -1,0 +1,62 @@
+// Package all lists every resource the API server serves.
+package all
+
+import (
+	"github.com/tranche/tranche/internal/registry"
+	"github.com/tranche/tranche/internal/registry/apps"
+	"github.com/tranche/tranche/internal/registry/authentication"
+	"github.com/tranche/tranche/internal/registry/authorization"
+	"github.com/tranche/tranche/internal/registry/batch"
+	"github.com/tranche/tranche/internal/registry/coordination"
+	"github.com/tranche/tranche/internal/registry/core"
+	"github.com/tranche/tranche/internal/registry/discovery"
+	"github.com/tranche/tranche/internal/registry/events"
+	"github.com/tranche/tranche/internal/registry/networking"
+	"github.com/tranche/tranche/internal/registry/rbac"
+	"github.com/tranche/tranche/internal/registry/storage"
+)
+
+// Resources returns a fresh list of every served resource, core group first.
+func Resources() []registry.Resource {
+	return []registry.Resource{
+		core.NamespaceResource(),
+		core.PodResource(),
+		core.ServiceResource(),
+		core.EndpointsResource(),
+		core.NodeResource(),
+		core.EventResource(),
+		core.ConfigMapResource(),
+		core.SecretResource(),
+		core.ServiceAccountResource(),
+		core.PersistentVolumeClaimResource(),
+		core.PersistentVolumeResource(),
+
+		apps.DeploymentResource(),
+		apps.ReplicaSetResource(),
+		apps.DaemonSetResource(),
+		apps.StatefulSetResource(),
+		apps.ControllerRevisionResource(),
+
+		batch.JobResource(),
+		batch.CronJobResource(),
+
+		discovery.EndpointSliceResource(),
+		networking.IngressResource(),
+		networking.IngressClassResource(),
+		coordination.LeaseResource(),
+		events.EventResource(),
+		storage.StorageClassResource(),
+
+		rbac.RoleResource(),
+		rbac.ClusterRoleResource(),
+		rbac.RoleBindingResource(),
+		rbac.ClusterRoleBindingResource(),
+
+		authorization.SelfSubjectAccessReviewResource(),
+		authorization.SelfSubjectRulesReviewResource(),
+		authorization.SubjectAccessReviewResource(),
+		authorization.LocalSubjectAccessReviewResource(),
+		authentication.TokenReviewResource(),
+		authentication.SelfSubjectReviewResource(),
+	}
+}

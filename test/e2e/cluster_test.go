@@ -1,0 +1,231 @@
+// Package e2e drives bin/tranche with the real kubectl and client-go, as root.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// server is one running `tranche server` process.
+type server struct {
+	dataDir    string
+	listen     string
+	kubeconfig string
+	args       []string
+	cmd        *exec.Cmd
+	done       chan struct{}
+	logs       *bytes.Buffer
+	mu         sync.Mutex
+}
+
+var (
+	shared     *server
+	trancheBin string
+	kubectlBin string
+)
+
+func TestMain(m *testing.M) {
+	trancheBin = os.Getenv("TRANCHE_BIN")
+	if trancheBin == "" {
+		fmt.Fprintln(os.Stderr, "e2e: TRANCHE_BIN is not set; run the e2e tests with `make test` (it builds bin/tranche first)")
+		os.Exit(1)
+	}
+	var err error
+	if kubectlBin, err = exec.LookPath("kubectl"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: kubectl (v1.32) is required on PATH; see `make deps`")
+		os.Exit(1)
+	}
+	shared, err = startServer(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting tranche server:", err)
+		os.Exit(1)
+	}
+	// Stop the cluster also when the test binary is interrupted.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		shared.stop()
+		os.RemoveAll(shared.dataDir)
+		os.Exit(1)
+	}()
+	code := m.Run()
+	shared.stop()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "--- tranche server log (last 4 KiB) ---\n%s\n", tail(shared.logs.String(), 4096))
+	}
+	os.RemoveAll(shared.dataDir)
+	os.Exit(code)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// freePort returns a loopback port nobody listens on now.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startServer runs tranche server on a fresh data dir (short: etcd's unix socket path
+// must fit in 108 bytes) and waits until it is ready.
+func startServer(extra []string) (*server, error) {
+	dir, err := os.MkdirTemp("", "tre2e-")
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{dataDir: dir, listen: addr, kubeconfig: filepath.Join(dir, "kubeconfig"),
+		args: append([]string{"server", "--data-dir", dir, "--listen", addr, "--log-level", "warn"}, extra...)}
+	return s, s.start()
+}
+
+func (s *server) start() error {
+	s.logs = &bytes.Buffer{}
+	s.cmd = exec.Command(trancheBin, s.args...)
+	w := &lockedWriter{mu: &s.mu, w: s.logs}
+	s.cmd.Stdout, s.cmd.Stderr = w, w
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	s.done = make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return fmt.Errorf("tranche server exited: %s", s.logs.String())
+		default:
+		}
+		if _, err := os.Stat(s.kubeconfig); err == nil {
+			out, err := exec.Command(kubectlBin, "--kubeconfig", s.kubeconfig, "get", "--raw", "/readyz").CombinedOutput()
+			if err == nil && strings.TrimSpace(string(out)) == "ok" {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.stop()
+	return fmt.Errorf("tranche server not ready within 60s: %s", s.logs.String())
+}
+
+func (s *server) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// restConfig is the admin client configuration of s.
+func (s *server) restConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func (s *server) client(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	return kubernetes.NewForConfigOrDie(s.restConfig(t))
+}
+
+// kubectl runs kubectl against s and returns stdout, stderr and the error.
+func (s *server) kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", s.kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECTL_KUBERC=false")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// must runs kubectl and fails the test when it fails.
+func (s *server) must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, err := s.kubectl(t, "", args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+// namespace creates a namespace for one test and deletes it afterwards.
+func (s *server) namespace(t *testing.T) string {
+	t.Helper()
+	name := "e2e-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.TrimRight(name, "-")
+	s.must(t, "create", "namespace", name)
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "namespace", name, "--wait=false") })
+	return name
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not true within %s; last state: %s", what, timeout, last)
+}
