@@ -147,8 +147,8 @@ func TestKubectlWorkflow(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond)
 			_, _, _ = s.kubectl(t, "", "label", "configmap", "watched", "-n", ns, "seen=yes")
 		}()
-		out, _, _ := s.kubectl(t, "", "get", "configmap", "watched", "-n", ns, "-w", "--output-watch-events", "--request-timeout=5s", "-o", "custom-columns=NAME:.metadata.name,SEEN:.metadata.labels.seen")
-		if !regexp.MustCompile(`(?m)^MODIFIED\s+watched\s+yes$`).MatchString(out) {
+		out, _, _ := s.kubectl(t, "", "get", "configmap", "watched", "-n", ns, "-w", "--show-labels", "--request-timeout=5s")
+		if !regexp.MustCompile(`(?m)^watched\s+1\s+\S+\s+seen=yes$`).MatchString(out) {
 			t.Fatalf("watch output:\n%s", out)
 		}
 	})

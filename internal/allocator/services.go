@@ -1,0 +1,351 @@
+// Package allocator hands out Service ClusterIPs and NodePorts. Each allocation is a key
+// in the store written in the same transaction as the Service (apiserver.Admitter), so
+// two Services can never hold the same address, a failed create leaks nothing, and a
+// delete frees what the Service held.
+package allocator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/registry/core"
+	"github.com/tranche/tranche/internal/storage"
+)
+
+// Key prefixes of allocations in the store.
+const (
+	IPPrefix   = "/registry/ranges/serviceips/"
+	PortPrefix = "/registry/ranges/servicenodeports/"
+)
+
+// servicesGVR is the resource the allocator admits (schema.GroupVersionResource.String()).
+var servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}.String()
+
+var serviceGK = schema.GroupKind{Kind: "Service"}
+
+// PortRange is an inclusive range of node ports.
+type PortRange struct{ First, Last int }
+
+// ParsePortRange parses "30000-32767".
+func ParsePortRange(s string) (PortRange, error) {
+	a, b, ok := strings.Cut(s, "-")
+	first, err1 := strconv.Atoi(strings.TrimSpace(a))
+	last, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || first < 1 || last > 65535 || first > last {
+		return PortRange{}, fmt.Errorf("invalid port range %q: want FIRST-LAST within 1-65535", s)
+	}
+	return PortRange{first, last}, nil
+}
+
+func (r PortRange) String() string        { return fmt.Sprintf("%d-%d", r.First, r.Last) }
+func (r PortRange) contains(p int32) bool { return int(p) >= r.First && int(p) <= r.Last }
+func (r PortRange) size() int             { return r.Last - r.First + 1 }
+
+// Services allocates ClusterIPs from CIDR and NodePorts from Ports.
+type Services struct {
+	CIDR  netip.Prefix
+	Ports PortRange
+	// Reserved addresses are never chosen at random (the DNS service's 10.96.0.10);
+	// they can still be asked for explicitly.
+	Reserved []netip.Addr
+	Store    storage.Interface
+}
+
+var _ apiserver.Admitter = (*Services)(nil)
+
+// owner is what an allocation key holds: the Service that owns it.
+type owner struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+func ownerValue(svc *v1.Service) []byte {
+	data, _ := json.Marshal(owner{svc.Namespace, svc.Name, string(svc.UID)})
+	return data
+}
+
+func ipKey(ip string) string { return IPPrefix + ip }
+func portKey(p int32) string { return PortPrefix + strconv.Itoa(int(p)) }
+
+// held returns the allocation keys svc holds (or, for a new object, asks for).
+func held(svc *v1.Service) map[string]bool {
+	keys := map[string]bool{}
+	if svc == nil {
+		return keys
+	}
+	if svc.Spec.Type != v1.ServiceTypeExternalName {
+		for _, ip := range svc.Spec.ClusterIPs {
+			if ip != "" && ip != v1.ClusterIPNone {
+				keys[ipKey(ip)] = true
+			}
+		}
+		if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != v1.ClusterIPNone {
+			keys[ipKey(svc.Spec.ClusterIP)] = true
+		}
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.NodePort != 0 {
+			keys[portKey(p.NodePort)] = true
+		}
+	}
+	if svc.Spec.HealthCheckNodePort != 0 {
+		keys[portKey(svc.Spec.HealthCheckNodePort)] = true
+	}
+	return keys
+}
+
+// Admit fills in the ClusterIP and NodePorts a Service needs and returns the writes
+// that record what it newly holds and free what it gave up.
+func (a *Services) Admit(ctx context.Context, op apiserver.AdmitOp, gvr string, obj, old runtime.Object, dry bool) ([]storage.Op, error) {
+	if gvr != servicesGVR {
+		return nil, nil
+	}
+	svc := obj.(*v1.Service)
+	var prev *v1.Service
+	if old != nil {
+		prev = old.(*v1.Service)
+	}
+	before := held(prev)
+	used, err := a.usedKeys(ctx)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	// What this Service already holds is not "used by another".
+	for k := range before {
+		delete(used, k)
+	}
+	var errs field.ErrorList
+	if core.ServiceNeedsClusterIP(svc) {
+		errs = append(errs, a.assignClusterIP(svc, used)...)
+	}
+	if core.ServiceNeedsNodePorts(svc) {
+		errs = append(errs, a.assignNodePorts(svc, prev, used)...)
+	} else {
+		for i := range svc.Spec.Ports {
+			if svc.Spec.Ports[i].NodePort != 0 && svc.Spec.Type != v1.ServiceTypeNodePort && svc.Spec.Type != v1.ServiceTypeLoadBalancer {
+				svc.Spec.Ports[i].NodePort = 0
+			}
+		}
+	}
+	if core.ServiceNeedsHealthCheckNodePort(svc) {
+		errs = append(errs, a.assignHealthCheckPort(svc, prev, used)...)
+	} else {
+		svc.Spec.HealthCheckNodePort = 0
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(serviceGK, svc.Name, errs)
+	}
+	after := held(svc)
+	var ops []storage.Op
+	for k := range after {
+		if !before[k] {
+			ops = append(ops, storage.Op{Key: k, Value: ownerValue(svc), MustNotExist: true})
+		}
+	}
+	for k := range before {
+		if !after[k] {
+			ops = append(ops, storage.Op{Key: k, Delete: true})
+		}
+	}
+	return ops, nil
+}
+
+// Release frees everything a deleted Service held.
+func (a *Services) Release(_ context.Context, gvr string, obj runtime.Object) []storage.Op {
+	if gvr != servicesGVR {
+		return nil
+	}
+	var ops []storage.Op
+	for k := range held(obj.(*v1.Service)) {
+		ops = append(ops, storage.Op{Key: k, Delete: true})
+	}
+	return ops
+}
+
+// ExplainConflict words a lost race on an allocation key as Kubernetes words a taken one.
+func (a *Services) ExplainConflict(gvr, key, name string) error {
+	if gvr != servicesGVR {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(key, IPPrefix):
+		ip := strings.TrimPrefix(key, IPPrefix)
+		return apierrors.NewInvalid(serviceGK, name, field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs"), []string{ip},
+			fmt.Sprintf("failed to allocate IP %s: provided IP is already allocated", ip))})
+	case strings.HasPrefix(key, PortPrefix):
+		p, _ := strconv.Atoi(strings.TrimPrefix(key, PortPrefix))
+		return apierrors.NewInvalid(serviceGK, name, field.ErrorList{field.Invalid(field.NewPath("spec", "ports").Index(0).Child("nodePort"), p, "provided port is already allocated")})
+	}
+	return nil
+}
+
+// usedKeys lists every allocation key in the store.
+func (a *Services) usedKeys(ctx context.Context) (map[string]bool, error) {
+	used := map[string]bool{}
+	for _, prefix := range []string{IPPrefix, PortPrefix} {
+		res, err := a.Store.List(ctx, prefix, storage.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing allocations: %w", err)
+		}
+		for _, kv := range res.Items {
+			used[kv.Key] = true
+		}
+	}
+	return used, nil
+}
+
+func (a *Services) assignClusterIP(svc *v1.Service, used map[string]bool) field.ErrorList {
+	path := field.NewPath("spec", "clusterIPs")
+	if svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) > 0 {
+		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
+	}
+	if ip := svc.Spec.ClusterIP; ip != "" {
+		addr, err := netip.ParseAddr(ip)
+		switch {
+		case err != nil:
+			return field.ErrorList{field.Invalid(path, []string{ip}, fmt.Sprintf("failed to allocate IP %s: not a valid IP address", ip))}
+		case !a.CIDR.Contains(addr):
+			return field.ErrorList{field.Invalid(path, []string{ip}, fmt.Sprintf("failed to allocate IP %s: the provided IP (%s) is not in the valid range. The range of valid IPs is %s", ip, ip, a.CIDR))}
+		case used[ipKey(ip)]:
+			return field.ErrorList{field.Invalid(path, []string{ip}, fmt.Sprintf("failed to allocate IP %s: provided IP is already allocated", ip))}
+		}
+		svc.Spec.ClusterIPs = []string{ip}
+		return nil
+	}
+	ip, ok := a.randomIP(used)
+	if !ok {
+		return field.ErrorList{field.Invalid(path, []string{""}, fmt.Sprintf("failed to allocate a serviceIP: range is full (%s)", a.CIDR))}
+	}
+	svc.Spec.ClusterIP = ip
+	svc.Spec.ClusterIPs = []string{ip}
+	return nil
+}
+
+// randomIP picks a free address, never the network or broadcast address, the first
+// host (the kubernetes Service) or a reserved one.
+func (a *Services) randomIP(used map[string]bool) (string, bool) {
+	base := a.CIDR.Masked().Addr()
+	bits := a.CIDR.Addr().BitLen() - a.CIDR.Bits()
+	if bits > 30 {
+		bits = 30
+	}
+	size := 1 << bits
+	skip := map[string]bool{}
+	for _, r := range a.Reserved {
+		skip[r.String()] = true
+	}
+	start := rand.IntN(size)
+	for i := 0; i < size; i++ {
+		off := (start + i) % size
+		if off <= 1 || off == size-1 {
+			continue
+		}
+		addr := offsetAddr(base, off)
+		s := addr.String()
+		if !used[ipKey(s)] && !skip[s] {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+func offsetAddr(base netip.Addr, off int) netip.Addr {
+	b := base.As16()
+	carry := off
+	for i := 15; i >= 0 && carry > 0; i-- {
+		sum := int(b[i]) + carry&0xff
+		b[i] = byte(sum)
+		carry = carry>>8 + sum>>8
+	}
+	out := netip.AddrFrom16(b)
+	if base.Is4() {
+		return out.Unmap()
+	}
+	return out
+}
+
+func (a *Services) assignNodePorts(svc, prev *v1.Service, used map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	mine := map[int32]bool{}
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		path := field.NewPath("spec", "ports").Index(i).Child("nodePort")
+		if p.NodePort == 0 && prev != nil {
+			// An update that left nodePort out keeps the one the port had.
+			for _, op := range prev.Spec.Ports {
+				if op.NodePort != 0 && op.Port == p.Port && op.Protocol == p.Protocol {
+					p.NodePort = op.NodePort
+				}
+			}
+		}
+		if p.NodePort != 0 {
+			switch {
+			case !a.Ports.contains(p.NodePort):
+				errs = append(errs, field.Invalid(path, p.NodePort, fmt.Sprintf("provided port is not in the valid range. The range of valid ports is %s", a.Ports)))
+			case used[portKey(p.NodePort)]:
+				errs = append(errs, field.Invalid(path, p.NodePort, "provided port is already allocated"))
+			}
+			mine[p.NodePort] = true
+			continue
+		}
+		port, ok := a.randomPort(used, mine)
+		if !ok {
+			errs = append(errs, field.Invalid(path, p.NodePort, fmt.Sprintf("failed to allocate a nodePort: range is full (%s)", a.Ports)))
+			continue
+		}
+		p.NodePort = port
+		mine[port] = true
+	}
+	return errs
+}
+
+func (a *Services) assignHealthCheckPort(svc, prev *v1.Service, used map[string]bool) field.ErrorList {
+	path := field.NewPath("spec", "healthCheckNodePort")
+	if svc.Spec.HealthCheckNodePort == 0 && prev != nil {
+		svc.Spec.HealthCheckNodePort = prev.Spec.HealthCheckNodePort
+	}
+	mine := map[int32]bool{}
+	for _, p := range svc.Spec.Ports {
+		mine[p.NodePort] = true
+	}
+	if hc := svc.Spec.HealthCheckNodePort; hc != 0 {
+		switch {
+		case !a.Ports.contains(hc):
+			return field.ErrorList{field.Invalid(path, hc, fmt.Sprintf("provided port is not in the valid range. The range of valid ports is %s", a.Ports))}
+		case used[portKey(hc)] || mine[hc]:
+			return field.ErrorList{field.Invalid(path, hc, "provided port is already allocated")}
+		}
+		return nil
+	}
+	port, ok := a.randomPort(used, mine)
+	if !ok {
+		return field.ErrorList{field.Invalid(path, 0, fmt.Sprintf("failed to allocate a nodePort: range is full (%s)", a.Ports))}
+	}
+	svc.Spec.HealthCheckNodePort = port
+	return nil
+}
+
+func (a *Services) randomPort(used map[string]bool, mine map[int32]bool) (int32, bool) {
+	n := a.Ports.size()
+	start := rand.IntN(n)
+	for i := 0; i < n; i++ {
+		p := int32(a.Ports.First + (start+i)%n)
+		if !used[portKey(p)] && !mine[p] {
+			return p, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
+
+	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/auth/authn"
+	"github.com/tranche/tranche/internal/auth/authz"
+	"github.com/tranche/tranche/internal/auth/pki"
+)
+
+// publicPaths answer anonymous requests, as system:public-info-viewer allows.
+var publicPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/version": true,
+	"/healthz/ping": true, "/livez/ping": true, "/readyz/ping": true}
+
+// listers are the informer caches the authenticators and authorizers read; they are
+// set once the API answers (the loopback client is system:masters, which needs none).
+type listers struct {
+	roles               rbaclisters.RoleLister
+	roleBindings        rbaclisters.RoleBindingLister
+	clusterRoles        rbaclisters.ClusterRoleLister
+	clusterRoleBindings rbaclisters.ClusterRoleBindingLister
+	serviceAccounts     corelisters.ServiceAccountLister
+	pods                corelisters.PodLister
+	nodes               corelisters.NodeLister
+}
+
+// security authenticates and authorizes every request (apiserver.Guard).
+type security struct {
+	authenticator authn.Authenticator
+	authorizer    authz.Authorizer
+	rbac          *authz.RBAC
+	issuer        *authn.Issuer
+	caches        atomic.Pointer[listers]
+}
+
+var _ apiserver.Guard = (*security)(nil)
+
+func newSecurity(cfg Config, ca *pki.CA) (*security, error) {
+	key, err := pki.EnsureSigningKey(cfg.pkiDir())
+	if err != nil {
+		return nil, err
+	}
+	issuer, err := authn.NewIssuer(key, "")
+	if err != nil {
+		return nil, err
+	}
+	s := &security{issuer: issuer}
+	chain := authn.Union{
+		authn.ClientCert{Roots: ca.Pool()},
+		&authn.ServiceAccountTokens{Keys: []crypto.PublicKey{key.Public()}, Accounts: saGetter{s}, Pods: podGetter{s}, Nodes: nodeGetter{s}},
+	}
+	// Node join tokens (and any static token) come from DATA/tokens.csv when present.
+	if tokens, err := authn.LoadStaticTokens(filepath.Join(cfg.DataDir, "tokens.csv")); err == nil {
+		chain = append(chain, tokens)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	s.authenticator = chain
+	s.rbac = authz.NewRBAC(ruleSource{s})
+	s.authorizer = authz.Union{authz.NewNodeAuthorizer(podNodeGetter{s}), s.rbac}
+	return s, nil
+}
+
+// watchCaches starts the informers the guard reads and waits for them to sync.
+func (s *security) watchCaches(ctx context.Context, f informers.SharedInformerFactory) error {
+	l := &listers{
+		roles:               f.Rbac().V1().Roles().Lister(),
+		roleBindings:        f.Rbac().V1().RoleBindings().Lister(),
+		clusterRoles:        f.Rbac().V1().ClusterRoles().Lister(),
+		clusterRoleBindings: f.Rbac().V1().ClusterRoleBindings().Lister(),
+		serviceAccounts:     f.Core().V1().ServiceAccounts().Lister(),
+		pods:                f.Core().V1().Pods().Lister(),
+		nodes:               f.Core().V1().Nodes().Lister(),
+	}
+	f.Start(ctx.Done())
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("cache of %v did not sync", typ)
+		}
+	}
+	s.caches.Store(l)
+	return nil
+}
+
+type userKey struct{}
+
+// userFrom returns the authenticated user of a request's context.
+func userFrom(ctx context.Context) *authn.User {
+	u, _ := ctx.Value(userKey{}).(*authn.User)
+	return u
+}
+
+// Check implements apiserver.Guard.
+func (s *security) Check(r *http.Request, req apiserver.Request) (*http.Request, error) {
+	user, ok, err := s.authenticator.Authenticate(r)
+	if err != nil {
+		return nil, apierrors.NewUnauthorized(err.Error())
+	}
+	if !ok {
+		if publicPaths[r.URL.Path] {
+			return r.WithContext(context.WithValue(r.Context(), userKey{}, authn.Anonymous())), nil
+		}
+		return nil, apierrors.NewUnauthorized("Unauthorized")
+	}
+	user, err = authn.Impersonate(r, user, func(a authn.Attributes) (bool, string, error) {
+		d, reason, err := s.authorizer.Authorize(r.Context(), a)
+		return d == authz.Allow, reason, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for h := range r.Header {
+		if len(h) > 12 && http.CanonicalHeaderKey(h)[:12] == "Impersonate-" {
+			r.Header.Del(h)
+		}
+	}
+	attrs := authz.Attributes{User: user, Verb: req.Verb, Namespace: req.Namespace, APIGroup: req.APIGroup, APIVersion: req.APIVersion,
+		Resource: req.Resource, Subresource: req.Subresource, Name: req.Name, Path: req.Path, ResourceRequest: req.IsResourceRequest}
+	d, reason, err := s.authorizer.Authorize(r.Context(), attrs)
+	if err != nil && d != authz.Allow {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if d != authz.Allow {
+		return nil, attrs.ForbiddenError(reason)
+	}
+	return r.WithContext(context.WithValue(r.Context(), userKey{}, user)), nil
+}
+
+// ruleSource reads RBAC objects from the caches (empty until they sync).
+type ruleSource struct{ s *security }
+
+func (rs ruleSource) l() *listers { return rs.s.caches.Load() }
+
+func (rs ruleSource) ListClusterRoleBindings() ([]*rbacv1.ClusterRoleBinding, error) {
+	if l := rs.l(); l != nil {
+		return l.clusterRoleBindings.List(labels.Everything())
+	}
+	return nil, nil
+}
+
+func (rs ruleSource) GetClusterRole(name string) (*rbacv1.ClusterRole, error) {
+	if l := rs.l(); l != nil {
+		return l.clusterRoles.Get(name)
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterrole"}, name)
+}
+
+func (rs ruleSource) ListClusterRoles() ([]*rbacv1.ClusterRole, error) {
+	if l := rs.l(); l != nil {
+		return l.clusterRoles.List(labels.Everything())
+	}
+	return nil, nil
+}
+
+func (rs ruleSource) ListRoleBindings(ns string) ([]*rbacv1.RoleBinding, error) {
+	if l := rs.l(); l != nil {
+		return l.roleBindings.RoleBindings(ns).List(labels.Everything())
+	}
+	return nil, nil
+}
+
+func (rs ruleSource) GetRole(ns, name string) (*rbacv1.Role, error) {
+	if l := rs.l(); l != nil {
+		return l.roles.Roles(ns).Get(name)
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "role"}, name)
+}
+
+type saGetter struct{ s *security }
+
+func (g saGetter) GetServiceAccountUID(ns, name string) (string, bool, error) {
+	l := g.s.caches.Load()
+	if l == nil {
+		return "", false, errors.New("service account cache not ready")
+	}
+	sa, err := l.serviceAccounts.ServiceAccounts(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(sa.UID), true, nil
+}
+
+type podGetter struct{ s *security }
+
+func (g podGetter) GetPodUID(ns, name string) (string, bool, error) {
+	l := g.s.caches.Load()
+	if l == nil {
+		return "", false, errors.New("pod cache not ready")
+	}
+	p, err := l.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(p.UID), true, nil
+}
+
+type nodeGetter struct{ s *security }
+
+func (g nodeGetter) GetNodeUID(name string) (string, bool, error) {
+	l := g.s.caches.Load()
+	if l == nil {
+		return "", false, errors.New("node cache not ready")
+	}
+	n, err := l.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(n.UID), true, nil
+}
+
+type podNodeGetter struct{ s *security }
+
+func (g podNodeGetter) PodNodeName(ns, name string) (string, bool, error) {
+	l := g.s.caches.Load()
+	if l == nil {
+		return "", false, errors.New("pod cache not ready")
+	}
+	p, err := l.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return p.Spec.NodeName, true, nil
+}

@@ -1,0 +1,242 @@
+// Package server assembles `tranche server`: storage (embedded or external etcd), PKI,
+// the API handler, bootstrap objects and the control-plane controllers.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	stdlog "log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/apiserver/openapi"
+	"github.com/tranche/tranche/internal/auth/pki"
+	"github.com/tranche/tranche/internal/registry/all"
+	"github.com/tranche/tranche/internal/storage"
+	"github.com/tranche/tranche/internal/storage/embedded"
+	"github.com/tranche/tranche/internal/storage/etcd"
+)
+
+// Config is `tranche server`'s configuration.
+type Config struct {
+	// DataDir holds the PKI, the kubeconfig and (embedded) etcd's data.
+	DataDir string
+	// Listen is the HTTPS address (127.0.0.1:6443).
+	Listen string
+	// ExtraListen are further addresses (the cluster network listener 10.240.0.1:6443).
+	ExtraListen []string
+	// EtcdServers selects an external etcd cluster; empty means embedded.
+	EtcdServers []string
+	// CompactInterval is how often history is compacted; 0 means 5 minutes.
+	CompactInterval time.Duration
+	Logger          *slog.Logger
+}
+
+// paths of files under DataDir.
+func (c *Config) pkiDir() string        { return filepath.Join(c.DataDir, "pki") }
+func (c *Config) kubeconfigPath() string { return filepath.Join(c.DataDir, "kubeconfig") }
+
+// Run serves until ctx ends. ready (may be nil) is closed once the server answers and
+// the bootstrap objects exist.
+func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	store, closeStore, err := openStorage(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	ca, err := pki.EnsureCA(cfg.pkiDir())
+	if err != nil {
+		return err
+	}
+	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", cfg.Listen, err)
+	}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1"), net.ParseIP("10.240.0.1")}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		ips = append(ips, ip)
+	}
+	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	servingCert, servingKey, err := pki.EnsureServing(cfg.pkiDir(), ca, dns, ips)
+	if err != nil {
+		return err
+	}
+	adminCert, adminKey, err := pki.EnsureClient(cfg.pkiDir(), ca, "admin", "admin", []string{"system:masters"})
+	if err != nil {
+		return err
+	}
+	server := "https://" + net.JoinHostPort(loopbackHost(host), portStr)
+	if err := pki.WriteKubeconfig(cfg.kubeconfigPath(), server, ca.CertPEM, adminCert, adminKey, ""); err != nil {
+		return err
+	}
+
+	var isReady atomic.Bool
+	sec, err := newSecurity(cfg, ca)
+	if err != nil {
+		return err
+	}
+	rv := &reviews{sec: sec}
+	resources := all.Resources()
+	docs, err := openapi.Build(resources, apiserver.KubernetesVersion.GitVersion)
+	if err != nil {
+		return fmt.Errorf("openapi: %w", err)
+	}
+	api, err := apiserver.New(apiserver.Config{
+		Storage:   store,
+		Resources: resources,
+		Logger:    log.With("component", "apiserver"),
+		Guard:     sec,
+		OpenAPI:   docs.Handler(),
+		Extra:     rv.handlers(),
+		Ready: func() error {
+			if !isReady.Load() {
+				return errors.New("bootstrap not finished")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	pair, err := tls.X509KeyPair(servingCert, servingKey)
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	tlsConfig := &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    ca.Pool(),
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}
+	httpServer := &http.Server{Handler: api, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slogErrorLog(log)}
+	errc := make(chan error, 1+len(cfg.ExtraListen))
+	for _, addr := range append([]string{cfg.Listen}, cfg.ExtraListen...) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", addr, err)
+		}
+		log.Info("serving", "address", addr)
+		go func() { errc <- httpServer.Serve(tls.NewListener(ln, tlsConfig)) }()
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = httpServer.Shutdown(sctx)
+	}()
+
+	loop := &rest.Config{
+		Host:            server,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: adminCert, KeyData: adminKey},
+		QPS:             200,
+		Burst:           400,
+	}
+	if err := bootstrapObjects(ctx, loop, log); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(loop)
+	if err != nil {
+		return err
+	}
+	rv.client.Store(client)
+	if err := sec.watchCaches(ctx, informers.NewSharedInformerFactory(client, 0)); err != nil {
+		return fmt.Errorf("authorization caches: %w", err)
+	}
+	isReady.Store(true)
+	if ready != nil {
+		close(ready)
+	}
+	log.Info("ready", "kubeconfig", cfg.kubeconfigPath())
+
+	go compactLoop(ctx, store, cfg.CompactInterval, log)
+	if err := startControllers(ctx, loop, log); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+func loopbackHost(host string) string {
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return host
+}
+
+func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (storage.Interface, func(), error) {
+	if len(cfg.EtcdServers) > 0 {
+		client, err := etcd.Dial(ctx, cfg.EtcdServers, log.With("component", "etcd-client"))
+		if err != nil {
+			return nil, nil, err
+		}
+		s := etcd.New(client)
+		return s, func() { _ = s.Close() }, nil
+	}
+	srv, err := embedded.Start(ctx, embedded.Config{DataDir: filepath.Join(cfg.DataDir, "etcd"), Logger: log.With("component", "etcd")})
+	if err != nil {
+		return nil, nil, err
+	}
+	s := etcd.New(srv.Client())
+	return s, func() { _ = s.Close(); _ = srv.Close() }, nil
+}
+
+// compactLoop keeps etcd's history bounded: every interval it compacts what is older
+// than the revision seen at the previous tick, so watchers have at least one interval
+// to catch up, as Kubernetes does.
+func compactLoop(ctx context.Context, s storage.Interface, interval time.Duration, log *slog.Logger) {
+	if interval <= 0 {
+		interval = 5 * time.Minute
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if last > 0 {
+			if err := s.Compact(ctx, last); err != nil && !errors.Is(err, storage.ErrCompacted) {
+				log.Warn("compaction failed", "revision", last, "err", err)
+			}
+		}
+		rev, err := s.Revision(ctx)
+		if err == nil {
+			last = rev
+		}
+	}
+}
+
+// slogErrorLog routes net/http's own messages (TLS handshake failures of probing
+// clients, mostly) to debug level.
+func slogErrorLog(log *slog.Logger) *stdlog.Logger {
+	return slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+}
