@@ -22,7 +22,10 @@ type KeyError struct {
 	Err error
 }
 
+// Error returns "<key>: <error>".
 func (e *KeyError) Error() string { return e.Key + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error, so errors.Is(err, ErrExists) and the like work.
 func (e *KeyError) Unwrap() error { return e.Err }
 
 // KeyValue is one stored key at the revision it was last modified.
@@ -90,14 +93,14 @@ type Event struct {
 
 // Interface is the store. All methods are safe for concurrent use.
 type Interface interface {
-	// Get returns the current value of key, or ErrNotFound.
+	// Get returns the current value of key, or KeyError{key, ErrNotFound}.
 	Get(ctx context.Context, key string) (*KeyValue, error)
 	// List returns the keys under prefix, in key order. A compacted Revision gives ErrCompacted.
 	List(ctx context.Context, prefix string, opts ListOptions) (*ListResult, error)
 	// Create writes key if absent (else KeyError{key, ErrExists}) and returns the new revision.
 	Create(ctx context.Context, key string, value []byte, ops ...Op) (int64, error)
 	// Update writes key if its ModRevision is expectRevision (else ErrConflict; ErrNotFound
-	// when absent) and returns the new revision.
+	// when absent) and returns the new revision. A zero expectRevision never matches.
 	Update(ctx context.Context, key string, value []byte, expectRevision int64, ops ...Op) (int64, error)
 	// Delete removes key if its ModRevision is expectRevision (0: any) and returns the
 	// deleted value with the deletion's revision as ModRevision.
