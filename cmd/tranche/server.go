@@ -1,13 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/server"
 )
 
@@ -34,6 +37,7 @@ func newLogger(level string) *slog.Logger {
 func serverCmd() *cobra.Command {
 	var cfg server.Config
 	var etcdServers, extra, logLevel string
+	var net serviceNetFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API server and the control-plane controllers",
@@ -46,6 +50,9 @@ func serverCmd() *cobra.Command {
 				cfg.ExtraListen = strings.Split(extra, ",")
 			}
 			cfg.Logger = newLogger(logLevel)
+			if err := net.apply(&cfg); err != nil {
+				return err
+			}
 			return server.Run(cmd.Context(), cfg, nil)
 		},
 	}
@@ -56,5 +63,33 @@ func serverCmd() *cobra.Command {
 	f.StringVar(&etcdServers, "etcd-servers", "", "external etcd client URLs, comma-separated; empty runs an embedded etcd")
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	net.register(cmd)
 	return cmd
+}
+
+// serviceNetFlags are the address flags `server` and `up` share.
+type serviceNetFlags struct {
+	serviceCIDR, nodePorts, advertise string
+}
+
+func (n *serviceNetFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&n.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR ClusterIPs are allocated from")
+	f.StringVar(&n.nodePorts, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")
+	f.StringVar(&n.advertise, "advertise-address", "10.240.0.1", "address the kubernetes Service's endpoints point at")
+}
+
+func (n *serviceNetFlags) apply(cfg *server.Config) error {
+	p, err := netip.ParsePrefix(n.serviceCIDR)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
+		return fmt.Errorf("--service-cluster-ip-range %q: want an IPv4 CIDR of at least 16 addresses (e.g. 10.96.0.0/12)", n.serviceCIDR)
+	}
+	cfg.ServiceCIDR = p.Masked()
+	if cfg.NodePorts, err = allocator.ParsePortRange(n.nodePorts); err != nil {
+		return fmt.Errorf("--service-node-port-range: %w", err)
+	}
+	if cfg.AdvertiseAddress, err = netip.ParseAddr(n.advertise); err != nil {
+		return fmt.Errorf("--advertise-address %q: %w", n.advertise, err)
+	}
+	return nil
 }

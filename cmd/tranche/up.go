@@ -21,6 +21,7 @@ const pidFile = "tranche.pid"
 func upCmd() *cobra.Command {
 	var dataDir, listen, logLevel string
 	var detach bool
+	var net serviceNetFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a local cluster (for now: the API server and control plane)",
@@ -32,7 +33,7 @@ func upCmd() *cobra.Command {
 			}
 			kubeconfig := filepath.Join(dataDir, "kubeconfig")
 			if detach {
-				return startDetached(cmd, dataDir, listen, logLevel, kubeconfig)
+				return startDetached(cmd, dataDir, kubeconfig)
 			}
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return err
@@ -41,11 +42,15 @@ func upCmd() *cobra.Command {
 				return err
 			}
 			defer os.Remove(filepath.Join(dataDir, pidFile))
+			cfg := server.Config{DataDir: dataDir, Listen: listen, Logger: newLogger(logLevel)}
+			if err := net.apply(&cfg); err != nil {
+				return err
+			}
 			ready := make(chan struct{})
 			errc := make(chan error, 1)
 			fmt.Fprintf(out, "starting the API server on %s (data in %s)\n", listen, dataDir)
 			go func() {
-				errc <- server.Run(cmd.Context(), server.Config{DataDir: dataDir, Listen: listen, Logger: newLogger(logLevel)}, ready)
+				errc <- server.Run(cmd.Context(), cfg, ready)
 			}()
 			select {
 			case <-ready:
@@ -61,11 +66,12 @@ func upCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", "127.0.0.1:6443", "HTTPS address of the API server")
 	f.BoolVar(&detach, "detach", false, "return once the cluster is ready and keep it running in the background")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	net.register(cmd)
 	return cmd
 }
 
 // startDetached re-runs `tranche up` in the background and waits until it is ready.
-func startDetached(cmd *cobra.Command, dataDir, listen, logLevel, kubeconfig string) error {
+func startDetached(cmd *cobra.Command, dataDir, kubeconfig string) error {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
@@ -79,7 +85,14 @@ func startDetached(cmd *cobra.Command, dataDir, listen, logLevel, kubeconfig str
 	if err != nil {
 		return err
 	}
-	child := exec.Command(self, "up", "--data-dir", dataDir, "--listen", listen, "--log-level", logLevel)
+	// The child runs the same command line without --detach.
+	args := []string{"up"}
+	for _, a := range os.Args[2:] {
+		if a != "--detach" && !strings.HasPrefix(a, "--detach=") {
+			args = append(args, a)
+		}
+	}
+	child := exec.Command(self, args...)
 	child.Stdout, child.Stderr = logFile, logFile
 	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := child.Start(); err != nil {

@@ -20,8 +20,8 @@ var systemNamespaces = []string{"default", "kube-system", "kube-public", "kube-n
 // bootstrapObjects creates the objects every cluster has (namespaces, RBAC policy) through the
 // API, so they are validated and defaulted like anything a user writes. Existing objects
 // are left as they are.
-func bootstrapObjects(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
-	client, err := kubernetes.NewForConfig(cfg)
+func bootstrapObjects(ctx context.Context, restCfg *rest.Config, cfg Config, log *slog.Logger) error {
+	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
 	}
@@ -40,6 +40,9 @@ func bootstrapObjects(ctx context.Context, cfg *rest.Config, log *slog.Logger) e
 		}
 	}
 	if err := bootstrapRBAC(ctx, client); err != nil {
+		return err
+	}
+	if err := ensureAPIService(ctx, client, cfg); err != nil {
 		return err
 	}
 	log.Debug("bootstrap objects present")

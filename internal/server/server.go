@@ -11,6 +11,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/apiserver/openapi"
 	"github.com/tranche/tranche/internal/auth/pki"
@@ -41,6 +43,14 @@ type Config struct {
 	EtcdServers []string
 	// CompactInterval is how often history is compacted; 0 means 5 minutes.
 	CompactInterval time.Duration
+	// ServiceCIDR is the ClusterIP range (10.96.0.0/12); its first host is the
+	// kubernetes Service and its tenth the DNS Service.
+	ServiceCIDR netip.Prefix
+	// NodePorts is the NodePort range (30000-32767).
+	NodePorts allocator.PortRange
+	// AdvertiseAddress is the address the kubernetes Service's endpoints point at (the
+	// cluster network listener, 10.240.0.1).
+	AdvertiseAddress netip.Addr
 	Logger          *slog.Logger
 }
 
@@ -72,7 +82,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", cfg.Listen, err)
 	}
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1"), net.ParseIP("10.240.0.1")}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IP(nthAddr(cfg.ServiceCIDR, 1).AsSlice()), net.IP(cfg.AdvertiseAddress.AsSlice())}
 	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
 		ips = append(ips, ip)
 	}
@@ -101,8 +111,14 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
 	}
+	alloc := &allocator.Services{CIDR: cfg.ServiceCIDR, Ports: cfg.NodePorts, Store: store,
+		Reserved: []netip.Addr{nthAddr(cfg.ServiceCIDR, 10)}}
+	if err := alloc.Repair(ctx, log.With("component", "allocator")); err != nil {
+		return err
+	}
 	api, err := apiserver.New(apiserver.Config{
 		Storage:   store,
+		Admitters: []apiserver.Admitter{alloc},
 		Resources: resources,
 		Logger:    log.With("component", "apiserver"),
 		Guard:     sec,
@@ -151,7 +167,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		QPS:             200,
 		Burst:           400,
 	}
-	if err := bootstrapObjects(ctx, loop, log); err != nil {
+	if err := bootstrapObjects(ctx, loop, cfg, log); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	client, err := kubernetes.NewForConfig(loop)
@@ -169,6 +185,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	log.Info("ready", "kubeconfig", cfg.kubeconfigPath())
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
+	go keepAPIEndpoints(ctx, client, cfg, log)
 	if err := startControllers(ctx, loop, log); err != nil {
 		return err
 	}
@@ -239,4 +256,13 @@ func compactLoop(ctx context.Context, s storage.Interface, interval time.Duratio
 // clients, mostly) to debug level.
 func slogErrorLog(log *slog.Logger) *stdlog.Logger {
 	return slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+}
+
+// nthAddr returns the n-th address of prefix (1 = first host).
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	a := p.Masked().Addr()
+	for i := 0; i < n; i++ {
+		a = a.Next()
+	}
+	return a
 }
