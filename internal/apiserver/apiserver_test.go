@@ -317,7 +317,9 @@ func TestListPaging(t *testing.T) {
 	f := newFixture(t)
 	cms := f.client.CoreV1().ConfigMaps("default")
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		if _, err := cms.Create(f.ctx, makeConfigMap(n, func(cm *v1.ConfigMap) { cm.Labels = map[string]string{"odd": map[bool]string{true: "yes", false: "no"}[n == "a" || n == "c" || n == "e"]} }), metav1.CreateOptions{}); err != nil {
+		if _, err := cms.Create(f.ctx, makeConfigMap(n, func(cm *v1.ConfigMap) {
+			cm.Labels = map[string]string{"odd": map[bool]string{true: "yes", false: "no"}[n == "a" || n == "c" || n == "e"]}
+		}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -178,8 +178,8 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 			return true
 		}
 		writeJSON(w, http.StatusOK, &metav1.APIVersions{
-			TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
-			Versions: []string{"v1"},
+			TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
+			Versions:                   []string{"v1"},
 			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host}},
 		})
 		return true

@@ -50,7 +50,7 @@ type SubresourceHandler func(ctx context.Context, w http.ResponseWriter, r *http
 // Request describes a resource request to guards and extra handlers.
 type Request struct {
 	Verb, APIGroup, APIVersion, Namespace, Resource, Subresource, Name, Path string
-	IsResourceRequest                                                          bool
+	IsResourceRequest                                                        bool
 }
 
 // Guard authenticates and authorizes a request, returning the request to serve (with

@@ -7,8 +7,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	stdlog "log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -51,11 +51,11 @@ type Config struct {
 	// AdvertiseAddress is the address the kubernetes Service's endpoints point at (the
 	// cluster network listener, 10.240.0.1).
 	AdvertiseAddress netip.Addr
-	Logger          *slog.Logger
+	Logger           *slog.Logger
 }
 
 // paths of files under DataDir.
-func (c *Config) pkiDir() string        { return filepath.Join(c.DataDir, "pki") }
+func (c *Config) pkiDir() string         { return filepath.Join(c.DataDir, "pki") }
 func (c *Config) kubeconfigPath() string { return filepath.Join(c.DataDir, "kubeconfig") }
 
 // Run serves until ctx ends. ready (may be nil) is closed once the server answers and

@@ -108,4 +108,3 @@ func (c *Controller) sync(ctx context.Context, ns string) error {
 	}
 	return err
 }
-
