@@ -181,6 +181,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, 
 	if !e.res.Namespaced && ri.Namespace != "" {
 		return notFoundPath()
 	}
+	if e.res.DeprecationWarning != "" {
+		addWarnings(w, []string{e.res.DeprecationWarning})
+	}
 	if ri.Subresource != "" {
 		return s.serveSubresource(ctx, w, r, ri, req, e)
 	}

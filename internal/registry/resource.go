@@ -77,6 +77,10 @@ type Resource struct {
 	// metadata.name and metadata.namespace which the handlers add.
 	Fields func(obj runtime.Object) fields.Set
 
+	// DeprecationWarning, when set, is sent as a warning with every request to the
+	// resource, as Kubernetes does for deprecated APIs.
+	DeprecationWarning string
+
 	// Storage is set when the resource is another version's view of a stored resource
 	// (events.k8s.io/v1 Event over core/v1 Event): objects are kept as Storage.GVR and
 	// converted with ToStorage / FromStorage.

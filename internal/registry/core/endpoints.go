@@ -27,8 +27,10 @@ func EndpointsResource() registry.Resource {
 		Singular:   "endpoints",
 		ShortNames: []string{"ep"},
 		Namespaced: true,
-		New:        func() runtime.Object { return &v1.Endpoints{} },
-		NewList:    func() runtime.Object { return &v1.EndpointsList{} },
+		// Kubernetes 1.33 deprecated v1 Endpoints and says so on every request.
+		DeprecationWarning: "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice",
+		New:                func() runtime.Object { return &v1.Endpoints{} },
+		NewList:            func() runtime.Object { return &v1.EndpointsList{} },
 		Default: func(obj runtime.Object) {
 			if ep := epFrom(obj); ep != nil {
 				epDefault(ep)
