@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -534,5 +535,41 @@ func TestTableAndDiscovery(t *testing.T) {
 		if !found[want] {
 			t.Errorf("discovery lacks %s", want)
 		}
+	}
+}
+
+// TestMetadataClient: client-go's metadata client (garbage collector, namespace
+// controller) gets PartialObjectMetadata for get, list and watch.
+func TestMetadataClient(t *testing.T) {
+	f := newFixture(t)
+	mc := metadata.NewForConfigOrDie(&rest.Config{Host: f.srv.URL})
+	gvr := v1.SchemeGroupVersion.WithResource("configmaps")
+	owned := func(cm *v1.ConfigMap) {
+		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "o", UID: "u1"}}
+		cm.Finalizers = []string{"example.com/f"}
+	}
+	if _, err := f.client.CoreV1().ConfigMaps("default").Create(f.ctx, makeConfigMap("m", owned), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := mc.Resource(gvr).Namespace("default").Get(f.ctx, "m", metav1.GetOptions{})
+	if err != nil || got.Name != "m" || got.UID == "" || len(got.OwnerReferences) != 1 || len(got.Finalizers) != 1 {
+		t.Fatalf("metadata get: %v %+v", err, got)
+	}
+	list, err := mc.Resource(gvr).List(f.ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("metadata list: %v %+v", err, list)
+	}
+	w, err := mc.Resource(gvr).Namespace("default").Watch(f.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := f.client.CoreV1().ConfigMaps("default").Create(f.ctx, makeConfigMap("n", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := <-w.ResultChan()
+	pom, ok := ev.Object.(*metav1.PartialObjectMetadata)
+	if ev.Type != watch.Added || !ok || pom.Name != "n" {
+		t.Fatalf("metadata watch event: %v %#v", ev.Type, ev.Object)
 	}
 }

@@ -415,6 +415,18 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	if wantsTable(r) {
 		return s.writeTable(w, r, e, items, rev, cont, remaining)
 	}
+	if wantsMetadata(r) {
+		list := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadataList", APIVersion: "meta.k8s.io/v1"}}
+		list.ResourceVersion = strconv.FormatInt(rev, 10)
+		list.Continue = cont
+		list.RemainingItemCount = remaining
+		list.Items = make([]metav1.PartialObjectMetadata, 0, len(items))
+		for _, obj := range items {
+			list.Items = append(list.Items, *partialMetadata(obj))
+		}
+		writeObject(w, http.StatusOK, list)
+		return nil
+	}
 	list := e.res.NewList()
 	if err := meta.SetList(list, items); err != nil {
 		return apierrors.NewInternalError(err)

@@ -27,7 +27,36 @@ func wantsTable(r *http.Request) bool {
 	return false
 }
 
+// wantsMetadata reports whether the client (client-go's metadata client: the garbage
+// collector, the namespace controller) asked for PartialObjectMetadata.
+func wantsMetadata(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		p := strings.ReplaceAll(part, " ", "")
+		if strings.Contains(p, "application/json") && strings.Contains(p, "g=meta.k8s.io") &&
+			(strings.Contains(p, "as=PartialObjectMetadata;") || strings.HasSuffix(p, "as=PartialObjectMetadata") ||
+				strings.Contains(p, "as=PartialObjectMetadataList")) {
+			return true
+		}
+	}
+	return false
+}
+
+// partialMetadata is obj reduced to its metadata, as served to metadata clients.
+func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
+	m, _ := meta.Accessor(obj)
+	om := objectMetaOf(m)
+	om.ManagedFields = m.GetManagedFields()
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
+		ObjectMeta: *om,
+	}
+}
+
 func (s *Server) writeMaybeTable(w http.ResponseWriter, r *http.Request, e *entry, obj runtime.Object) error {
+	if wantsMetadata(r) {
+		writeObject(w, http.StatusOK, partialMetadata(obj))
+		return nil
+	}
 	if wantsTable(r) {
 		m, _ := meta.Accessor(obj)
 		rv, _ := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
@@ -93,13 +122,17 @@ func rowCells(e *entry, obj runtime.Object, cols []metav1.TableColumnDefinition,
 }
 
 func objectMetaOf(m metav1.Object) *metav1.ObjectMeta {
-	if om, ok := m.(*metav1.ObjectMeta); ok {
-		c := om.DeepCopy()
-		c.ManagedFields = nil
-		return c
+	if oma, ok := m.(metav1.ObjectMetaAccessor); ok {
+		if om, ok := oma.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			c := om.DeepCopy()
+			c.ManagedFields = nil
+			return c
+		}
 	}
-	return &metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
-		CreationTimestamp: m.GetCreationTimestamp(), Labels: m.GetLabels(), Annotations: m.GetAnnotations()}
+	return &metav1.ObjectMeta{Name: m.GetName(), GenerateName: m.GetGenerateName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
+		ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration(), CreationTimestamp: m.GetCreationTimestamp(),
+		DeletionTimestamp: m.GetDeletionTimestamp(), DeletionGracePeriodSeconds: m.GetDeletionGracePeriodSeconds(),
+		Labels: m.GetLabels(), Annotations: m.GetAnnotations(), OwnerReferences: m.GetOwnerReferences(), Finalizers: m.GetFinalizers()}
 }
 
 func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, e *entry, items []runtime.Object, rev int64, cont string, remaining *int64) error {

@@ -30,12 +30,15 @@ type watchWriter struct {
 	r       *http.Request
 	e       *entry
 	table   bool
+	partial bool
 	sent    bool
 }
 
 func (ww *watchWriter) write(typ watch.EventType, obj runtime.Object) error {
 	var payload interface{} = obj
-	if ww.table && typ != watch.Bookmark && typ != watch.Error {
+	if ww.partial && typ != watch.Error {
+		payload = partialMetadata(obj)
+	} else if ww.table && typ != watch.Bookmark && typ != watch.Error {
 		t, err := ww.s.tableFor(ww.r, ww.e, []runtime.Object{obj}, !ww.sent)
 		if err != nil {
 			return err
@@ -131,7 +134,7 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
-	ww := &watchWriter{w: w, flusher: flusher, s: s, r: r, e: e, table: wantsTable(r)}
+	ww := &watchWriter{w: w, flusher: flusher, s: s, r: r, e: e, table: wantsTable(r), partial: wantsMetadata(r)}
 	for _, obj := range initial {
 		if err := ww.write(watch.Added, obj); err != nil {
 			return nil

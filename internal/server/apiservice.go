@@ -39,7 +39,10 @@ func ensureAPIService(ctx context.Context, client kubernetes.Interface, cfg Conf
 			Ports:     []v1.ServicePort{{Name: apiPortName, Port: 443, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(int32(p))}},
 		},
 	}
-	_, err := client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, svc, metav1.CreateOptions{})
+	_, err := client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, apiServiceName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, svc, metav1.CreateOptions{})
+	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("service default/kubernetes: %w", err)
 	}

@@ -4,19 +4,25 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/tranche/tranche/internal/controller/endpoints"
+	"github.com/tranche/tranche/internal/controller/endpointslice"
+	"github.com/tranche/tranche/internal/controller/endpointslicemirroring"
+	"github.com/tranche/tranche/internal/controller/gc"
 	"github.com/tranche/tranche/internal/controller/namespace"
 	"github.com/tranche/tranche/internal/controller/serviceaccount"
+	"github.com/tranche/tranche/internal/events"
 )
 
 // startControllers starts the control-plane controllers in this process; they stop
-// when ctx ends.
-func startControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+// when ctx ends. Metrics are registered on reg.
+func startControllers(ctx context.Context, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -32,8 +38,19 @@ func startControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger) e
 	factory := informers.NewSharedInformerFactory(client, 0)
 	sa := serviceaccount.New(client, factory, log.With("controller", "serviceaccount"))
 	ns := namespace.New(namespace.Config{Client: client, Metadata: meta, Discovery: disc, Logger: log.With("controller", "namespace")})
+	collector := gc.New(gc.Config{Metadata: meta, Discovery: disc, Logger: log.With("controller", "garbagecollector")})
+	slices := endpointslice.New(endpointslice.Config{Client: client, Informers: factory, Logger: log.With("controller", "endpointslice"),
+		Recorder: events.NewRecorder(ctx, client, "endpointslice-controller"), Registerer: reg})
+	eps := endpoints.New(endpoints.Config{Client: client, Informers: factory, Logger: log.With("controller", "endpoints"),
+		Recorder: events.NewRecorder(ctx, client, "endpoint-controller")})
+	mirror := endpointslicemirroring.New(endpointslicemirroring.Config{Client: client, Informers: factory,
+		Logger: log.With("controller", "endpointslicemirroring"), Recorder: events.NewRecorder(ctx, client, "endpointslicemirroring-controller")})
 	factory.Start(ctx.Done())
 	go sa.Run(ctx)
 	go ns.Run(ctx, 2)
+	go collector.Run(ctx, 2)
+	go slices.Run(ctx, 4)
+	go eps.Run(ctx, 2)
+	go mirror.Run(ctx, 2)
 	return nil
 }

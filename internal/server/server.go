@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
-	if err := startControllers(ctx, loop, log); err != nil {
+	if err := startControllers(ctx, loop, prometheus.NewRegistry(), log); err != nil {
 		return err
 	}
 	select {

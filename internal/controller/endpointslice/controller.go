@@ -1,0 +1,508 @@
+package endpointslice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// maxRetries is how often a failing Service is retried (with exponential
+// backoff, up to about 80s apart) before it waits for the next event.
+const maxRetries = 15
+
+// errStale reports that our own writes are not in the informer cache yet.
+var errStale = errors.New("EndpointSlice informer cache is out of date")
+
+// Config is what New needs.
+type Config struct {
+	// Client writes EndpointSlices and events.
+	Client kubernetes.Interface
+	// Informers provides Services, Pods, Nodes and EndpointSlices; the
+	// caller starts it after New.
+	Informers informers.SharedInformerFactory
+	// MaxEndpointsPerSlice bounds the endpoints per slice: 0 means 100,
+	// values above 1000 are lowered to 1000.
+	MaxEndpointsPerSlice int
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Recorder, when not nil, receives a Warning event on the Service when
+	// its slices cannot be written.
+	Recorder record.EventRecorder
+	// Registerer, when not nil, gets the controller's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Controller keeps the EndpointSlices of every Service with a selector in
+// line with the pods it selects.
+type Controller struct {
+	client      kubernetes.Interface
+	logger      *slog.Logger
+	recorder    record.EventRecorder
+	maxPerSlice int
+
+	services corelisters.ServiceLister
+	pods     corelisters.PodLister
+	nodes    corelisters.NodeLister
+	slices   discoverylisters.EndpointSliceLister
+	synced   []cache.InformerSynced
+
+	queue    workqueue.TypedRateLimitingInterface[string]
+	writes   *writeTracker
+	triggers *triggerTracker
+	metrics  *metrics
+
+	statsMu sync.Mutex
+	stats   map[string]sliceStats
+}
+
+// New builds the controller and registers its event handlers on
+// cfg.Informers. It panics when Client or Informers is missing or when
+// the metrics cannot be registered: both are wiring mistakes.
+func New(cfg Config) *Controller {
+	if cfg.Client == nil || cfg.Informers == nil {
+		panic("endpointslice.New: Client and Informers are required")
+	}
+	maxPerSlice := cfg.MaxEndpointsPerSlice
+	if maxPerSlice <= 0 {
+		maxPerSlice = DefaultMaxEndpointsPerSlice
+	}
+	maxPerSlice = min(maxPerSlice, MaxEndpointsPerSliceLimit)
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	svcInf := cfg.Informers.Core().V1().Services()
+	podInf := cfg.Informers.Core().V1().Pods()
+	nodeInf := cfg.Informers.Core().V1().Nodes()
+	sliceInf := cfg.Informers.Discovery().V1().EndpointSlices()
+	c := &Controller{
+		client:      cfg.Client,
+		logger:      logger.With("controller", "endpointslice"),
+		recorder:    cfg.Recorder,
+		maxPerSlice: maxPerSlice,
+		services:    svcInf.Lister(),
+		pods:        podInf.Lister(),
+		nodes:       nodeInf.Lister(),
+		slices:      sliceInf.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint_slice"}),
+		writes:   newWriteTracker(),
+		triggers: newTriggerTracker(),
+		metrics:  newMetrics(cfg.Registerer),
+		stats:    map[string]sliceStats{},
+	}
+	c.synced = []cache.InformerSynced{
+		svcInf.Informer().HasSynced, podInf.Informer().HasSynced,
+		nodeInf.Informer().HasSynced, sliceInf.Informer().HasSynced,
+	}
+	mustAdd(svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueObject,
+		UpdateFunc: func(_, cur any) { c.enqueueObject(cur) },
+		DeleteFunc: c.enqueueObject,
+	}))
+	mustAdd(podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onPod(nil, asPod(obj)) },
+		UpdateFunc: func(old, cur any) { c.onPod(asPod(old), asPod(cur)) },
+		DeleteFunc: func(obj any) { c.onPod(asPod(obj), nil) },
+	}))
+	mustAdd(nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onNode(nil, asNode(obj)) },
+		UpdateFunc: func(old, cur any) { c.onNode(asNode(old), asNode(cur)) },
+		DeleteFunc: func(obj any) { c.onNode(asNode(obj), nil) },
+	}))
+	mustAdd(sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onSlice(nil, asSlice(obj)) },
+		UpdateFunc: func(old, cur any) { c.onSlice(asSlice(old), asSlice(cur)) },
+		DeleteFunc: c.onSliceDelete,
+	}))
+	return c
+}
+
+func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("endpointslice: adding event handler: %v", err))
+	}
+}
+
+// Run waits for the informer caches, then syncs Services with the given
+// number of workers until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown()
+	c.logger.Info("starting controller", "workers", workers)
+	defer c.logger.Info("stopping controller")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	for range max(workers, 1) {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	err := c.sync(ctx, key)
+	switch {
+	case err == nil:
+		c.metrics.syncs.WithLabelValues("success").Inc()
+		c.queue.Forget(key)
+		return true
+	case errors.Is(err, errStale):
+		c.metrics.syncs.WithLabelValues("stale").Inc()
+	default:
+		c.metrics.syncs.WithLabelValues("error").Inc()
+	}
+	if c.queue.NumRequeues(key) < maxRetries {
+		c.logger.Info("error syncing EndpointSlices, retrying", "service", key, "err", err)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.logger.Error("retry budget exceeded, dropping service", "service", key, "err", err)
+	c.queue.Forget(key)
+	return true
+}
+
+// sync brings the EndpointSlices of one Service (namespace/name) in line.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	start := time.Now()
+	defer func() { c.metrics.syncDuration.Observe(time.Since(start).Seconds()) }()
+
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return fmt.Errorf("service key %q: %w", key, err)
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		svc = nil
+		c.triggers.forget(key)
+	case err != nil:
+		return fmt.Errorf("getting Service %s: %w", key, err)
+	}
+	existing, err := c.slices.EndpointSlices(ns).List(labels.SelectorFromSet(labels.Set{
+		discovery.LabelServiceName: name,
+		discovery.LabelManagedBy:   ControllerName,
+	}))
+	if err != nil {
+		return fmt.Errorf("listing EndpointSlices of Service %s: %w", key, err)
+	}
+	if c.writes.stale(key, func(n string) (string, bool) {
+		s, err := c.slices.EndpointSlices(ns).Get(n)
+		if err != nil {
+			return "", false
+		}
+		return s.ResourceVersion, true
+	}) {
+		return errStale
+	}
+
+	var pods []*v1.Pod
+	nodes := map[string]*v1.Node{}
+	var triggerTime time.Time
+	if svc != nil && svc.Spec.Selector != nil && svc.Spec.Type != v1.ServiceTypeExternalName {
+		pods, err = c.pods.Pods(ns).List(labels.Set(svc.Spec.Selector).AsSelectorPreValidated())
+		if err != nil {
+			return fmt.Errorf("listing Pods of Service %s: %w", key, err)
+		}
+		for _, pod := range pods {
+			if _, done := nodes[pod.Spec.NodeName]; done || pod.Spec.NodeName == "" {
+				continue
+			}
+			if node, err := c.nodes.Get(pod.Spec.NodeName); err == nil {
+				nodes[node.Name] = node
+			}
+		}
+		triggerTime = c.triggers.compute(key, svc, pods)
+	}
+
+	p := reconcile(svc, pods, nodes, existing, c.maxPerSlice, triggerTime)
+	applyErr := c.apply(ctx, ns, key, svc, p)
+	c.recordStats(key, svc, finalSlices(existing, p))
+	if applyErr != nil {
+		if svc != nil && c.recorder != nil {
+			c.recorder.Eventf(svc, v1.EventTypeWarning, "FailedToUpdateEndpointSlices",
+				"Error updating Endpoint Slices for Service %s/%s: %v", svc.Namespace, svc.Name, applyErr)
+		}
+		return applyErr
+	}
+	if len(p.skipped) > 0 {
+		return fmt.Errorf("skipped Pods %v of Service %s: their Node is not known yet", p.skipped, key)
+	}
+	return nil
+}
+
+// apply performs the plan, carrying on past failures so that one bad slice
+// does not hold back the others, and returns every error met.
+func (c *Controller) apply(ctx context.Context, ns, key string, svc *v1.Service, p plan) error {
+	api := c.client.DiscoveryV1().EndpointSlices(ns)
+	var errs []error
+	for _, s := range p.create {
+		created, err := api.Create(ctx, s, metav1.CreateOptions{})
+		if err != nil {
+			if apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
+				// Creates keep failing in a terminating namespace; the
+				// namespace controller is removing everything anyway.
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("creating %s for Service %s: %w", describe(s), key, err))
+			continue
+		}
+		c.writes.wrote(key, created)
+		c.metrics.changes.WithLabelValues("create").Inc()
+	}
+	for _, s := range p.update {
+		updated, err := api.Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("updating %s for Service %s: %w", describe(s), key, err))
+			continue
+		}
+		// A write the server found to be a no-op keeps its resourceVersion
+		// and produces no watch event: nothing to wait for.
+		if updated.ResourceVersion != s.ResourceVersion {
+			c.writes.wrote(key, updated)
+		}
+		c.metrics.changes.WithLabelValues("update").Inc()
+	}
+	for _, s := range p.delete {
+		err := api.Delete(ctx, s.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting %s for Service %s: %w", describe(s), key, err))
+			continue
+		}
+		if err == nil {
+			c.writes.deleting(key, s.Name)
+		}
+		c.metrics.changes.WithLabelValues("delete").Inc()
+	}
+	topology, distribution := "Disabled", ""
+	if svc != nil {
+		if topologyAnnotationEnabled(svc.Annotations) {
+			topology = "Auto"
+		} else if hintMode(svc) != (hints{}) {
+			distribution = *svc.Spec.TrafficDistribution
+		}
+	}
+	c.metrics.changedPerSync.WithLabelValues(topology, distribution).Observe(float64(len(p.create) + len(p.update) + len(p.delete)))
+	if !p.empty() {
+		c.logger.Debug("wrote EndpointSlices", "service", key,
+			"created", len(p.create), "updated", len(p.update), "deleted", len(p.delete), "errors", len(errs))
+	}
+	return errors.Join(errs...)
+}
+
+// recordStats updates the per-Service figures behind the gauges.
+func (c *Controller) recordStats(key string, svc *v1.Service, slices []*discovery.EndpointSlice) {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	if svc == nil {
+		delete(c.stats, key)
+	} else {
+		c.stats[key] = statsOf(slices, c.maxPerSlice)
+	}
+	var total sliceStats
+	for _, st := range c.stats {
+		total.endpoints += st.endpoints
+		total.desired += st.desired
+		total.actual += st.actual
+	}
+	c.metrics.endpointsDesired.Set(float64(total.endpoints))
+	c.metrics.desiredSlices.Set(float64(total.desired))
+	c.metrics.numSlices.Set(float64(total.actual))
+}
+
+func (c *Controller) enqueueObject(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		c.logger.Error("cannot compute key", "err", err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// onPod enqueues the Services a pod change can affect: those whose
+// selector matches the pod's old or new labels. Updates that change
+// nothing an endpoint shows are dropped.
+func (c *Controller) onPod(old, cur *v1.Pod) {
+	if old != nil && cur != nil {
+		if old.ResourceVersion == cur.ResourceVersion || !podChanged(old, cur) {
+			return
+		}
+	}
+	keys := map[string]bool{}
+	for _, pod := range []*v1.Pod{old, cur} {
+		if pod == nil {
+			continue
+		}
+		for _, k := range c.servicesFor(pod.Namespace, pod.Labels) {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		c.queue.Add(k)
+	}
+}
+
+// podChanged reports changes that can alter a pod's endpoint or the
+// Services it belongs to.
+func podChanged(old, cur *v1.Pod) bool {
+	if !labels.Equals(old.Labels, cur.Labels) ||
+		old.Spec.Hostname != cur.Spec.Hostname || old.Spec.Subdomain != cur.Spec.Subdomain ||
+		old.Spec.NodeName != cur.Spec.NodeName ||
+		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
+		podReady(old) != podReady(cur) || old.Status.Phase != cur.Status.Phase ||
+		old.Status.PodIP != cur.Status.PodIP || len(old.Status.PodIPs) != len(cur.Status.PodIPs) {
+		return true
+	}
+	for i := range old.Status.PodIPs {
+		if old.Status.PodIPs[i].IP != cur.Status.PodIPs[i].IP {
+			return true
+		}
+	}
+	return false
+}
+
+// servicesFor returns the keys of the Services in ns selecting podLabels.
+func (c *Controller) servicesFor(ns string, podLabels map[string]string) []string {
+	services, err := c.services.Services(ns).List(labels.Everything())
+	if err != nil {
+		c.logger.Error("listing services", "namespace", ns, "err", err)
+		return nil
+	}
+	var keys []string
+	for _, svc := range services {
+		// A nil selector selects nothing (not everything).
+		if svc.Spec.Selector == nil {
+			continue
+		}
+		if labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(podLabels)) {
+			keys = append(keys, svc.Namespace+"/"+svc.Name)
+		}
+	}
+	return keys
+}
+
+// onNode resyncs the Services of pods on a node that appears, disappears
+// or changes zone: endpoints carry the zone, and pods on an unknown node
+// are held back.
+func (c *Controller) onNode(old, cur *v1.Node) {
+	var name string
+	switch {
+	case old != nil && cur != nil:
+		if old.Labels[v1.LabelTopologyZone] == cur.Labels[v1.LabelTopologyZone] {
+			return
+		}
+		name = cur.Name
+	case cur != nil:
+		name = cur.Name
+	case old != nil:
+		name = old.Name
+	default:
+		return
+	}
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		c.logger.Error("listing pods", "err", err)
+		return
+	}
+	for _, pod := range pods {
+		if pod.Spec.NodeName == name {
+			c.onPod(nil, pod)
+		}
+	}
+}
+
+// onSlice resyncs the Service of a managed slice changed by someone else
+// (our own writes are recognised and skipped).
+func (c *Controller) onSlice(old, cur *discovery.EndpointSlice) {
+	if cur == nil || (old != nil && old.ResourceVersion == cur.ResourceVersion) {
+		return
+	}
+	if old != nil && old.Labels[discovery.LabelServiceName] != cur.Labels[discovery.LabelServiceName] {
+		c.enqueueSlice(old)
+		c.enqueueSlice(cur)
+		return
+	}
+	ours := cur.Labels[discovery.LabelManagedBy] == ControllerName
+	wasOurs := old != nil && old.Labels[discovery.LabelManagedBy] == ControllerName
+	if !ours && !wasOurs {
+		return
+	}
+	if ours && c.writes.seen(sliceServiceKey(cur), cur) && (old == nil || wasOurs) {
+		return
+	}
+	c.enqueueSlice(cur)
+}
+
+// onSliceDelete recreates slices deleted by anyone but us.
+func (c *Controller) onSliceDelete(obj any) {
+	s := asSlice(obj)
+	if s == nil || s.Labels[discovery.LabelManagedBy] != ControllerName {
+		return
+	}
+	if c.writes.gone(sliceServiceKey(s), s.Name) {
+		return
+	}
+	c.enqueueSlice(s)
+}
+
+func (c *Controller) enqueueSlice(s *discovery.EndpointSlice) {
+	if s.Labels[discovery.LabelServiceName] == "" {
+		return
+	}
+	c.queue.Add(sliceServiceKey(s))
+}
+
+func sliceServiceKey(s *discovery.EndpointSlice) string {
+	return s.Namespace + "/" + s.Labels[discovery.LabelServiceName]
+}
+
+// unwrap returns the object inside a deletion tombstone.
+func unwrap(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+func asPod(obj any) *v1.Pod {
+	pod, _ := unwrap(obj).(*v1.Pod)
+	return pod
+}
+
+func asNode(obj any) *v1.Node {
+	node, _ := unwrap(obj).(*v1.Node)
+	return node
+}
+
+func asSlice(obj any) *discovery.EndpointSlice {
+	s, _ := unwrap(obj).(*discovery.EndpointSlice)
+	return s
+}

@@ -1,0 +1,342 @@
+package endpointslicemirroring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+const maxRetries = 15
+
+// errStale reports that our own writes are not in the informer cache yet.
+var errStale = errors.New("EndpointSlice informer cache is out of date")
+
+// Config is what New needs.
+type Config struct {
+	// Client writes EndpointSlices and events.
+	Client kubernetes.Interface
+	// Informers provides Endpoints, Services and EndpointSlices; the
+	// caller starts it after New.
+	Informers informers.SharedInformerFactory
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Recorder, when not nil, receives Warning events on Endpoints whose
+	// addresses could not all be mirrored.
+	Recorder record.EventRecorder
+}
+
+// Controller mirrors Endpoints of selector-less Services into EndpointSlices.
+type Controller struct {
+	client   kubernetes.Interface
+	logger   *slog.Logger
+	recorder record.EventRecorder
+
+	endpoints corelisters.EndpointsLister
+	services  corelisters.ServiceLister
+	slices    discoverylisters.EndpointSliceLister
+	synced    []cache.InformerSynced
+	queue     workqueue.TypedRateLimitingInterface[string]
+
+	// pending holds, per Endpoints key, the slice names written and not
+	// yet seen by the informer, with the resourceVersion written.
+	mu      sync.Mutex
+	pending map[string]map[string]string
+}
+
+// New builds the controller and registers its event handlers. It panics
+// when Client or Informers is missing (a wiring mistake).
+func New(cfg Config) *Controller {
+	if cfg.Client == nil || cfg.Informers == nil {
+		panic("endpointslicemirroring.New: Client and Informers are required")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	epInf := cfg.Informers.Core().V1().Endpoints()
+	svcInf := cfg.Informers.Core().V1().Services()
+	sliceInf := cfg.Informers.Discovery().V1().EndpointSlices()
+	c := &Controller{
+		client:    cfg.Client,
+		logger:    logger.With("controller", "endpointslicemirroring"),
+		recorder:  cfg.Recorder,
+		endpoints: epInf.Lister(),
+		services:  svcInf.Lister(),
+		slices:    sliceInf.Lister(),
+		synced:    []cache.InformerSynced{epInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint_slice_mirroring"}),
+		pending: map[string]map[string]string{},
+	}
+	mustAdd(epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, cur any) {
+			o, n := asEndpoints(old), asEndpoints(cur)
+			if shouldMirror(o) || shouldMirror(n) {
+				c.enqueue(cur)
+			}
+		},
+		DeleteFunc: c.enqueue,
+	}))
+	mustAdd(svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, cur any) {
+			o, n := asService(old), asService(cur)
+			if o != nil && n != nil && (o.Spec.Selector == nil) != (n.Spec.Selector == nil) {
+				c.enqueue(cur)
+			}
+		},
+		DeleteFunc: c.enqueue,
+	}))
+	mustAdd(sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onSlice(nil, asSlice(obj)) },
+		UpdateFunc: func(old, cur any) { c.onSlice(asSlice(old), asSlice(cur)) },
+		DeleteFunc: func(obj any) { c.onSliceDelete(asSlice(obj)) },
+	}))
+	return c
+}
+
+func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("endpointslicemirroring: adding event handler: %v", err))
+	}
+}
+
+// Run waits for the caches, then syncs with the given number of workers
+// until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown()
+	c.logger.Info("starting controller", "workers", workers)
+	defer c.logger.Info("stopping controller")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	for range max(workers, 1) {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	err := c.sync(ctx, key)
+	if err == nil {
+		c.queue.Forget(key)
+		return true
+	}
+	if c.queue.NumRequeues(key) < maxRetries {
+		c.logger.Info("error mirroring Endpoints, retrying", "endpoints", key, "err", err)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.logger.Error("retry budget exceeded, dropping Endpoints", "endpoints", key, "err", err)
+	c.queue.Forget(key)
+	return true
+}
+
+// sync mirrors one Endpoints object (namespace/name).
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return fmt.Errorf("endpoints key %q: %w", key, err)
+	}
+	ep, err := c.endpoints.Endpoints(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting Endpoints %s: %w", key, err)
+	}
+	if err != nil {
+		ep = nil
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting Service %s: %w", key, err)
+	}
+	if err != nil {
+		svc = nil
+	}
+	existing, err := c.slices.EndpointSlices(ns).List(labels.SelectorFromSet(labels.Set{
+		discovery.LabelServiceName: name,
+		discovery.LabelManagedBy:   ControllerName,
+	}))
+	if err != nil {
+		return fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
+	}
+	if c.stale(key) {
+		return errStale
+	}
+	p := reconcile(ep, svc, existing, MaxEndpointsPerSubset)
+	if ep != nil && c.recorder != nil {
+		if p.invalid > 0 {
+			c.recorder.Eventf(ep, v1.EventTypeWarning, "InvalidIPAddress",
+				"Skipped %d invalid IP addresses when mirroring to EndpointSlices", p.invalid)
+		}
+		if p.skipped > p.invalid {
+			c.recorder.Eventf(ep, v1.EventTypeWarning, "TooManyAddressesToMirror",
+				"A max of %d addresses can be mirrored to EndpointSlices per Endpoints subset. %d addresses were skipped", MaxEndpointsPerSubset, p.skipped)
+		}
+	}
+	return c.apply(ctx, ns, key, ep, p)
+}
+
+// apply performs the plan, carrying on past failures, and returns every
+// error met.
+func (c *Controller) apply(ctx context.Context, ns, key string, ep *v1.Endpoints, p plan) error {
+	api := c.client.DiscoveryV1().EndpointSlices(ns)
+	var errs []error
+	if ep == nil || ep.DeletionTimestamp == nil {
+		for _, s := range p.create {
+			created, err := api.Create(ctx, s, metav1.CreateOptions{})
+			if err != nil {
+				if apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
+					return nil
+				}
+				errs = append(errs, fmt.Errorf("creating EndpointSlice for Endpoints %s: %w", key, err))
+				continue
+			}
+			c.track(key, created.Name, created.ResourceVersion)
+		}
+	}
+	for _, s := range p.update {
+		updated, err := api.Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("updating EndpointSlice %s/%s for Endpoints %s: %w", ns, s.Name, key, err))
+			continue
+		}
+		if updated.ResourceVersion != s.ResourceVersion {
+			c.track(key, updated.Name, updated.ResourceVersion)
+		}
+	}
+	for _, s := range p.delete {
+		err := api.Delete(ctx, s.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting EndpointSlice %s/%s for Endpoints %s: %w", ns, s.Name, key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) track(key, name, rv string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[key] == nil {
+		c.pending[key] = map[string]string{}
+	}
+	c.pending[key][name] = rv
+}
+
+func (c *Controller) stale(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending[key]) > 0
+}
+
+// seen consumes the pending entry of a slice event and reports whether it
+// is our own write.
+func (c *Controller) seen(key string, s *discovery.EndpointSlice) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rv, ok := c.pending[key][s.Name]
+	delete(c.pending[key], s.Name)
+	return ok && rv == s.ResourceVersion
+}
+
+func (c *Controller) enqueue(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		c.logger.Error("cannot compute key", "err", err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// onSlice resyncs the Endpoints of a mirrored slice changed by someone else.
+func (c *Controller) onSlice(old, cur *discovery.EndpointSlice) {
+	if cur == nil || (old != nil && old.ResourceVersion == cur.ResourceVersion) {
+		return
+	}
+	if old != nil && old.Labels[discovery.LabelServiceName] != cur.Labels[discovery.LabelServiceName] {
+		c.enqueueSlice(old)
+		c.enqueueSlice(cur)
+		return
+	}
+	ours := cur.Labels[discovery.LabelManagedBy] == ControllerName
+	wasOurs := old != nil && old.Labels[discovery.LabelManagedBy] == ControllerName
+	if !ours && !wasOurs {
+		return
+	}
+	if ours && c.seen(sliceKey(cur), cur) && (old == nil || wasOurs) {
+		return
+	}
+	c.enqueueSlice(cur)
+}
+
+// onSliceDelete resyncs when a mirrored slice disappears, so that one
+// deleted by hand comes back.
+func (c *Controller) onSliceDelete(s *discovery.EndpointSlice) {
+	if s == nil || s.Labels[discovery.LabelManagedBy] != ControllerName {
+		return
+	}
+	c.mu.Lock()
+	delete(c.pending[sliceKey(s)], s.Name)
+	c.mu.Unlock()
+	c.enqueueSlice(s)
+}
+
+func (c *Controller) enqueueSlice(s *discovery.EndpointSlice) {
+	if s.Labels[discovery.LabelServiceName] != "" {
+		c.queue.Add(sliceKey(s))
+	}
+}
+
+func sliceKey(s *discovery.EndpointSlice) string {
+	return s.Namespace + "/" + s.Labels[discovery.LabelServiceName]
+}
+
+func unwrap(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+func asEndpoints(obj any) *v1.Endpoints {
+	ep, _ := unwrap(obj).(*v1.Endpoints)
+	return ep
+}
+
+func asService(obj any) *v1.Service {
+	svc, _ := unwrap(obj).(*v1.Service)
+	return svc
+}
+
+func asSlice(obj any) *discovery.EndpointSlice {
+	s, _ := unwrap(obj).(*discovery.EndpointSlice)
+	return s
+}
