@@ -1,0 +1,246 @@
+package builtin
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// started runs a server on 127.0.0.1 and returns the addresses it bound, by network,
+// once `want` listeners are up, and a channel giving Run's result.
+func started(t *testing.T, name string, args []string, want int) (map[string][]string, context.CancelFunc, <-chan error) {
+	t.Helper()
+	var mu sync.Mutex
+	addrs := map[string][]string{}
+	up := make(chan struct{}, 8)
+	s := &Server{
+		ListenHost: "127.0.0.1",
+		Hostname:   func() (string, error) { return "web-0", nil },
+		Listening: func(network string, a net.Addr) {
+			mu.Lock()
+			addrs[network] = append(addrs[network], a.String())
+			mu.Unlock()
+			up <- struct{}{}
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, name, args, io.Discard, io.Discard) }()
+	for range want {
+		select {
+		case <-up:
+		case err := <-done:
+			cancel()
+			t.Fatalf("%s exited before listening: %v", name, err)
+		case <-time.After(5 * time.Second):
+			cancel()
+			t.Fatalf("%s did not listen", name)
+		}
+	}
+	t.Cleanup(cancel)
+	mu.Lock()
+	defer mu.Unlock()
+	return addrs, cancel, done
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func udp(t *testing.T, addr, msg string) string {
+	t.Helper()
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(buf[:n])
+}
+
+func stopped(t *testing.T, cancel context.CancelFunc, done <-chan error) error {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not stop")
+		return nil
+	}
+}
+
+func TestNetexec(t *testing.T) {
+	addrs, cancel, done := started(t, "netexec", []string{"--http-port=0", "--udp-port", "0"}, 2)
+	base := "http://" + addrs["tcp"][0]
+	tests := []struct {
+		path     string
+		wantCode int
+		want     string
+		prefix   bool
+	}{
+		{path: "/", wantCode: 200, want: "NOW: ", prefix: true},
+		{path: "/hostname", wantCode: 200, want: "web-0"},
+		{path: "/echo?msg=bonjour", wantCode: 200, want: "bonjour"},
+		{path: "/clientip", wantCode: 200, want: "127.0.0.1:", prefix: true},
+		{path: "/healthz", wantCode: 200, want: "ok"},
+		{path: "/nope", wantCode: 404, want: "404 page not found\n"},
+		{path: "/exit?code=500", wantCode: 400, want: "code must be an integer between 0 and 127\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			code, body := get(t, base+tt.path)
+			ok := body == tt.want || (tt.prefix && strings.HasPrefix(body, tt.want))
+			if code != tt.wantCode || !ok {
+				t.Errorf("GET %s = %d %q, want %d %q", tt.path, code, body, tt.wantCode, tt.want)
+			}
+		})
+	}
+	u := addrs["udp"][0]
+	for msg, want := range map[string]string{"hostname": "web-0", "echo salut": "salut", "clientip": "127.0.0.1:"} {
+		if got := udp(t, u, msg); !strings.HasPrefix(got, want) {
+			t.Errorf("udp %q = %q, want %q", msg, got, want)
+		}
+	}
+	if err := stopped(t, cancel, done); err != nil {
+		t.Errorf("Run after cancel = %v", err)
+	}
+}
+
+func TestNetexecExit(t *testing.T) {
+	addrs, _, done := started(t, "netexec", []string{"--http-port=0", "--udp-port=-1"}, 1)
+	if code, _ := get(t, "http://"+addrs["tcp"][0]+"/exit?code=3"); code != 200 {
+		t.Fatalf("exit answered %d", code)
+	}
+	select {
+	case err := <-done:
+		var exit *ExitError
+		if !errors.As(err, &exit) || exit.Code != 3 {
+			t.Errorf("Run = %v, want exit status 3", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("netexec did not exit")
+	}
+}
+
+func TestServeHostname(t *testing.T) {
+	t.Run("http and udp", func(t *testing.T) {
+		addrs, cancel, done := started(t, "serve-hostname", []string{"--udp", "--port=0"}, 2)
+		if _, body := get(t, "http://"+addrs["tcp"][0]+"/anything"); body != "web-0" {
+			t.Errorf("http body %q", body)
+		}
+		if got := udp(t, addrs["udp"][0], "x"); got != "web-0" {
+			t.Errorf("udp %q", got)
+		}
+		if err := stopped(t, cancel, done); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("tcp", func(t *testing.T) {
+		addrs, _, _ := started(t, "serve-hostname", []string{"--http=false", "--tcp", "--port=0"}, 1)
+		c, err := net.Dial("tcp", addrs["tcp"][0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(c)
+		_ = c.Close()
+		if string(b) != "web-0" {
+			t.Errorf("tcp %q", b)
+		}
+	})
+	t.Run("http and tcp conflict", func(t *testing.T) {
+		err := (&Server{}).Run(context.Background(), "serve-hostname", []string{"--tcp"}, io.Discard, io.Discard)
+		if err == nil || err.Error() != "serve-hostname: can't use both --http and --tcp" {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}
+
+func TestTestWebserver(t *testing.T) {
+	addrs, _, _ := started(t, "test-webserver", []string{"--port=0"}, 1)
+	if code, body := get(t, "http://"+addrs["tcp"][0]+"/"); code != 200 || body != "hello" {
+		t.Errorf("GET / = %d %q", code, body)
+	}
+}
+
+func TestEcho(t *testing.T) {
+	addrs, cancel, done := started(t, "echo", []string{"--port=0", "--port=0", "--udp-port=0"}, 3)
+	for _, a := range addrs["tcp"] {
+		c, err := net.Dial("tcp", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Write([]byte("ping\n"))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		_ = c.Close()
+		if err != nil || line != "ping\n" {
+			t.Errorf("tcp echo on %s = %q, %v", a, line, err)
+		}
+	}
+	if got := udp(t, addrs["udp"][0], "pong"); got != "pong" {
+		t.Errorf("udp echo %q", got)
+	}
+	if err := stopped(t, cancel, done); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestPauseAndErrors(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, "pause", nil, io.Discard, io.Discard) }()
+	select {
+	case err := <-done:
+		t.Fatalf("pause returned early: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := stopped(t, cancel, done); err != nil {
+		t.Errorf("pause = %v", err)
+	}
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "liveness", want: `unknown built-in server "liveness" (built in: [echo netexec pause serve-hostname test-webserver])`},
+		{name: "netexec", args: []string{"--bogus"}, want: "netexec: flag provided but not defined: -bogus"},
+		{name: "netexec", args: []string{"--sctp-port=9"}, want: "netexec: --sctp-port is not supported by tranche's built-in netexec"},
+		{name: "echo", args: []string{"--port=x"}, want: `echo: invalid value "x" for flag -port: invalid port "x"`},
+		{name: "pause", args: []string{"extra"}, want: `pause: unexpected arguments ["extra"]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+strings.Join(tt.args, ""), func(t *testing.T) {
+			err := Run(context.Background(), tt.name, tt.args, io.Discard, io.Discard)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Run = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if !Has("netexec") || Has("liveness") {
+		t.Error("Has is wrong")
+	}
+}

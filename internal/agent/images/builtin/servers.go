@@ -1,0 +1,298 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// udpBufferSize bounds one UDP request.
+const udpBufferSize = 2048
+
+// serveHTTP serves h on port until ctx is done.
+func (s *Server) serveHTTP(ctx context.Context, port int, h http.Handler, stdout io.Writer) error {
+	l, err := net.Listen("tcp", s.addr(port))
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.addr(port), err)
+	}
+	s.listened("tcp", l.Addr())
+	_, _ = fmt.Fprintf(stdout, "Started HTTP server on port %d\n", l.Addr().(*net.TCPAddr).Port)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http server on port %d: %w", port, err)
+	}
+	return nil
+}
+
+// serveUDP answers each datagram on port with reply(request, client); an empty answer
+// sends nothing.
+func (s *Server) serveUDP(ctx context.Context, port int, reply func(req string, from net.Addr) string, stdout io.Writer) error {
+	conn, err := net.ListenPacket("udp", s.addr(port))
+	if err != nil {
+		return fmt.Errorf("listen on udp %s: %w", s.addr(port), err)
+	}
+	s.listened("udp", conn.LocalAddr())
+	_, _ = fmt.Fprintf(stdout, "Started UDP server on port %d\n", conn.LocalAddr().(*net.UDPAddr).Port)
+	go func() {
+		<-ctx.Done()
+		_ = conn.Close()
+	}()
+	buf := make([]byte, udpBufferSize)
+	for {
+		n, from, err := conn.ReadFrom(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("udp server on port %d: %w", port, err)
+		}
+		if answer := reply(string(buf[:n]), from); answer != "" {
+			_, _ = conn.WriteTo([]byte(answer), from)
+		}
+	}
+}
+
+// netexec is agnhost's netexec: an HTTP server (--http-port, default 8080) with / (the
+// time), /hostname, /echo?msg=, /clientip, /healthz and /exit?code=, and a UDP server
+// (--udp-port, default 8081, -1 to disable) answering "hostname", "echo <msg>" and
+// "clientip".
+func (s *Server) netexec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("netexec", flag.ContinueOnError)
+	httpPort := fs.Int("http-port", 8080, "HTTP listen port.")
+	udpPort := fs.Int("udp-port", 8081, "UDP listen port; -1 disables it.")
+	sctpPort := fs.Int("sctp-port", -1, "SCTP listen port; not supported, must stay -1.")
+	delayShutdown := fs.Int("delay-shutdown", 0, "Seconds to keep serving after being asked to stop.")
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if *sctpPort != -1 {
+		return fmt.Errorf("netexec: --sctp-port is not supported by tranche's built-in netexec")
+	}
+	g := newGroup(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-g.ctx.Done():
+			return
+		}
+		// Kubernetes tests use --delay-shutdown to watch a terminating endpoint
+		// keep serving.
+		select {
+		case <-time.After(time.Duration(*delayShutdown) * time.Second):
+		case <-g.ctx.Done():
+		}
+		g.cancel()
+	}()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = fmt.Fprintf(w, "NOW: %v", time.Now())
+	})
+	mux.HandleFunc("/hostname", func(w http.ResponseWriter, r *http.Request) {
+		h, err := s.hostname()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, h)
+	})
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.FormValue("msg"))
+	})
+	mux.HandleFunc("/clientip", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.RemoteAddr)
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})
+	mux.HandleFunc("/exit", func(w http.ResponseWriter, r *http.Request) {
+		code, err := strconv.Atoi(r.FormValue("code"))
+		if err != nil || code < 0 || code > 127 {
+			http.Error(w, "code must be an integer between 0 and 127", http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		_, _ = fmt.Fprintf(stdout, "Exiting with code %d\n", code)
+		g.fail(&ExitError{Code: code})
+	})
+	g.spawn(func(ctx context.Context) error { return s.serveHTTP(ctx, *httpPort, mux, stdout) })
+	if *udpPort >= 0 {
+		g.spawn(func(ctx context.Context) error {
+			return s.serveUDP(ctx, *udpPort, func(req string, from net.Addr) string {
+				req = strings.TrimSpace(req)
+				switch {
+				case req == "hostname":
+					h, _ := s.hostname()
+					return h
+				case strings.HasPrefix(req, "echo "):
+					return strings.TrimPrefix(req, "echo ")
+				case req == "clientip":
+					return from.String()
+				}
+				return ""
+			}, stdout)
+		})
+	}
+	return g.wait()
+}
+
+// serveHostname is agnhost's serve-hostname: it answers every request with the hostname,
+// over HTTP (--http, the default), TCP (--tcp: write and close) and UDP (--udp), on
+// --port (default 9376). With --close, HTTP responses close the connection.
+func (s *Server) serveHostname(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve-hostname", flag.ContinueOnError)
+	useTCP := fs.Bool("tcp", false, "Serve raw TCP.")
+	useUDP := fs.Bool("udp", false, "Serve UDP.")
+	useHTTP := fs.Bool("http", true, "Serve HTTP.")
+	closeConn := fs.Bool("close", false, "Close connections after each HTTP response.")
+	port := fs.Int("port", 9376, "Port number.")
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if *useHTTP && *useTCP {
+		return fmt.Errorf("serve-hostname: can't use both --http and --tcp")
+	}
+	hostname, err := s.hostname()
+	if err != nil {
+		return fmt.Errorf("serve-hostname: %w", err)
+	}
+	g := newGroup(ctx)
+	if *useTCP {
+		g.spawn(func(ctx context.Context) error {
+			l, err := net.Listen("tcp", s.addr(*port))
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", s.addr(*port), err)
+			}
+			s.listened("tcp", l.Addr())
+			go func() {
+				<-ctx.Done()
+				_ = l.Close()
+			}()
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("tcp server on port %d: %w", *port, err)
+				}
+				_, _ = c.Write([]byte(hostname))
+				_ = c.Close()
+			}
+		})
+	}
+	if *useUDP {
+		g.spawn(func(ctx context.Context) error {
+			return s.serveUDP(ctx, *port, func(string, net.Addr) string { return hostname }, stdout)
+		})
+	}
+	if *useHTTP {
+		g.spawn(func(ctx context.Context) error {
+			return s.serveHTTP(ctx, *port, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if *closeConn {
+					w.Header().Set("Connection", "close")
+				}
+				_, _ = io.WriteString(w, hostname)
+			}), stdout)
+		})
+	}
+	_, _ = fmt.Fprintf(stdout, "Serving on port %d.\n", *port)
+	return g.wait()
+}
+
+// testWebserver answers every HTTP request on --port (default 80) with 200 "hello".
+func (s *Server) testWebserver(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("test-webserver", flag.ContinueOnError)
+	port := fs.Int("port", 80, "Port number.")
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	return s.serveHTTP(ctx, *port, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello")
+	}), stdout)
+}
+
+// portList is a repeatable port flag.
+type portList []int
+
+func (p *portList) String() string { return fmt.Sprint(*p) }
+
+func (p *portList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("invalid port %q", f)
+		}
+		*p = append(*p, n)
+	}
+	return nil
+}
+
+// echo echoes back whatever it receives: over TCP on every --port and over UDP on every
+// --udp-port (both repeatable or comma-separated). It is what runs for an image tranche
+// cannot run otherwise, on the container's declared ports; without ports it just waits.
+func (s *Server) echo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
+	var tcpPorts, udpPorts portList
+	fs.Var(&tcpPorts, "port", "TCP port to echo on (repeatable).")
+	fs.Var(&udpPorts, "udp-port", "UDP port to echo on (repeatable).")
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	g := newGroup(ctx)
+	for _, port := range tcpPorts {
+		g.spawn(func(ctx context.Context) error {
+			l, err := net.Listen("tcp", s.addr(port))
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", s.addr(port), err)
+			}
+			s.listened("tcp", l.Addr())
+			_, _ = fmt.Fprintf(stdout, "Echoing TCP on port %d\n", l.Addr().(*net.TCPAddr).Port)
+			go func() {
+				<-ctx.Done()
+				_ = l.Close()
+			}()
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("tcp echo on port %d: %w", port, err)
+				}
+				go func() {
+					defer func() { _ = c.Close() }()
+					stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+					defer stop()
+					_, _ = io.Copy(c, c)
+				}()
+			}
+		})
+	}
+	for _, port := range udpPorts {
+		g.spawn(func(ctx context.Context) error {
+			return s.serveUDP(ctx, port, func(req string, _ net.Addr) string { return req }, stdout)
+		})
+	}
+	if len(tcpPorts)+len(udpPorts) == 0 {
+		_, _ = fmt.Fprintln(stdout, "No ports to echo on: waiting")
+	}
+	return g.wait()
+}

@@ -1,0 +1,246 @@
+package clusternet
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Op is what one Step does.
+type Op int
+
+// The operations of a plan. Each names the Step fields it uses.
+const (
+	// OpCreateNamespace creates Namespace.
+	OpCreateNamespace Op = iota
+	// OpDeleteNamespace removes Namespace (idempotent).
+	OpDeleteNamespace
+	// OpSysctl writes Key=Value in Namespace.
+	OpSysctl
+	// OpLoUp sets lo up in Namespace.
+	OpLoUp
+	// OpBridge creates the bridge Link holding Addr, up.
+	OpBridge
+	// OpVeth creates the veth Link in Namespace with its peer Peer in PeerNamespace.
+	OpVeth
+	// OpAttach makes Link a port of Bridge with hairpin on, up.
+	OpAttach
+	// OpAddr adds Addr to Link and sets Link up.
+	OpAddr
+	// OpRoute routes Dst via Via out of Link (replacing any route to Dst).
+	OpRoute
+	// OpDelRoute removes the route to Dst (idempotent).
+	OpDelRoute
+	// OpDelLink deletes Link (idempotent; a veth's peer goes with it).
+	OpDelLink
+)
+
+// Step is one change to one namespace. Plans are lists of Steps in the order they must be
+// applied.
+type Step struct {
+	// Op is what the step does; it decides which of the other fields are used.
+	Op Op
+	// Namespace is the network namespace the step changes (or creates, or deletes).
+	Namespace string
+	// Link is the link the step creates or changes; Bridge the bridge OpAttach joins.
+	Link, Bridge string
+	// Peer and PeerNamespace are the far end of an OpVeth.
+	Peer, PeerNamespace string
+	// Addr is an address with its prefix length (OpBridge, OpAddr).
+	Addr netip.Prefix
+	// Dst and Via are a route's destination and gateway.
+	Dst netip.Prefix
+	Via netip.Addr
+	// Key and Value are an OpSysctl's sysctl.
+	Key, Value string
+}
+
+// String renders the step like the iproute2 command that would do the same, for logs,
+// errors and tests.
+func (s Step) String() string {
+	n := s.Namespace
+	switch s.Op {
+	case OpCreateNamespace:
+		return "ip netns add " + n
+	case OpDeleteNamespace:
+		return "ip netns delete " + n
+	case OpSysctl:
+		return fmt.Sprintf("%s: sysctl -w %s=%s", n, s.Key, s.Value)
+	case OpLoUp:
+		return n + ": ip link set lo up"
+	case OpBridge:
+		return fmt.Sprintf("%s: ip link add %s type bridge; ip addr add %s dev %s; ip link set %s up", n, s.Link, s.Addr, s.Link, s.Link)
+	case OpVeth:
+		return fmt.Sprintf("%s: ip link add %s type veth peer %s netns %s", n, s.Link, s.Peer, s.PeerNamespace)
+	case OpAttach:
+		return fmt.Sprintf("%s: ip link set %s master %s; bridge link set dev %s hairpin on; ip link set %s up", n, s.Link, s.Bridge, s.Link, s.Link)
+	case OpAddr:
+		return fmt.Sprintf("%s: ip addr add %s dev %s; ip link set %s up", n, s.Addr, s.Link, s.Link)
+	case OpRoute:
+		return fmt.Sprintf("%s: ip route replace %s via %s dev %s", n, routeDst(s.Dst), s.Via, s.Link)
+	case OpDelRoute:
+		return fmt.Sprintf("%s: ip route del %s", n, routeDst(s.Dst))
+	case OpDelLink:
+		return fmt.Sprintf("%s: ip link del %s", n, s.Link)
+	}
+	return fmt.Sprintf("%s: unknown op %d", n, int(s.Op))
+}
+
+func routeDst(p netip.Prefix) string {
+	if p.Bits() == 0 {
+		return "default"
+	}
+	return p.String()
+}
+
+// Sysctls every node namespace gets: it routes between its pods and the underlay, and
+// reverse-path filtering is off because with host-gw routing and Service DNAT a reply
+// may legitimately arrive on another interface than the one the route back points to.
+var nodeSysctls = [][2]string{
+	{"net.ipv4.ip_forward", "1"},
+	{"net.ipv4.conf.all.rp_filter", "0"},
+	{"net.ipv4.conf.default.rp_filter", "0"},
+}
+
+// PlanUp returns the steps that build t from nothing: the underlay namespace and bridge,
+// then every node.
+func PlanUp(t Topology) ([]Step, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	u := t.Underlay()
+	steps := []Step{
+		{Op: OpCreateNamespace, Namespace: u},
+		{Op: OpLoUp, Namespace: u},
+		{Op: OpBridge, Namespace: u, Link: UnderlayBridge, Addr: netip.PrefixFrom(t.APIAddress, t.UnderlayCIDR.Bits())},
+	}
+	for _, n := range t.Nodes {
+		steps = append(steps, nodeSteps(t, n)...)
+	}
+	for _, n := range t.Nodes {
+		steps = append(steps, underlayRoute(t, n))
+	}
+	return steps, nil
+}
+
+// nodeSteps builds node n of t: its namespace and sysctls (before any link exists, so
+// "default" applies to all of them), its uplink to the underlay bridge, its pod bridge and
+// a route to every other node's pod subnet via that node's underlay address (host-gw).
+func nodeSteps(t Topology, n Node) []Step {
+	ns := t.NodeNamespace(n.Name)
+	steps := []Step{{Op: OpCreateNamespace, Namespace: ns}}
+	for _, kv := range nodeSysctls {
+		steps = append(steps, Step{Op: OpSysctl, Namespace: ns, Key: kv[0], Value: kv[1]})
+	}
+	steps = append(steps,
+		Step{Op: OpLoUp, Namespace: ns},
+		Step{Op: OpVeth, Namespace: t.Underlay(), Link: underlayLink(n.Name), Peer: NodeUplink, PeerNamespace: ns},
+		Step{Op: OpAttach, Namespace: t.Underlay(), Link: underlayLink(n.Name), Bridge: UnderlayBridge},
+		Step{Op: OpAddr, Namespace: ns, Link: NodeUplink, Addr: netip.PrefixFrom(n.Underlay, t.UnderlayCIDR.Bits())},
+		Step{Op: OpBridge, Namespace: ns, Link: PodBridge, Addr: netip.PrefixFrom(n.Gateway(), n.PodCIDR.Bits())},
+	)
+	for _, o := range t.Nodes {
+		if o.Name != n.Name {
+			steps = append(steps, Step{Op: OpRoute, Namespace: ns, Dst: o.PodCIDR, Via: o.Underlay, Link: NodeUplink})
+		}
+	}
+	return steps
+}
+
+// underlayRoute lets the underlay namespace (the API server's cluster listener) answer
+// pods of node n.
+func underlayRoute(t Topology, n Node) Step {
+	return Step{Op: OpRoute, Namespace: t.Underlay(), Dst: n.PodCIDR, Via: n.Underlay, Link: UnderlayBridge}
+}
+
+// PlanAddNode returns the steps that add node n to the running cluster t (which does not
+// contain n yet): n itself, and a route to n's pod subnet on every other node and on the
+// underlay.
+func PlanAddNode(t Topology, n Node) ([]Step, error) {
+	if _, ok := t.Node(n.Name); ok {
+		return nil, fmt.Errorf("adding node %q: it is already in the cluster", n.Name)
+	}
+	t.Nodes = append(append([]Node(nil), t.Nodes...), n)
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("adding node %q: %w", n.Name, err)
+	}
+	steps := nodeSteps(t, n)
+	for _, o := range t.Nodes {
+		if o.Name != n.Name {
+			steps = append(steps, Step{Op: OpRoute, Namespace: t.NodeNamespace(o.Name), Dst: n.PodCIDR, Via: n.Underlay, Link: NodeUplink})
+		}
+	}
+	return append(steps, underlayRoute(t, n)), nil
+}
+
+// PlanRemoveNode returns the steps that remove node name from the running cluster t
+// (which contains it): the other nodes' and the underlay's routes to its pod subnet, its
+// veth to the underlay (deleted explicitly, so it is gone when the plan has been applied
+// rather than whenever the kernel frees the namespace), and its namespace.
+func PlanRemoveNode(t Topology, name string) ([]Step, error) {
+	n, ok := t.Node(name)
+	if !ok {
+		return nil, fmt.Errorf("removing node %q: it is not in the cluster", name)
+	}
+	var steps []Step
+	for _, o := range t.Nodes {
+		if o.Name != name {
+			steps = append(steps, Step{Op: OpDelRoute, Namespace: t.NodeNamespace(o.Name), Dst: n.PodCIDR})
+		}
+	}
+	return append(steps,
+		Step{Op: OpDelRoute, Namespace: t.Underlay(), Dst: n.PodCIDR},
+		Step{Op: OpDelLink, Namespace: t.Underlay(), Link: underlayLink(name)},
+		Step{Op: OpDeleteNamespace, Namespace: t.NodeNamespace(name)},
+	), nil
+}
+
+// PlanAttachPod returns the steps that connect the existing namespace podNS to node's pod
+// bridge with address ip: a veth named PodVeth(podNS) on the node's bridge (hairpin on),
+// eth0 with ip and the node's pod prefix length in the pod, a default route via the node
+// bridge's address, and lo up.
+func PlanAttachPod(t Topology, node, podNS string, ip netip.Addr) ([]Step, error) {
+	n, ok := t.Node(node)
+	if !ok {
+		return nil, fmt.Errorf("attaching pod namespace %q: node %q is not in the cluster", podNS, node)
+	}
+	if err := checkPodNamespace(t, podNS); err != nil {
+		return nil, err
+	}
+	if !isHost(n.PodCIDR, ip) || ip == n.Gateway() {
+		return nil, fmt.Errorf("attaching pod namespace %q: %s is not a pod address of node %q's %s", podNS, ip, node, n.PodCIDR)
+	}
+	ns := t.NodeNamespace(node)
+	veth := PodVeth(podNS)
+	return []Step{
+		{Op: OpLoUp, Namespace: podNS},
+		{Op: OpVeth, Namespace: ns, Link: veth, Peer: PodInterface, PeerNamespace: podNS},
+		{Op: OpAttach, Namespace: ns, Link: veth, Bridge: PodBridge},
+		{Op: OpAddr, Namespace: podNS, Link: PodInterface, Addr: netip.PrefixFrom(ip, n.PodCIDR.Bits())},
+		{Op: OpRoute, Namespace: podNS, Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Via: n.Gateway(), Link: PodInterface},
+	}, nil
+}
+
+// PlanDetachPod returns the step that removes podNS's veth from node (idempotent); the
+// pod's namespace itself is its owner's to delete.
+func PlanDetachPod(t Topology, node, podNS string) ([]Step, error) {
+	if _, ok := t.Node(node); !ok {
+		return nil, fmt.Errorf("detaching pod namespace %q: node %q is not in the cluster", podNS, node)
+	}
+	if err := checkPodNamespace(t, podNS); err != nil {
+		return nil, err
+	}
+	return []Step{{Op: OpDelLink, Namespace: t.NodeNamespace(node), Link: PodVeth(podNS)}}, nil
+}
+
+// checkPodNamespace refuses a pod namespace that is one of the cluster's own.
+func checkPodNamespace(t Topology, podNS string) error {
+	if podNS == "" || podNS == t.Underlay() {
+		return fmt.Errorf("pod namespace %q is not usable for a pod", podNS)
+	}
+	for _, n := range t.Nodes {
+		if podNS == t.NodeNamespace(n.Name) {
+			return fmt.Errorf("pod namespace %q is node %q's namespace", podNS, n.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Failure reasons, worded as Kubernetes' filter plugins word them: they are
+// counted per reason in FailedScheduling messages that users search for.
+const (
+	reasonUnschedulable = "node(s) were unschedulable"
+	reasonNodeAffinity  = "node(s) didn't match Pod's node affinity/selector"
+	reasonHostPorts     = "node(s) didn't have free ports for the requested pod ports"
+	reasonTooManyPods   = "Too many pods"
+)
+
+// Taints that the node lifecycle controller puts on nodes whose Ready
+// condition is False or Unknown; the scheduler behaves as if they were there
+// even before the controller has caught up.
+const (
+	taintNotReady      = "node.kubernetes.io/not-ready"
+	taintUnreachable   = "node.kubernetes.io/unreachable"
+	taintUnschedulable = "node.kubernetes.io/unschedulable"
+)
+
+// filterPlugin is one yes/no test of a pod against a node.
+type filterPlugin struct {
+	// resolvable says whether evicting pods from the node could make it
+	// pass (Kubernetes' Unschedulable, as opposed to
+	// UnschedulableAndUnresolvable); it decides the preemption wording.
+	resolvable bool
+	// filter returns why the node cannot run the pod, nothing when it can.
+	filter func(pod *v1.Pod, n *nodeInfo) []string
+}
+
+// filters run in Kubernetes' default plugin order; a node is rejected by the
+// first filter that fails, so only that filter's reasons are reported.
+// Kubernetes' plugin names are given beside each.
+var filters = []filterPlugin{
+	{filter: filterUnschedulable},               // NodeUnschedulable
+	{filter: filterTaints},                      // TaintToleration
+	{filter: filterNodeAffinity},                // NodeAffinity
+	{resolvable: true, filter: filterHostPorts}, // NodePorts
+	{resolvable: true, filter: filterResources}, // NodeResourcesFit
+}
+
+// filterUnschedulable rejects cordoned nodes unless the pod tolerates the
+// unschedulable taint, as DaemonSet pods do.
+func filterUnschedulable(pod *v1.Pod, n *nodeInfo) []string {
+	if !n.node.Spec.Unschedulable {
+		return nil
+	}
+	if tolerated(pod.Spec.Tolerations, &v1.Taint{Key: taintUnschedulable, Effect: v1.TaintEffectNoSchedule}) {
+		return nil
+	}
+	return []string{reasonUnschedulable}
+}
+
+// filterTaints rejects a node with a NoSchedule or NoExecute taint the pod
+// does not tolerate, naming the first such taint. A node that is not Ready
+// counts as tainted not-ready (unreachable when its status is Unknown).
+func filterTaints(pod *v1.Pod, n *nodeInfo) []string {
+	for _, taint := range effectiveTaints(n.node) {
+		if taint.Effect != v1.TaintEffectNoSchedule && taint.Effect != v1.TaintEffectNoExecute {
+			continue
+		}
+		if !tolerated(pod.Spec.Tolerations, &taint) {
+			return []string{fmt.Sprintf("node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)}
+		}
+	}
+	return nil
+}
+
+// effectiveTaints is the node's taints plus the readiness taint its Ready
+// condition implies, when the node does not carry that taint already.
+func effectiveTaints(node *v1.Node) []v1.Taint {
+	key := ""
+	switch readyStatus(node) {
+	case v1.ConditionTrue:
+		return node.Spec.Taints
+	case v1.ConditionUnknown:
+		key = taintUnreachable
+	default:
+		key = taintNotReady
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == v1.TaintEffectNoSchedule {
+			return node.Spec.Taints
+		}
+	}
+	return append(slices.Clone(node.Spec.Taints), v1.Taint{Key: key, Effect: v1.TaintEffectNoSchedule})
+}
+
+// readyStatus is the status of the node's Ready condition, False when the
+// node has not reported one yet.
+func readyStatus(node *v1.Node) v1.ConditionStatus {
+	for _, c := range node.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status
+		}
+	}
+	return v1.ConditionFalse
+}
+
+func tolerated(tolerations []v1.Toleration, taint *v1.Taint) bool {
+	for i := range tolerations {
+		if tolerations[i].ToleratesTaint(logr.Discard(), taint, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// filterNodeAffinity rejects a node that misses a label of spec.nodeSelector
+// or matches none of the required node affinity terms.
+func filterNodeAffinity(pod *v1.Pod, n *nodeInfo) []string {
+	labels := n.node.Labels
+	for k, v := range pod.Spec.NodeSelector {
+		if got, ok := labels[k]; !ok || got != v {
+			return []string{reasonNodeAffinity}
+		}
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if termMatches(&term, n.node) {
+			return nil
+		}
+	}
+	return []string{reasonNodeAffinity}
+}
+
+// termMatches ANDs a node selector term's requirements; a term without any
+// requirement matches no node, as in Kubernetes.
+func termMatches(term *v1.NodeSelectorTerm, node *v1.Node) bool {
+	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+		return false
+	}
+	for _, r := range term.MatchExpressions {
+		v, ok := node.Labels[r.Key]
+		if !requirementMatches(r, v, ok) {
+			return false
+		}
+	}
+	for _, r := range term.MatchFields {
+		if r.Key != "metadata.name" || (r.Operator != v1.NodeSelectorOpIn && r.Operator != v1.NodeSelectorOpNotIn) {
+			return false
+		}
+		if !requirementMatches(r, node.Name, true) {
+			return false
+		}
+	}
+	return true
+}
+
+// requirementMatches applies one requirement to a value that is present or
+// not; malformed numeric comparisons match nothing.
+func requirementMatches(r v1.NodeSelectorRequirement, value string, present bool) bool {
+	switch r.Operator {
+	case v1.NodeSelectorOpIn:
+		return present && slices.Contains(r.Values, value)
+	case v1.NodeSelectorOpNotIn:
+		return !present || !slices.Contains(r.Values, value)
+	case v1.NodeSelectorOpExists:
+		return present
+	case v1.NodeSelectorOpDoesNotExist:
+		return !present
+	case v1.NodeSelectorOpGt, v1.NodeSelectorOpLt:
+		if !present || len(r.Values) != 1 {
+			return false
+		}
+		have, err1 := strconv.ParseInt(value, 10, 64)
+		want, err2 := strconv.ParseInt(r.Values[0], 10, 64)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		if r.Operator == v1.NodeSelectorOpGt {
+			return have > want
+		}
+		return have < want
+	}
+	return false
+}
+
+// filterHostPorts rejects a node where another pod holds a host port the pod
+// wants on the same protocol and an overlapping address.
+func filterHostPorts(pod *v1.Pod, n *nodeInfo) []string {
+	for _, want := range podHostPorts(pod) {
+		for _, used := range n.usedPorts {
+			if want.port == used.port && want.protocol == used.protocol &&
+				(want.ip == used.ip || want.ip == "0.0.0.0" || used.ip == "0.0.0.0") {
+				return []string{reasonHostPorts}
+			}
+		}
+	}
+	return nil
+}
+
+// filterResources rejects a node whose allocatable resources, minus what its
+// pods request, cannot hold the pod's requests, and a node at its pod limit.
+// Every short resource is reported, cpu, memory and ephemeral storage first
+// and then extended resources by name.
+func filterResources(pod *v1.Pod, n *nodeInfo) []string {
+	var reasons []string
+	if int64(len(n.pods))+1 > n.allowedPods {
+		reasons = append(reasons, reasonTooManyPods)
+	}
+	req := podRequests(pod, false)
+	short := func(want, allocatable, used int64) bool { return want > 0 && want > allocatable-used }
+	if short(req.milliCPU, n.allocatable.milliCPU, n.requested.milliCPU) {
+		reasons = append(reasons, "Insufficient cpu")
+	}
+	if short(req.memory, n.allocatable.memory, n.requested.memory) {
+		reasons = append(reasons, "Insufficient memory")
+	}
+	if short(req.ephemeral, n.allocatable.ephemeral, n.requested.ephemeral) {
+		reasons = append(reasons, "Insufficient ephemeral-storage")
+	}
+	names := make([]v1.ResourceName, 0, len(req.scalar))
+	for name := range req.scalar {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if short(req.scalar[name], n.allocatable.scalar[name], n.requested.scalar[name]) {
+			reasons = append(reasons, "Insufficient "+string(name))
+		}
+	}
+	return reasons
+}

@@ -1,0 +1,120 @@
+package scheduler
+
+import (
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// zoneLabel is the well-known label naming a node's failure zone; spreading
+// treats nodes that share it as one failure domain.
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// hostPort is one host port a container claims on its node. An empty or
+// 0.0.0.0 address claims the port on every address.
+type hostPort struct {
+	ip       string
+	protocol v1.Protocol
+	port     int32
+}
+
+// nodeInfo is one node as the filters and scores see it: the node, the pods
+// bound to it that still hold resources, and the sums derived from them.
+type nodeInfo struct {
+	node        *v1.Node
+	pods        []*v1.Pod
+	allocatable resources
+	allowedPods int64
+	requested   resources // exact requests of pods, for fit
+	nonZero     resources // requests with defaults, for ranking
+	usedPorts   []hostPort
+}
+
+func newNodeInfo(node *v1.Node) *nodeInfo {
+	n := &nodeInfo{node: node}
+	n.allocatable.add(node.Status.Allocatable)
+	if q, ok := node.Status.Allocatable[v1.ResourcePods]; ok {
+		n.allowedPods = q.Value()
+	}
+	return n
+}
+
+// addPod accounts for a pod bound to (or assumed on) the node.
+func (n *nodeInfo) addPod(pod *v1.Pod) {
+	n.pods = append(n.pods, pod)
+	n.requested = n.requested.plus(podRequests(pod, false))
+	n.nonZero = n.nonZero.plus(podRequests(pod, true))
+	n.usedPorts = append(n.usedPorts, podHostPorts(pod)...)
+}
+
+// podHostPorts lists the host ports a pod's long-running containers claim.
+func podHostPorts(pod *v1.Pod) []hostPort {
+	var out []hostPort
+	collect := func(c *v1.Container) {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			proto := p.Protocol
+			if proto == "" {
+				proto = v1.ProtocolTCP
+			}
+			ip := p.HostIP
+			if ip == "" {
+				ip = "0.0.0.0"
+			}
+			out = append(out, hostPort{ip: ip, protocol: proto, port: p.HostPort})
+		}
+	}
+	for i := range pod.Spec.Containers {
+		collect(&pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			collect(c)
+		}
+	}
+	return out
+}
+
+// snapshot is the cluster as one scheduling decision sees it, nodes sorted by
+// name so that every decision is reproducible from the same inputs.
+type snapshot struct {
+	nodes  []*nodeInfo
+	byName map[string]*nodeInfo
+}
+
+// newSnapshot builds a snapshot from nodes and the pods bound to them. Pods
+// that are terminal or bound to unknown nodes are left out: they hold nothing.
+func newSnapshot(nodes []*v1.Node, pods []*v1.Pod) *snapshot {
+	s := &snapshot{byName: make(map[string]*nodeInfo, len(nodes))}
+	for _, node := range nodes {
+		if node == nil {
+			continue
+		}
+		n := newNodeInfo(node)
+		s.nodes = append(s.nodes, n)
+		s.byName[node.Name] = n
+	}
+	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].node.Name < s.nodes[j].node.Name })
+	for _, pod := range pods {
+		s.assume(pod, pod.Spec.NodeName)
+	}
+	return s
+}
+
+// assume records pod as running on the named node, so later decisions in the
+// same snapshot see its resources, ports and spreading weight.
+func (s *snapshot) assume(pod *v1.Pod, nodeName string) {
+	if pod == nil || isTerminal(pod) {
+		return
+	}
+	if n, ok := s.byName[nodeName]; ok {
+		n.addPod(pod)
+	}
+}
+
+// isTerminal reports whether a pod has finished for good and frees its node.
+func isTerminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
