@@ -69,7 +69,7 @@ func serverCmd() *cobra.Command {
 
 // serviceNetFlags are the address flags `server` and `up` share.
 type serviceNetFlags struct {
-	serviceCIDR, nodePorts, advertise string
+	serviceCIDR, nodePorts, advertise, clusterCIDR string
 }
 
 func (n *serviceNetFlags) register(cmd *cobra.Command) {
@@ -77,6 +77,7 @@ func (n *serviceNetFlags) register(cmd *cobra.Command) {
 	f.StringVar(&n.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR ClusterIPs are allocated from")
 	f.StringVar(&n.nodePorts, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")
 	f.StringVar(&n.advertise, "advertise-address", "10.240.0.1", "address the kubernetes Service's endpoints point at")
+	f.StringVar(&n.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod range; each node gets a /24 of it")
 }
 
 func (n *serviceNetFlags) apply(cfg *server.Config) error {
@@ -88,6 +89,11 @@ func (n *serviceNetFlags) apply(cfg *server.Config) error {
 	if cfg.NodePorts, err = allocator.ParsePortRange(n.nodePorts); err != nil {
 		return fmt.Errorf("--service-node-port-range: %w", err)
 	}
+	c, err := netip.ParsePrefix(n.clusterCIDR)
+	if err != nil || !c.Addr().Is4() || c.Bits() > 24 {
+		return fmt.Errorf("--cluster-cidr %q: want an IPv4 CIDR of /24 or larger (e.g. 10.244.0.0/16)", n.clusterCIDR)
+	}
+	cfg.ClusterCIDR = c.Masked()
 	if cfg.AdvertiseAddress, err = netip.ParseAddr(n.advertise); err != nil {
 		return fmt.Errorf("--advertise-address %q: %w", n.advertise, err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/discovery"
@@ -16,13 +17,16 @@ import (
 	"github.com/tranche/tranche/internal/controller/endpointslicemirroring"
 	"github.com/tranche/tranche/internal/controller/gc"
 	"github.com/tranche/tranche/internal/controller/namespace"
+	"github.com/tranche/tranche/internal/controller/nodeipam"
+	"github.com/tranche/tranche/internal/controller/nodelifecycle"
 	"github.com/tranche/tranche/internal/controller/serviceaccount"
 	"github.com/tranche/tranche/internal/events"
+	"github.com/tranche/tranche/internal/scheduler"
 )
 
 // startControllers starts the control-plane controllers in this process; they stop
 // when ctx ends. Metrics are registered on reg.
-func startControllers(ctx context.Context, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
+func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, reg prometheus.Registerer, log *slog.Logger) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -45,7 +49,16 @@ func startControllers(ctx context.Context, cfg *rest.Config, reg prometheus.Regi
 		Recorder: events.NewRecorder(ctx, client, "endpoint-controller")})
 	mirror := endpointslicemirroring.New(endpointslicemirroring.Config{Client: client, Informers: factory,
 		Logger: log.With("controller", "endpointslicemirroring"), Recorder: events.NewRecorder(ctx, client, "endpointslicemirroring-controller")})
+	sched := scheduler.New(scheduler.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "default-scheduler"),
+		Logger: log.With("component", "scheduler")})
+	ipam := nodeipam.New(nodeipam.Config{Client: client, Informers: factory, ClusterCIDR: clusterCIDR,
+		Recorder: events.NewRecorder(ctx, client, "node-ipam-controller"), Logger: log.With("controller", "nodeipam")})
+	lifecycle := nodelifecycle.New(nodelifecycle.Config{Client: client, Informers: factory,
+		Recorder: events.NewRecorder(ctx, client, "node-controller"), Logger: log.With("controller", "nodelifecycle")})
 	factory.Start(ctx.Done())
+	go sched.Run(ctx)
+	go ipam.Run(ctx)
+	go lifecycle.Run(ctx)
 	go sa.Run(ctx)
 	go ns.Run(ctx, 2)
 	go collector.Run(ctx, 2)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
@@ -47,6 +48,9 @@ type Config struct {
 	InternalIP string
 	// Zone becomes topology.kubernetes.io/zone when set.
 	Zone string
+	// PodCIDR, when set, is registered as the node's spec.podCIDR (the local cluster's
+	// network is laid out before the nodes register, so the subnet is known).
+	PodCIDR string
 	// Labels are extra labels set at registration.
 	Labels map[string]string
 	// CPU and Memory are the capacity reported; zero means the machine's.
@@ -71,8 +75,16 @@ func Desired(cfg Config, now time.Time) *v1.Node {
 	return &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Labels: labels,
 			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"}},
+		Spec:   podCIDRSpec(cfg.PodCIDR),
 		Status: Status(cfg, nil, now),
 	}
+}
+
+func podCIDRSpec(cidr string) v1.NodeSpec {
+	if cidr == "" {
+		return v1.NodeSpec{}
+	}
+	return v1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}}
 }
 
 // Status computes the node's status; prev keeps lastTransitionTime of conditions that
@@ -176,12 +188,25 @@ func (a *Agent) Register(ctx context.Context) (*v1.Node, error) {
 	return a.updateStatus(ctx, n)
 }
 
+// updateStatus writes the node's status, re-reading the Node when a controller
+// (node IPAM, lifecycle) changed it in between.
 func (a *Agent) updateStatus(ctx context.Context, n *v1.Node) (*v1.Node, error) {
-	st := Status(a.cfg, &n.Status, a.cfg.Clock.Now())
-	n = n.DeepCopy()
-	n.Status.Capacity, n.Status.Allocatable, n.Status.Conditions = st.Capacity, st.Allocatable, st.Conditions
-	n.Status.Addresses, n.Status.NodeInfo, n.Status.DaemonEndpoints = st.Addresses, st.NodeInfo, st.DaemonEndpoints
-	return a.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	var out *v1.Node
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		st := Status(a.cfg, &n.Status, a.cfg.Clock.Now())
+		next := n.DeepCopy()
+		next.Status.Capacity, next.Status.Allocatable, next.Status.Conditions = st.Capacity, st.Allocatable, st.Conditions
+		next.Status.Addresses, next.Status.NodeInfo, next.Status.DaemonEndpoints = st.Addresses, st.NodeInfo, st.DaemonEndpoints
+		var err error
+		out, err = a.client.CoreV1().Nodes().UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := a.client.CoreV1().Nodes().Get(ctx, a.cfg.Name, metav1.GetOptions{}); gerr == nil {
+				n = fresh
+			}
+		}
+		return err
+	})
+	return out, err
 }
 
 // Run renews the Lease every RenewInterval and reports status every StatusInterval
