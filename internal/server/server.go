@@ -40,6 +40,10 @@ type Config struct {
 	Listen string
 	// ExtraListen are further addresses (the cluster network listener 10.240.0.1:6443).
 	ExtraListen []string
+	// Listeners are further listeners, already open, served with TLS like Listen (the
+	// cluster listener that `tranche up` opens inside the underlay namespace). Stopping
+	// the server closes them; the caller closes them when Run fails before serving.
+	Listeners []net.Listener
 	// EtcdServers selects an external etcd cluster; empty means embedded.
 	EtcdServers []string
 	// CompactInterval is how often history is compacted; 0 means 5 minutes.
@@ -47,6 +51,8 @@ type Config struct {
 	// ServiceCIDR is the ClusterIP range (10.96.0.0/12); its first host is the
 	// kubernetes Service and its tenth the DNS Service.
 	ServiceCIDR netip.Prefix
+	// ClusterCIDR is the pod range nodes' podCIDRs are cut from (10.244.0.0/16).
+	ClusterCIDR netip.Prefix
 	// NodePorts is the NodePort range (30000-32767).
 	NodePorts allocator.PortRange
 	// AdvertiseAddress is the address the kubernetes Service's endpoints point at (the
@@ -147,7 +153,11 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
 	httpServer := &http.Server{Handler: api, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slogErrorLog(log)}
-	errc := make(chan error, 1+len(cfg.ExtraListen))
+	errc := make(chan error, 1+len(cfg.ExtraListen)+len(cfg.Listeners))
+	for _, ln := range cfg.Listeners {
+		log.Info("serving", "address", ln.Addr().String())
+		go func() { errc <- httpServer.Serve(tls.NewListener(ln, tlsConfig)) }()
+	}
 	for _, addr := range append([]string{cfg.Listen}, cfg.ExtraListen...) {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -187,7 +197,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
-	if err := startControllers(ctx, loop, prometheus.NewRegistry(), log); err != nil {
+	if err := startControllers(ctx, loop, cfg.ClusterCIDR, prometheus.NewRegistry(), log); err != nil {
 		return err
 	}
 	select {
