@@ -226,3 +226,26 @@ metadata:
 		})
 	}
 }
+
+// TestNamespaceDeletionEmptiesIt: deleting a namespace deletes its content first, then
+// the namespace (namespace controller, finalizer kubernetes).
+func TestNamespaceDeletionEmptiesIt(t *testing.T) {
+	s := shared
+	ns := "e2e-ns-deletion"
+	s.must(t, "create", "namespace", ns)
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=false") })
+	s.must(t, "create", "configmap", "a", "-n", ns)
+	s.must(t, "create", "serviceaccount", "robot", "-n", ns)
+	if out := s.must(t, "get", "namespace", ns, "-o", "jsonpath={.spec.finalizers}"); out != `["kubernetes"]` {
+		t.Fatalf("spec.finalizers = %s", out)
+	}
+	eventually(t, 20*time.Second, "default service account created", func() (bool, string) {
+		_, errOut, err := s.kubectl(t, "", "get", "serviceaccount", "default", "-n", ns)
+		return err == nil, errOut
+	})
+	s.must(t, "delete", "namespace", ns, "--wait=false")
+	eventually(t, 30*time.Second, "namespace gone", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "get", "namespace", ns, "-o", "jsonpath={.status.phase}")
+		return err != nil && strings.Contains(errOut, "NotFound"), out + errOut
+	})
+}
