@@ -72,6 +72,12 @@ func TestPodLoop(t *testing.T) {
 		}
 		return false
 	})
+	// The fake clientset drops events sent before an informer's watch is established:
+	// wait until the agent's own status write came back through the watch.
+	waitFor(t, "the informer's watch to be live", func() bool {
+		p, err := loop.lister.Pods("d").Get("p")
+		return err == nil && p.Status.Phase == v1.PodRunning
+	})
 	// A graceful deletion: the runtime stops the pod with its grace period and the
 	// agent confirms with a zero-grace delete.
 	p, _ := client.CoreV1().Pods("d").Get(ctx, "p", metav1.GetOptions{})
@@ -93,7 +99,7 @@ func ptrInt64(n int64) *int64 { return &n }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
