@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
@@ -182,19 +184,30 @@ func (rs ruleSource) GetRole(ns, name string) (*rbacv1.Role, error) {
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "role"}, name)
 }
 
+// lookup reads one object from the caches for the token and node authorizers; found
+// is false when it does not exist, an error when the caches are not ready yet.
+func lookup[T metav1.Object](s *security, get func(l *listers) (T, error)) (T, bool, error) {
+	var zero T
+	l := s.caches.Load()
+	if l == nil {
+		return zero, false, errors.New("authentication caches not ready")
+	}
+	obj, err := get(l)
+	if apierrors.IsNotFound(err) {
+		return zero, false, nil
+	}
+	if err != nil {
+		return zero, false, err
+	}
+	return obj, true, nil
+}
+
 type saGetter struct{ s *security }
 
 func (g saGetter) GetServiceAccountUID(ns, name string) (string, bool, error) {
-	l := g.s.caches.Load()
-	if l == nil {
-		return "", false, errors.New("service account cache not ready")
-	}
-	sa, err := l.serviceAccounts.ServiceAccounts(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
+	sa, ok, err := lookup(g.s, func(l *listers) (*v1.ServiceAccount, error) { return l.serviceAccounts.ServiceAccounts(ns).Get(name) })
+	if !ok {
+		return "", ok, err
 	}
 	return string(sa.UID), true, nil
 }
@@ -202,16 +215,9 @@ func (g saGetter) GetServiceAccountUID(ns, name string) (string, bool, error) {
 type podGetter struct{ s *security }
 
 func (g podGetter) GetPodUID(ns, name string) (string, bool, error) {
-	l := g.s.caches.Load()
-	if l == nil {
-		return "", false, errors.New("pod cache not ready")
-	}
-	p, err := l.pods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
+	p, ok, err := lookup(g.s, func(l *listers) (*v1.Pod, error) { return l.pods.Pods(ns).Get(name) })
+	if !ok {
+		return "", ok, err
 	}
 	return string(p.UID), true, nil
 }
@@ -219,16 +225,9 @@ func (g podGetter) GetPodUID(ns, name string) (string, bool, error) {
 type nodeGetter struct{ s *security }
 
 func (g nodeGetter) GetNodeUID(name string) (string, bool, error) {
-	l := g.s.caches.Load()
-	if l == nil {
-		return "", false, errors.New("node cache not ready")
-	}
-	n, err := l.nodes.Get(name)
-	if apierrors.IsNotFound(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
+	n, ok, err := lookup(g.s, func(l *listers) (*v1.Node, error) { return l.nodes.Get(name) })
+	if !ok {
+		return "", ok, err
 	}
 	return string(n.UID), true, nil
 }
@@ -236,16 +235,9 @@ func (g nodeGetter) GetNodeUID(name string) (string, bool, error) {
 type podNodeGetter struct{ s *security }
 
 func (g podNodeGetter) PodNodeName(ns, name string) (string, bool, error) {
-	l := g.s.caches.Load()
-	if l == nil {
-		return "", false, errors.New("pod cache not ready")
-	}
-	p, err := l.pods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
+	p, ok, err := lookup(g.s, func(l *listers) (*v1.Pod, error) { return l.pods.Pods(ns).Get(name) })
+	if !ok {
+		return "", ok, err
 	}
 	return p.Spec.NodeName, true, nil
 }
