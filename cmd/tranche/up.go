@@ -1,69 +1,58 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tranche/tranche/internal/server"
+	"github.com/tranche/tranche/internal/cluster"
 )
 
-const pidFile = "tranche.pid"
-
 func upCmd() *cobra.Command {
-	var dataDir, listen, logLevel string
+	var cfg cluster.Config
+	var zones, logLevel string
 	var detach bool
 	var net serviceNetFlags
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Start a local cluster (for now: the API server and control plane)",
+		Short: "Start a local cluster: network namespaces, the API server and one agent per node",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := cmd.OutOrStdout()
-			if pid, ok := runningPID(dataDir); ok {
-				return fmt.Errorf("a cluster is already running on %s (pid %d); stop it with `tranche down --data-dir %s`", dataDir, pid, dataDir)
+			if pid, ok := cluster.Running(cfg.DataDir); ok {
+				return fmt.Errorf("a cluster is already running on %s (pid %d); stop it with `tranche down --data-dir %s`", cfg.DataDir, pid, cfg.DataDir)
 			}
-			kubeconfig := filepath.Join(dataDir, "kubeconfig")
 			if detach {
-				return startDetached(cmd, dataDir, kubeconfig)
+				return startDetached(cmd, cfg.DataDir, filepath.Join(cfg.DataDir, "kubeconfig"))
 			}
-			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			if !cmd.Flags().Changed("nodes") {
+				// A restored cluster keeps its nodes; only an explicit --nodes is compared.
+				cfg.Nodes = 0
+			}
+			if zones != "" {
+				cfg.Zones = strings.Split(zones, ",")
+			}
+			if cmd.Flags().Changed("log-level") {
+				cfg.AgentLogLevel = logLevel
+			}
+			cfg.Server.Logger = newLogger(logLevel)
+			if err := net.apply(&cfg.Server); err != nil {
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(dataDir, pidFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
-				return err
-			}
-			defer os.Remove(filepath.Join(dataDir, pidFile))
-			cfg := server.Config{DataDir: dataDir, Listen: listen, Logger: newLogger(logLevel)}
-			if err := net.apply(&cfg); err != nil {
-				return err
-			}
-			ready := make(chan struct{})
-			errc := make(chan error, 1)
-			fmt.Fprintf(out, "starting the API server on %s (data in %s)\n", listen, dataDir)
-			go func() {
-				errc <- server.Run(cmd.Context(), cfg, ready)
-			}()
-			select {
-			case <-ready:
-				fmt.Fprintf(out, "cluster ready\n\nexport KUBECONFIG=%s\n\n", kubeconfig)
-			case err := <-errc:
-				return err
-			}
-			return <-errc
+			cfg.Out = cmd.OutOrStdout()
+			return cluster.Up(cmd.Context(), cfg, nil)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", defaultDataDir(), "directory of the cluster's data; starting again on it resumes the cluster")
-	f.StringVar(&listen, "listen", "127.0.0.1:6443", "HTTPS address of the API server")
+	f.IntVar(&cfg.Nodes, "nodes", 1, "number of nodes of a new cluster (a restarted one keeps its nodes)")
+	f.StringVar(&zones, "zones", "", "zones given to the nodes round robin, comma-separated (e.g. a,b,c)")
+	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory of the cluster's data; starting again on it resumes the cluster")
+	f.StringVar(&cfg.Server.Listen, "listen", "127.0.0.1:6443", "HTTPS address of the API server on the host")
 	f.BoolVar(&detach, "detach", false, "return once the cluster is ready and keep it running in the background")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	net.register(cmd)
@@ -81,6 +70,7 @@ func startDetached(cmd *cobra.Command, dataDir, kubeconfig string) error {
 		return err
 	}
 	defer logFile.Close()
+	start, _ := logFile.Seek(0, 2)
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -98,75 +88,38 @@ func startDetached(cmd *cobra.Command, dataDir, kubeconfig string) error {
 	if err := child.Start(); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		data, _ := os.ReadFile(logPath)
+		if int64(len(data)) > start {
+			data = data[start:]
+		}
 		if strings.Contains(string(data), "export KUBECONFIG=") {
 			fmt.Fprintf(cmd.OutOrStdout(), "cluster ready (pid %d, log %s)\n\nexport KUBECONFIG=%s\n", child.Process.Pid, logPath, kubeconfig)
 			return child.Process.Release()
 		}
-		if err := child.Process.Signal(syscall.Signal(0)); err != nil {
-			return fmt.Errorf("tranche up failed; see %s", logPath)
+		var st syscall.WaitStatus
+		if pid, _ := syscall.Wait4(child.Process.Pid, &st, syscall.WNOHANG, nil); pid == child.Process.Pid {
+			return fmt.Errorf("tranche up failed; see %s:\n%s", logPath, strings.TrimSpace(string(data)))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("cluster not ready after 2 minutes; see %s", logPath)
-}
-
-// runningPID returns the pid of the cluster running on dataDir, if any.
-func runningPID(dataDir string) (int, bool) {
-	data, err := os.ReadFile(filepath.Join(dataDir, pidFile))
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	if err := syscall.Kill(pid, 0); err != nil {
-		return 0, false
-	}
-	return pid, true
+	return fmt.Errorf("cluster not ready after 3 minutes; see %s", logPath)
 }
 
 func downCmd() *cobra.Command {
-	var dataDir string
+	var cfg cluster.Config
 	var purge bool
 	cmd := &cobra.Command{
 		Use:   "down",
-		Short: "Stop the local cluster (and with --purge delete its data)",
+		Short: "Stop the local cluster and remove its namespaces, processes and mounts (with --purge, its data too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := cmd.OutOrStdout()
-			if pid, ok := runningPID(dataDir); ok {
-				if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-					return fmt.Errorf("stopping pid %d: %w", pid, err)
-				}
-				deadline := time.Now().Add(30 * time.Second)
-				for syscall.Kill(pid, 0) == nil {
-					if time.Now().After(deadline) {
-						_ = syscall.Kill(pid, syscall.SIGKILL)
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-				fmt.Fprintf(out, "stopped the cluster (pid %d)\n", pid)
-			} else {
-				fmt.Fprintln(out, "no cluster running on", dataDir)
-			}
-			if purge {
-				if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
-					return nil
-				}
-				if err := os.RemoveAll(dataDir); err != nil {
-					return err
-				}
-				fmt.Fprintln(out, "deleted", dataDir)
-			}
-			return nil
+			cfg.Out = cmd.OutOrStdout()
+			return cluster.Down(cmd.Context(), cfg, purge)
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "directory of the cluster's data")
+	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory of the cluster's data")
 	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the data directory")
 	return cmd
 }

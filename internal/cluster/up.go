@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/server"
+)
+
+// Up runs the local cluster until ctx ends: it takes the cluster's locks (one cluster per
+// data directory and per namespace prefix), removes what a crashed run left, restores
+// the cluster from cluster.json or creates one of cfg.Nodes nodes, builds the network,
+// starts the API server with its cluster listener in the underlay namespace, starts one
+// agent per node and waits until every node is Ready; then it prints the
+// `export KUBECONFIG=` line and closes ready (which may be nil). When ctx ends (or the
+// API server fails) it stops the agents and whatever still runs in the cluster's
+// namespaces, stops the API server, removes the namespaces and unmounts what is mounted
+// below the data directory. It returns nil after a clean stop on ctx.
+func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
+	start := time.Now()
+	out := cfg.out()
+	p := cfg.paths()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	var recorded State
+	if s, err := LoadState(p.state()); err == nil {
+		recorded = s
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	prefix := cfg.prefixOf(recorded.Topology.Prefix)
+
+	pidLock, holder, err := tryLock(p.pidFile(), selfPIDRecord())
+	if err != nil {
+		return err
+	}
+	if pidLock == nil {
+		return fmt.Errorf("a cluster is already running on %s (pid %s); stop it with `tranche down --data-dir %s`", cfg.DataDir, firstField(holder), cfg.DataDir)
+	}
+	defer pidLock.release()
+	defer os.Remove(p.pidFile())
+	prefixLock, holder, err := tryLock(prefixLockPath(prefix), fmt.Sprintf("%d %s", os.Getpid(), dataDir))
+	if err != nil {
+		return err
+	}
+	if prefixLock == nil {
+		pid, dir, _ := strings.Cut(holder, " ")
+		return fmt.Errorf("another cluster (pid %s, data dir %s) uses the network namespaces %s*; only one can run at a time: stop it with `tranche down --data-dir %s`", pid, dir, prefix, dir)
+	}
+	defer prefixLock.release()
+	defer os.Remove(prefixLockPath(prefix))
+
+	if leftovers(p, prefix) {
+		fmt.Fprintln(out, "removing leftovers of an earlier run")
+		rep, err := cleanup(p, prefix, cfg.stopGrace())
+		if err != nil {
+			return fmt.Errorf("removing leftovers of an earlier run: %w", err)
+		}
+		fmt.Fprintf(out, "  removed %s\n", rep)
+	}
+
+	state := recorded
+	if len(recorded.Topology.Nodes) > 0 {
+		state.Topology.Prefix = prefix
+		fmt.Fprintf(out, "restoring the cluster of %s: nodes %s\n", p.state(), strings.Join(state.nodeNames(), ", "))
+		if cfg.Nodes > 0 && cfg.Nodes != len(state.Topology.Nodes) {
+			fmt.Fprintf(out, "  (--nodes %d ignored: use `tranche node add|remove` to change a cluster, or `tranche down --purge` to start anew)\n", cfg.Nodes)
+		}
+	} else if state, err = newState(prefix, max(cfg.Nodes, 1), cfg.Zones); err != nil {
+		return err
+	}
+	if err := writeState(p, state); err != nil {
+		return err
+	}
+
+	if err := clusternet.Up(state.Topology); err != nil {
+		_ = clusternet.Teardown(prefix)
+		return err
+	}
+	fmt.Fprintf(out, "network: %d nodes (underlay %s, pods %s, namespaces %s*)\n",
+		len(state.Topology.Nodes), state.Topology.UnderlayCIDR, state.Topology.ClusterCIDR, prefix)
+
+	// From here on everything stops through this one path, whatever fails.
+	srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+	srvDone := make(chan error, 1)
+	serverStarted := false
+	defer func() {
+		stopErr := shutdown(cfg, p, prefix, stopServer, srvDone, serverStarted)
+		if err == nil {
+			err = stopErr
+		}
+		fmt.Fprintln(out, "cluster stopped")
+	}()
+
+	lnAddr := netip.AddrPortFrom(state.Topology.APIAddress, APIPort).String()
+	ln, err := netns.Listen(state.Topology.Underlay(), "tcp", lnAddr)
+	if err != nil {
+		return err
+	}
+	sc := cfg.Server
+	sc.DataDir = cfg.DataDir
+	if sc.Listen == "" {
+		sc.Listen = "127.0.0.1:6443"
+	}
+	sc.Listeners = []net.Listener{ln}
+	sc.AdvertiseAddress = state.Topology.APIAddress
+	if !sc.ClusterCIDR.IsValid() {
+		sc.ClusterCIDR = state.Topology.ClusterCIDR
+	}
+	srvReady := make(chan struct{})
+	serverStarted = true
+	go func() {
+		err := server.Run(srvCtx, sc, srvReady)
+		ln.Close()
+		srvDone <- err
+	}()
+	if err := waitServer(ctx, srvReady, srvDone, cfg.readyTimeout()); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "API server ready on https://%s (cluster listener %s in %s)\n", sc.Listen, lnAddr, state.Topology.Underlay())
+
+	client, err := adminClient(p)
+	if err != nil {
+		return err
+	}
+	var procs []*agentProc
+	for _, n := range state.Topology.Nodes {
+		if err := prepareNode(p, state.Topology, n.Name); err != nil {
+			return err
+		}
+		a, err := startAgent(cfg, state, n.Name, false)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, a)
+	}
+	fmt.Fprintf(out, "agents started: %s (logs in %s)\n", strings.Join(state.nodeNames(), ", "), filepath.Join(cfg.DataDir, "nodes", "NAME", "agent.log"))
+	if err := waitNodesReady(ctx, client, state.nodeNames(), procs, cfg.readyTimeout(), out); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	fmt.Fprintf(out, "cluster ready in %.1fs\n\nexport KUBECONFIG=%s\n\n", time.Since(start).Seconds(), filepath.Join(dataDir, "kubeconfig"))
+	if ready != nil {
+		close(ready)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-srvDone:
+		srvDone <- err
+		if err == nil {
+			err = errors.New("the API server stopped")
+		}
+		return fmt.Errorf("API server: %w", err)
+	}
+}
+
+// waitServer waits until the API server is ready, fails, ctx ends or timeout passes.
+func waitServer(ctx context.Context, ready <-chan struct{}, done chan error, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ready:
+		return nil
+	case err := <-done:
+		done <- err
+		if err == nil {
+			err = errors.New("it stopped before it was ready")
+		}
+		return fmt.Errorf("API server: %w", err)
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+		return fmt.Errorf("API server not ready after %s", timeout)
+	}
+}
+
+// shutdown stops a cluster Up started: agents (their process groups, SIGTERM then
+// SIGKILL), anything left in the cluster's namespaces, the API server, the namespaces,
+// and mounts below the data directory.
+func shutdown(cfg Config, p paths, prefix string, stopServer context.CancelFunc, srvDone chan error, serverStarted bool) error {
+	var errs []error
+	_, err := stopRecordedAgents(p, cfg.stopGrace())
+	errs = append(errs, err)
+	names, err := netns.List(prefix)
+	errs = append(errs, err)
+	_, err = killNamespaceProcesses(names, 2*time.Second)
+	errs = append(errs, err)
+	stopServer()
+	if serverStarted {
+		if err := <-srvDone; err != nil {
+			errs = append(errs, fmt.Errorf("API server: %w", err))
+		}
+	}
+	errs = append(errs, clusternet.Teardown(prefix))
+	_, err = unmountUnder(cfg.DataDir)
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+// writeState saves s as cluster.json under the state lock.
+func writeState(p paths, s State) error {
+	l, err := waitLock(p.stateLock())
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	return saveState(p.state(), s)
+}
+
+// firstField returns the first space-separated field of s.
+func firstField(s string) string {
+	f, _, _ := strings.Cut(s, " ")
+	return f
+}
