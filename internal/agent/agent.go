@@ -52,6 +52,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Resync is how often every pod is synced even without events (kubelet: 10 s).
 	Resync time.Duration
+	// Effective, when set, returns the pod as the node runs it (with what admission
+	// would have added, such as the service account token volume); the status is
+	// still written on the API's pod.
+	Effective func(*v1.Pod) *v1.Pod
 }
 
 // Pods keeps the pods bound to this node running and their status current: one
@@ -233,7 +237,11 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 		// A finished pod keeps its record; its processes are gone already.
 		return 0, nil
 	}
-	vols, err := p.cfg.Volumes.Prepare(ctx, pod)
+	run := pod
+	if p.cfg.Effective != nil {
+		run = p.cfg.Effective(pod)
+	}
+	vols, err := p.cfg.Volumes.Prepare(ctx, run)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "FailedMount", err.Error())
 		view := status.PodView{SandboxReady: false}
@@ -242,7 +250,7 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 		}
 		return 2 * time.Second, nil
 	}
-	view, err := p.cfg.Runtime.SyncPod(ctx, pod, vols)
+	view, err := p.cfg.Runtime.SyncPod(ctx, run, vols)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "FailedSync", err.Error())
 	}

@@ -33,6 +33,8 @@ const maxBodyBytes = 3 * 1024 * 1024
 type entry struct {
 	res   *registry.Resource
 	store *resourceStore
+	// cache serves the resource's watches.
+	cache *watchCache
 }
 
 func (e *entry) gr() string { return e.store.gr.String() }
@@ -164,6 +166,7 @@ func (s *Server) createObject(ctx context.Context, e *entry, ns string, obj runt
 		}
 		m.SetResourceVersion(strconv.FormatInt(rev, 10))
 		obj.GetObjectKind().SetGroupVersionKind(res.GVK)
+		s.observeWrite(e, m.GetName(), obj, rev)
 		return obj, warnings, nil
 	}
 }
@@ -258,31 +261,6 @@ func safeWarnings(res *registry.Resource, obj, old runtime.Object) (w []string) 
 		}
 	}()
 	return res.Warnings(obj, old)
-}
-
-// checkNamespaceOpen refuses creates in missing or terminating namespaces.
-func (s *Server) checkNamespaceOpen(ctx context.Context, ns string, res *registry.Resource) error {
-	if ns == "" {
-		return apierrors.NewBadRequest("the server could not find the requested resource: a namespace is required")
-	}
-	nsEntry := s.lookup("", "v1", "namespaces")
-	obj, _, err := nsEntry.store.get(ctx, "", ns)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return apierrors.NewNotFound(nsEntry.store.gr, ns)
-		}
-		return err
-	}
-	m, _ := meta.Accessor(obj)
-	if m.GetDeletionTimestamp() != nil {
-		// Events may still be written while a namespace empties.
-		if res.GVK.Kind == "Event" {
-			return nil
-		}
-		return apierrors.NewForbidden(s.lookup(res.GVK.Group, res.GVK.Version, res.Plural).store.gr, "",
-			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
-	}
-	return nil
 }
 
 // get handles GET of one object.
@@ -523,6 +501,7 @@ func (s *Server) updateObject(ctx context.Context, e *entry, ns, name, sub strin
 		if s.shouldDeleteNow(e, obj) {
 			kv, err := s.cfg.Storage.Delete(ctx, e.store.key(ns, name), rev, s.releaseOps(ctx, e, current)...)
 			if err == nil {
+				s.observeWrite(e, name, nil, kv.ModRevision)
 				m.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
 				return obj, http.StatusOK, warnings, nil
 			}
@@ -544,6 +523,7 @@ func (s *Server) updateObject(ctx context.Context, e *entry, ns, name, sub strin
 		}
 		m.SetResourceVersion(strconv.FormatInt(newRev, 10))
 		obj.GetObjectKind().SetGroupVersionKind(e.res.GVK)
+		s.observeWrite(e, name, obj, newRev)
 		return obj, http.StatusOK, warnings, nil
 	}
 }
@@ -584,9 +564,9 @@ func (s *Server) prepareUpdate(e *entry, obj, current runtime.Object, sub string
 			return apierrors.NewInternalError(err)
 		}
 	}
-	if sub == "finalize" {
-		// finalizeNamespace changed spec.finalizers only and validated them; the
-		// namespace strategy's PrepareForUpdate would put the old ones back.
+	if sub == "finalize" || sub == "binding" {
+		// finalizeNamespace changed spec.finalizers only and validated them, bindPod
+		// set spec.nodeName once: the ordinary update strategy forbids both.
 		return nil
 	}
 	if err := s.runUpdateStrategy(e, obj, current, status); err != nil {

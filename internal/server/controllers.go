@@ -16,17 +16,18 @@ import (
 	"github.com/tranche/tranche/internal/controller/endpointslice"
 	"github.com/tranche/tranche/internal/controller/endpointslicemirroring"
 	"github.com/tranche/tranche/internal/controller/gc"
+	"github.com/tranche/tranche/internal/controller/localpv"
 	"github.com/tranche/tranche/internal/controller/namespace"
 	"github.com/tranche/tranche/internal/controller/nodeipam"
 	"github.com/tranche/tranche/internal/controller/nodelifecycle"
-	"github.com/tranche/tranche/internal/controller/serviceaccount"
+	"github.com/tranche/tranche/internal/controller/perns"
 	"github.com/tranche/tranche/internal/events"
 	"github.com/tranche/tranche/internal/scheduler"
 )
 
 // startControllers starts the control-plane controllers in this process; they stop
 // when ctx ends. Metrics are registered on reg.
-func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, reg prometheus.Registerer, log *slog.Logger) error {
+func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, caPEM []byte, pvRoot string, reg prometheus.Registerer, log *slog.Logger) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -40,7 +41,8 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 		return err
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
-	sa := serviceaccount.New(client, factory, log.With("controller", "serviceaccount"))
+	sa := perns.ServiceAccounts(client, factory, log.With("controller", "serviceaccount"))
+	rootCA := perns.RootCA(client, factory, caPEM, log.With("controller", "root-ca-cert-publisher"))
 	ns := namespace.New(namespace.Config{Client: client, Metadata: meta, Discovery: disc, Logger: log.With("controller", "namespace")})
 	collector := gc.New(gc.Config{Metadata: meta, Discovery: disc, Logger: log.With("controller", "garbagecollector")})
 	slices := endpointslice.New(endpointslice.Config{Client: client, Informers: factory, Logger: log.With("controller", "endpointslice"),
@@ -55,11 +57,18 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 		Recorder: events.NewRecorder(ctx, client, "node-ipam-controller"), Logger: log.With("controller", "nodeipam")})
 	lifecycle := nodelifecycle.New(nodelifecycle.Config{Client: client, Informers: factory,
 		Recorder: events.NewRecorder(ctx, client, "node-controller"), Logger: log.With("controller", "nodelifecycle")})
+	if err := localpv.EnsureStorageClass(ctx, client); err != nil {
+		return err
+	}
+	pv := localpv.New(localpv.Config{Client: client, Informers: factory, PVRoot: pvRoot, Logger: log.With("controller", "localpv"),
+		Recorder: events.NewRecorder(ctx, client, "tranche.dev/local")})
 	factory.Start(ctx.Done())
+	go pv.Run(ctx)
 	go sched.Run(ctx)
 	go ipam.Run(ctx)
 	go lifecycle.Run(ctx)
 	go sa.Run(ctx)
+	go rootCA.Run(ctx)
 	go ns.Run(ctx, 2)
 	go collector.Run(ctx, 2)
 	go slices.Run(ctx, 4)

@@ -197,7 +197,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
-	if err := startControllers(ctx, loop, cfg.ClusterCIDR, prometheus.NewRegistry(), log); err != nil {
+	if err := startControllers(ctx, loop, cfg.ClusterCIDR, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), prometheus.NewRegistry(), log); err != nil {
 		return err
 	}
 	select {

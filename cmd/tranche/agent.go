@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tranche/tranche/internal/agent"
+)
+
+func agentCmd() *cobra.Command {
+	var cfg agent.NodeConfig
+	var kubeconfig, clusterFile, logLevel, dns string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a node: register it, run its pods as processes, keep its status",
+		Long: "Run a node agent in the network namespace that is the node. `tranche up` starts one per node;\n" +
+			"on a real machine, run it with a kubeconfig for a node identity (system:node:NAME).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.NodeName == "" || kubeconfig == "" || clusterFile == "" || cfg.RootDir == "" {
+				return fmt.Errorf("--node-name, --kubeconfig, --cluster-file and --root-dir are required")
+			}
+			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+			}
+			rc.QPS, rc.Burst = 50, 100
+			client, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			for _, s := range strings.Split(dns, ",") {
+				if _, err := netip.ParseAddr(s); err != nil {
+					return fmt.Errorf("--cluster-dns %q: %w", s, err)
+				}
+				cfg.ClusterDNS = append(cfg.ClusterDNS, s)
+			}
+			if cfg.SelfExe, err = os.Executable(); err != nil {
+				return err
+			}
+			cfg.ClusterFile = clusterFile
+			cfg.Client = client
+			cfg.Lookup = apiLookup(client)
+			cfg.Logger = newLogger(logLevel).With("node", cfg.NodeName)
+			return agent.RunNode(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the node's identity")
+	f.StringVar(&cfg.NodeName, "node-name", "", "name of this node")
+	f.StringVar(&clusterFile, "cluster-file", "", "the cluster's network layout (DATA/cluster.json)")
+	f.StringVar(&cfg.RootDir, "root-dir", "", "directory for this node's pods (DATA/nodes/NAME)")
+	f.StringVar(&cfg.PVRoot, "pv-root", "", "directory of local PersistentVolumes (default: DATA/pv, two levels above --root-dir)")
+	f.StringVar(&cfg.Zone, "zone", "", "zone of this node (label topology.kubernetes.io/zone)")
+	f.StringVar(&dns, "cluster-dns", "10.96.0.10", "DNS Service address(es) written into pods' resolv.conf, comma-separated")
+	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster domain")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.PreRun = func(*cobra.Command, []string) {
+		if cfg.PVRoot == "" && cfg.RootDir != "" {
+			cfg.PVRoot = filepath.Join(filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir))), "pv")
+		}
+	}
+	return cmd
+}
+
+// apiLookup reads ConfigMaps and Secrets for container environments.
+func apiLookup(client kubernetes.Interface) func(ctx context.Context, kind, ns, name string) (map[string]string, bool, error) {
+	return func(ctx context.Context, kind, ns, name string) (map[string]string, bool, error) {
+		switch kind {
+		case "ConfigMap":
+			cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			out := map[string]string{}
+			for k, v := range cm.Data {
+				out[k] = v
+			}
+			for k, v := range cm.BinaryData {
+				out[k] = base64.StdEncoding.EncodeToString(v)
+			}
+			return out, true, nil
+		case "Secret":
+			s, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			out := map[string]string{}
+			for k, v := range s.Data {
+				out[k] = string(v)
+			}
+			for k, v := range s.StringData {
+				out[k] = v
+			}
+			return out, true, nil
+		}
+		return nil, false, fmt.Errorf("unknown kind %q", kind)
+	}
+}

@@ -1,0 +1,589 @@
+// Package runtime turns the pods bound to a node into processes, as a container runtime
+// and kubelet would, but without images: the image catalog (internal/agent/images)
+// decides what each container runs.
+//
+// A pod's sandbox is a network namespace <prefix>p-<first 12 hex digits of its UID>,
+// attached to the node's pod bridge with an address from the node's subnet (allocations
+// persist in RootDir/sandboxes.json), plus its /etc/hosts, /etc/resolv.conf and
+// /etc/hostname under RootDir/pods/<uid>/etc.
+//
+// Each container instance is one process tree in the sandbox's network namespace and in
+// its OWN mount, UTS, IPC and PID namespaces: the container's program is PID 1 of its PID
+// namespace, so killing it kills everything it started, and no pause process is needed.
+// A small busybox shell runs first inside the new namespaces (the mount namespace made
+// private by the Go runtime before anything is mounted), mounts /proc, bind-mounts the
+// pod's /etc files and volumes, sets the hostname, runs the plan's setup commands and
+// then execs the program (through setpriv when a user is asked for). The containers of
+// one pod therefore share the network but not processes or IPC, which Kubernetes allows
+// (shareProcessNamespace is not supported). Nothing is ever mounted in the agent's own
+// mount namespace.
+//
+// Every container process has SIGKILL as its parent-death signal, so an agent crash
+// leaves no container running; the sandboxes it leaves are removed by Cleanup.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/tranche/tranche/internal/agent/backoff"
+	"github.com/tranche/tranche/internal/agent/images"
+	"github.com/tranche/tranche/internal/agent/status"
+	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/netns"
+)
+
+// Config describes the node whose pods a Manager runs.
+type Config struct {
+	// NodeName is the node's name in Topology.
+	NodeName string
+	// NodeNS is the node's network namespace, from which probes and preStop HTTP hooks
+	// dial the pods; "" means the namespace the agent runs in.
+	NodeNS string
+	// Topology is the cluster network; pod addresses come from the node's PodCIDR.
+	Topology clusternet.Topology
+	// RootDir holds the sandbox state and the pods' files:
+	// RootDir/pods/<uid>/{etc,containers/<name>/{logs,config,data}}, and RootDir/bin,
+	// the busybox applet links.
+	RootDir string
+	// SelfExe is the tranche binary, run as `SelfExe builtin NAME ARGS` for built-in
+	// servers; containers needing it fail with CreateContainerError when it is empty.
+	SelfExe string
+	// Catalog maps images to plans (images.Default() when nil).
+	Catalog *images.Catalog
+	// ClusterDNS and ClusterDomain configure the pods' resolv.conf and hostnames.
+	ClusterDNS    []string
+	ClusterDomain string
+	// HostResolvConf is the node's resolv.conf, the base of Default-policy pods'
+	// (/etc/resolv.conf when empty).
+	HostResolvConf string
+	// Lookup reads ConfigMaps and Secrets for container environments; without it a
+	// container referring to one waits with CreateContainerConfigError.
+	Lookup Lookup
+	// Backoff is the crash-loop back-off (kubelet's, on Clock, when nil).
+	Backoff *backoff.Backoff
+	// Clock drives probes, back-off and timestamps (the real clock when nil).
+	Clock clock.WithTicker
+	// Logger receives the runtime's logs (discarded when nil).
+	Logger *slog.Logger
+}
+
+// Runtime runs the pods of one node.
+type Runtime interface {
+	// SyncPod makes the pod's processes match the pod: it creates the sandbox, runs
+	// init containers in order then the containers, restarts them per restartPolicy
+	// with CrashLoopBackOff, runs probes, and enforces activeDeadlineSeconds. It is
+	// idempotent and returns the view status.Compute turns into the pod's status; the
+	// error says why the sandbox could not be made (the view then says not ready).
+	SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]string) (status.PodView, error)
+	// KillPod runs the preStop hooks, sends SIGTERM, waits up to gracePeriod (hooks
+	// included, at least 2 s after them), sends SIGKILL, and removes the sandbox:
+	// namespace, address and files except the logs. A killed pod is not started again.
+	KillPod(ctx context.Context, pod *v1.Pod, gracePeriod time.Duration) error
+	// LogPath returns the log file of a container's current instance, or of the
+	// previous one.
+	LogPath(podUID types.UID, container string, previous bool) (string, error)
+	// Exec runs cmd in a running container's namespaces, environment and user, and
+	// returns its exit code; err is for a command that could not be run.
+	Exec(ctx context.Context, podUID types.UID, container string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error)
+	// Changes receives the UID of a pod whose view changed (a process exited, a probe
+	// result flipped, a back-off expired) so the agent syncs it at once. Sends never
+	// block: when the agent lags, notifications are dropped and its periodic sync
+	// catches up.
+	Changes() <-chan types.UID
+	// Cleanup removes the sandboxes (processes, namespace, address) of pods that are
+	// neither in keep nor synced since the agent started, such as those left by a
+	// crashed agent.
+	Cleanup(ctx context.Context, keep map[types.UID]bool) error
+}
+
+var _ Runtime = (*Manager)(nil)
+
+// defaultPath is the PATH of containers, the one container images set.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// minGraceAfterPreStop is how long a container gets after its preStop hook, however
+// much of the grace period the hook used (kubelet's minimum).
+const minGraceAfterPreStop = 2 * time.Second
+
+// Manager is the real Runtime. Create it with New.
+type Manager struct {
+	cfg     Config
+	node    clusternet.Node
+	backoff *backoff.Backoff
+	changes chan types.UID
+	applets string
+	nsenter []string
+	setpriv string
+
+	mu      sync.Mutex
+	ips     *clusternet.PodIPs
+	records map[types.UID]sandboxRecord
+	pods    map[types.UID]*podState
+	killed  map[types.UID]bool
+}
+
+// New checks cfg, restores the persisted sandbox addresses and prepares the busybox
+// applet directory.
+func New(cfg Config) (*Manager, error) {
+	node, ok := cfg.Topology.Node(cfg.NodeName)
+	if !ok {
+		return nil, fmt.Errorf("runtime: node %q is not in the cluster topology", cfg.NodeName)
+	}
+	if cfg.RootDir == "" {
+		return nil, errors.New("runtime: RootDir must be set")
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = images.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HostResolvConf == "" {
+		cfg.HostResolvConf = "/etc/resolv.conf"
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = backoff.New(cfg.Clock)
+	}
+	if _, err := os.Stat(cfg.Catalog.Busybox); err != nil {
+		return nil, fmt.Errorf("runtime: busybox, which starts every container, is missing: %w", err)
+	}
+	ips, err := clusternet.NewPodIPs(node.PodCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: node %q: %w", cfg.NodeName, err)
+	}
+	m := &Manager{
+		cfg:     cfg,
+		node:    node,
+		backoff: cfg.Backoff,
+		changes: make(chan types.UID, 1024),
+		ips:     ips,
+		records: map[types.UID]sandboxRecord{},
+		pods:    map[types.UID]*podState{},
+		killed:  map[types.UID]bool{},
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.RootDir, "pods"), 0o755); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	if err := m.loadRecords(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	if m.applets, err = makeApplets(cfg.Catalog.Busybox, filepath.Join(cfg.RootDir, "bin")); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	// util-linux's nsenter and setpriv when installed; busybox's nsenter otherwise
+	// (busybox's setpriv cannot change users).
+	if p, err := exec.LookPath("nsenter"); err == nil {
+		m.nsenter = []string{p}
+	} else {
+		m.nsenter = []string{cfg.Catalog.Busybox, "nsenter"}
+	}
+	m.setpriv, _ = exec.LookPath("setpriv")
+	return m, nil
+}
+
+// makeApplets links every busybox applet in dir, so that a PATH starting with dir finds
+// busybox's sh, wget, nc, sleep...
+func makeApplets(busybox, dir string) (string, error) {
+	out, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return "", fmt.Errorf("listing busybox applets: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for _, name := range strings.Fields(string(out)) {
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(busybox, link); err != nil {
+			return "", fmt.Errorf("linking busybox applet %s: %w", name, err)
+		}
+	}
+	return dir, nil
+}
+
+// Changes implements Runtime.
+func (m *Manager) Changes() <-chan types.UID { return m.changes }
+
+func (m *Manager) notify(uid types.UID) {
+	select {
+	case m.changes <- uid:
+	default:
+	}
+}
+
+// dial connects from the node's network namespace.
+func (m *Manager) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	if m.cfg.NodeNS == "" {
+		return net.DialTimeout(network, addr, timeout)
+	}
+	return netns.Dial(m.cfg.NodeNS, network, addr, timeout)
+}
+
+// podState is the runtime's state of one pod.
+type podState struct {
+	mu           sync.Mutex
+	ctx          context.Context
+	cancel       context.CancelFunc
+	pod          *v1.Pod
+	volumes      map[string]string
+	netns        string
+	ip           netip.Addr
+	hostname     string
+	sandboxReady bool
+	startTime    time.Time
+	terminal     bool
+	// deadlineArmed is set once a notification for activeDeadlineSeconds is scheduled.
+	deadlineArmed bool
+	containers    map[string]*container
+	inits         map[string]*container
+}
+
+// podState returns the state of pod, creating it on first sight.
+func (m *Manager) podState(pod *v1.Pod) (*podState, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.killed[pod.UID] {
+		return nil, false
+	}
+	ps, ok := m.pods[pod.UID]
+	if !ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		ps = &podState{ctx: ctx, cancel: cancel, startTime: m.cfg.Clock.Now(),
+			containers: map[string]*container{}, inits: map[string]*container{}}
+		if pod.Status.StartTime != nil {
+			ps.startTime = pod.Status.StartTime.Time
+		}
+		m.pods[pod.UID] = ps
+	}
+	return ps, true
+}
+
+// SyncPod implements Runtime.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]string) (status.PodView, error) {
+	if pod == nil {
+		return status.PodView{}, errors.New("sync: no pod given")
+	}
+	if pod.Spec.NodeName != m.cfg.NodeName {
+		return status.PodView{}, fmt.Errorf("sync pod %s/%s: bound to node %q, not %q", pod.Namespace, pod.Name, pod.Spec.NodeName, m.cfg.NodeName)
+	}
+	ps, ok := m.podState(pod)
+	if !ok {
+		return status.PodView{Terminal: true}, nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.pod = pod.DeepCopy()
+	ps.volumes = volumes
+	if err := m.ensureSandbox(ps); err != nil {
+		return m.view(ps), err
+	}
+	now := m.cfg.Clock.Now()
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !ps.terminal && now.Sub(ps.startTime) >= time.Duration(*d)*time.Second {
+		m.cfg.Logger.Info("pod exceeded its active deadline, stopping it", "pod", pod.Namespace+"/"+pod.Name)
+		ps.terminal = true
+		m.stopAll(ps, gracePeriod(pod))
+	}
+	if ps.terminal || pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		return m.view(ps), nil
+	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !ps.deadlineArmed {
+		ps.deadlineArmed = true
+		m.later(ps, ps.startTime.Add(time.Duration(*d)*time.Second).Sub(now))
+	}
+	if !m.syncInits(ctx, ps) {
+		return m.view(ps), nil
+	}
+	policy := pod.Spec.RestartPolicy
+	for i := range pod.Spec.Containers {
+		spec := &ps.pod.Spec.Containers[i]
+		c := ps.container(spec.Name, false)
+		m.ensureRunning(ctx, ps, c, spec, policy)
+	}
+	return m.view(ps), nil
+}
+
+// syncInits runs the init containers one after the other and reports whether all have
+// completed (sidecars, init containers with restartPolicy Always, count once started).
+func (m *Manager) syncInits(ctx context.Context, ps *podState) bool {
+	pod := ps.pod
+	for i := range pod.Spec.InitContainers {
+		spec := &pod.Spec.InitContainers[i]
+		c := ps.container(spec.Name, true)
+		if spec.RestartPolicy != nil && *spec.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			m.ensureRunning(ctx, ps, c, spec, v1.RestartPolicyAlways)
+			if !c.running() {
+				return false
+			}
+			continue
+		}
+		if c.inst == nil && c.term != nil && c.term.ExitCode == 0 {
+			continue
+		}
+		policy := v1.RestartPolicyOnFailure
+		if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			policy = v1.RestartPolicyNever
+		}
+		m.ensureRunning(ctx, ps, c, spec, policy)
+		return false
+	}
+	return true
+}
+
+// later makes the pod's view change notification fire after d (a back-off or deadline
+// expiring), unless the pod is killed first.
+func (m *Manager) later(ps *podState, d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	uid, ctx := ps.pod.UID, ps.ctx
+	go func() {
+		select {
+		case <-m.cfg.Clock.After(d):
+			m.notify(uid)
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// view builds the PodView; ps.mu is held.
+func (m *Manager) view(ps *podState) status.PodView {
+	v := status.PodView{
+		SandboxReady:   ps.sandboxReady,
+		StartTime:      ps.startTime,
+		Terminal:       ps.terminal,
+		Containers:     map[string]status.ContainerView{},
+		InitContainers: map[string]status.ContainerView{},
+	}
+	if ps.sandboxReady {
+		v.PodIPs = []string{ps.ip.String()}
+	}
+	if m.node.Underlay.IsValid() {
+		v.HostIPs = []string{m.node.Underlay.String()}
+	}
+	for name, c := range ps.containers {
+		if cv, ok := c.view(); ok {
+			v.Containers[name] = cv
+		}
+	}
+	for name, c := range ps.inits {
+		if cv, ok := c.view(); ok {
+			v.InitContainers[name] = cv
+		}
+	}
+	return v
+}
+
+// gracePeriod is the pod's terminationGracePeriodSeconds (30 s by default).
+func gracePeriod(pod *v1.Pod) time.Duration {
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// stopAll stops every running container in the background; ps.mu is held.
+func (m *Manager) stopAll(ps *podState, grace time.Duration) {
+	for _, cs := range []map[string]*container{ps.containers, ps.inits} {
+		for _, c := range cs {
+			if inst := c.inst; inst != nil {
+				go m.stopInstance(ps, c, inst, grace)
+			}
+		}
+	}
+}
+
+// KillPod implements Runtime.
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) error {
+	if pod == nil {
+		return errors.New("kill: no pod given")
+	}
+	m.mu.Lock()
+	ps := m.pods[pod.UID]
+	m.killed[pod.UID] = true
+	m.mu.Unlock()
+	if ps != nil {
+		ps.mu.Lock()
+		ps.terminal = true
+		var wg sync.WaitGroup
+		for _, cs := range []map[string]*container{ps.containers, ps.inits} {
+			for _, c := range cs {
+				if inst := c.inst; inst != nil {
+					wg.Go(func() { m.stopInstance(ps, c, inst, grace) })
+				}
+			}
+		}
+		ps.mu.Unlock()
+		wg.Wait()
+		ps.cancel()
+		m.mu.Lock()
+		delete(m.pods, pod.UID)
+		m.mu.Unlock()
+		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				m.backoff.Forget(backoff.Key(pod, &cs[i]))
+			}
+		}
+	}
+	if err := m.removeSandbox(pod.UID); err != nil {
+		return fmt.Errorf("kill pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	m.notify(pod.UID)
+	return nil
+}
+
+// Cleanup implements Runtime.
+func (m *Manager) Cleanup(ctx context.Context, keep map[types.UID]bool) error {
+	m.mu.Lock()
+	var stale []types.UID
+	for uid := range m.records {
+		if _, live := m.pods[uid]; !live && !keep[uid] {
+			stale = append(stale, uid)
+		}
+	}
+	for uid := range m.killed {
+		if !keep[uid] {
+			delete(m.killed, uid)
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, uid := range stale {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		errs = append(errs, m.removeSandbox(uid))
+	}
+	return errors.Join(errs...)
+}
+
+// LogPath implements Runtime: logs are RootDir/pods/<uid>/containers/<name>/logs/<n>.log,
+// n being the instance's restart count.
+func (m *Manager) LogPath(podUID types.UID, name string, previous bool) (string, error) {
+	dir := filepath.Join(m.podDir(podUID), "containers", name, "logs")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("container %q in pod %s has no logs: %w", name, podUID, err)
+	}
+	latest := -1
+	for _, e := range entries {
+		var n int
+		if _, err := fmt.Sscanf(e.Name(), "%d.log", &n); err == nil && e.Name() == fmt.Sprintf("%d.log", n) && n > latest {
+			latest = n
+		}
+	}
+	if latest < 0 {
+		return "", fmt.Errorf("container %q in pod %s has no logs", name, podUID)
+	}
+	if !previous {
+		return filepath.Join(dir, fmt.Sprintf("%d.log", latest)), nil
+	}
+	for n := latest - 1; n >= 0; n-- {
+		p := filepath.Join(dir, fmt.Sprintf("%d.log", n))
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("previous terminated container %q in pod %s not found", name, podUID)
+}
+
+// Exec implements Runtime, through nsenter into the container's PID 1.
+func (m *Manager) Exec(ctx context.Context, podUID types.UID, name string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if len(argv) == 0 {
+		return -1, errors.New("exec: no command given")
+	}
+	m.mu.Lock()
+	ps := m.pods[podUID]
+	m.mu.Unlock()
+	if ps == nil {
+		return -1, fmt.Errorf("exec in pod %s: pod not found", podUID)
+	}
+	ps.mu.Lock()
+	c := ps.containers[name]
+	if c == nil {
+		c = ps.inits[name]
+	}
+	if c == nil || c.inst == nil {
+		ps.mu.Unlock()
+		return -1, fmt.Errorf("exec in container %q of pod %s: container not running", name, podUID)
+	}
+	inst := c.inst
+	ps.mu.Unlock()
+	args := append([]string(nil), m.nsenter[1:]...)
+	args = append(args, "-t", fmt.Sprint(inst.pid), "-m", "-u", "-i", "-n", "-p", "-w")
+	if inst.cred != nil {
+		args = append(args, "-S", fmt.Sprint(inst.cred.uid), "-G", fmt.Sprint(inst.cred.gid))
+	}
+	args = append(append(args, "--"), argv...)
+	cmd := exec.CommandContext(ctx, m.nsenter[0], args...)
+	cmd.Env = inst.env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	setProcessGroup(cmd)
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, podUID, ctx.Err())
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, podUID, err)
+	}
+	return 0, nil
+}
+
+// execCombined is Exec with stdout and stderr collected, for exec probes and hooks.
+func (m *Manager) execCombined(ctx context.Context, uid types.UID, name string, argv []string) (int, []byte, error) {
+	var out lockedBuffer
+	code, err := m.Exec(ctx, uid, name, argv, nil, &out, &out)
+	return code, out.bytes(), err
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	return len(p), nil
+}
+
+func (l *lockedBuffer) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte(nil), l.b...)
+}
+
+// nodeResources are the node's CPU and memory for resourceFieldRefs on unset limits.
+func nodeResources() (resource.Quantity, resource.Quantity) {
+	cpu := *resource.NewQuantity(int64(numCPU()), resource.DecimalSI)
+	return cpu, *resource.NewQuantity(totalMemory(), resource.BinarySI)
+}

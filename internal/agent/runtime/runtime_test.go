@@ -1,0 +1,325 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
+
+	"github.com/tranche/tranche/internal/agent/backoff"
+	"github.com/tranche/tranche/internal/agent/status"
+	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/netns"
+)
+
+// env is one test cluster: a node namespace with its bridge, and a Manager for it.
+type testEnv struct {
+	t      *testing.T
+	m      *Manager
+	prefix string
+	dir    string
+}
+
+// newTestEnv builds a one-node cluster network with a unique prefix and a Manager;
+// cleanup kills every pod and removes every namespace, also after a failure, and then
+// checks that nothing is left.
+func newTestEnv(t *testing.T) *testEnv {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("the runtime test needs root (network, mount and PID namespaces)")
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	prefix := "trt" + hex.EncodeToString(b) + "-"
+	topo, err := clusternet.NewTopology(prefix, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := clusternet.Teardown(prefix); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+		if left, _ := netns.List(prefix); len(left) != 0 {
+			t.Errorf("namespaces left behind: %v", left)
+		}
+	})
+	if err := clusternet.Up(topo); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	self := filepath.Join(dir, "tranche")
+	build := exec.Command("go", "build", "-o", self, "./testdata/selfexe")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the test self binary: %v\n%s", err, out)
+	}
+	m, err := New(Config{
+		NodeName:      "n1",
+		NodeNS:        topo.NodeNamespace("n1"),
+		Topology:      topo,
+		RootDir:       filepath.Join(dir, "root"),
+		SelfExe:       self,
+		ClusterDNS:    []string{"10.96.0.10"},
+		ClusterDomain: "cluster.local",
+		Backoff:       backoff.NewWithLimits(clock.RealClock{}, time.Second, 2*time.Second),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, m: m, prefix: prefix, dir: dir}
+	t.Cleanup(e.killAll)
+	return e
+}
+
+// killAll kills every pod still known and checks that no process or sandbox is left.
+func (e *testEnv) killAll() {
+	e.m.mu.Lock()
+	var pods []*v1.Pod
+	var pids []int
+	for _, ps := range e.m.pods {
+		ps.mu.Lock()
+		pods = append(pods, ps.pod)
+		for _, cs := range []map[string]*container{ps.containers, ps.inits} {
+			for _, c := range cs {
+				if c.inst != nil {
+					pids = append(pids, c.inst.pid)
+				}
+			}
+		}
+		ps.mu.Unlock()
+	}
+	e.m.mu.Unlock()
+	for _, p := range pods {
+		if err := e.m.KillPod(context.Background(), p, time.Second); err != nil {
+			e.t.Errorf("killing %s: %v", p.Name, err)
+		}
+	}
+	for _, pid := range pids {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+			e.t.Errorf("process %d is still running", pid)
+		}
+	}
+	if err := e.m.Cleanup(context.Background(), nil); err != nil {
+		e.t.Errorf("cleanup: %v", err)
+	}
+	if left, _ := netns.List(e.prefix + "p-"); len(left) != 0 {
+		e.t.Errorf("pod namespaces left behind: %v", left)
+	}
+}
+
+// makePod returns a pod on node n1 with one container, changed by mutate.
+func makePod(name string, mutate func(*v1.Pod)) *v1.Pod {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	h := hex.EncodeToString(b)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:])},
+		Spec: v1.PodSpec{
+			NodeName:                      "n1",
+			RestartPolicy:                 v1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: new(int64(1)),
+			Containers:                    []v1.Container{{Name: "c", Image: "busybox:1.36", Command: []string{"sh", "-c", "sleep 3600"}}},
+		},
+	}
+	if mutate != nil {
+		mutate(pod)
+	}
+	return pod
+}
+
+// syncUntil syncs pod until cond holds on its view, waiting for change notifications
+// (or 200 ms) between syncs.
+func (e *testEnv) syncUntil(pod *v1.Pod, what string, timeout time.Duration, cond func(status.PodView) bool) status.PodView {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v, err := e.m.SyncPod(context.Background(), pod, nil)
+		if err != nil {
+			e.t.Fatalf("sync %s: %v", pod.Name, err)
+		}
+		if cond(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("pod %s: timed out waiting for %s; view: %+v", pod.Name, what, v)
+		}
+		select {
+		case <-e.m.Changes():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func running(name string) func(status.PodView) bool {
+	return func(v status.PodView) bool { c, ok := v.Containers[name]; return ok && c.State.Running != nil }
+}
+
+func (e *testEnv) exec(pod *v1.Pod, container string, cmd ...string) (string, int) {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code, err := e.m.Exec(ctx, pod.UID, container, cmd, nil, &out, &errb)
+	if err != nil {
+		e.t.Fatalf("exec %v in %s: %v", cmd, pod.Name, err)
+	}
+	return out.String() + errb.String(), code
+}
+
+func TestRuntime(t *testing.T) {
+	e := newTestEnv(t)
+	marks := filepath.Join(e.dir, "marks")
+	if err := os.MkdirAll(marks, 0o777); err != nil {
+		t.Fatal(err)
+	}
+
+	// Pod a: logs, /etc files, hostname; its preStop hook and TERM trap are checked by KillPod.
+	a := makePod("a", func(p *v1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = new(int64(5))
+		p.Spec.Containers[0].Command = []string{"sh", "-c", "trap 'echo term > " + marks + "/term; exit 0' TERM; echo hi; sleep 3600 & wait"}
+		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo prestop > " + marks + "/prestop"}}}}
+		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	})
+	va := e.syncUntil(a, "running", 10*time.Second, running("c"))
+	if len(va.PodIPs) != 1 || !strings.HasPrefix(va.PodIPs[0], "10.244.0.") {
+		t.Fatalf("pod a IPs = %v, want one address in 10.244.0.0/24", va.PodIPs)
+	}
+	ipA := va.PodIPs[0]
+
+	t.Run("logs", func(t *testing.T) {
+		path, err := e.m.LogPath(a.UID, "c", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			data, _ := os.ReadFile(path)
+			if strings.Contains(string(data), " stdout F hi\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("log %s = %q, want a CRI line with hi", path, data)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("etc files and hostname", func(t *testing.T) {
+		for _, tc := range []struct {
+			cmd  []string
+			want string
+		}{
+			{[]string{"cat", "/etc/hostname"}, "a\n"},
+			{[]string{"hostname"}, "a\n"},
+			{[]string{"cat", "/etc/hosts"}, ipA + "\ta\n"},
+			{[]string{"cat", "/etc/resolv.conf"}, "nameserver 10.96.0.10"},
+			{[]string{"sh", "-c", "echo $POD"}, "a\n"},
+			{[]string{"sh", "-c", "echo $$"}, "\n"}, // a fresh PID namespace: the exec is a low pid
+
+		} {
+			out, code := e.exec(a, "c", tc.cmd...)
+			if code != 0 || !strings.Contains(out, tc.want) {
+				t.Errorf("%v: exit %d, output %q, want it to contain %q", tc.cmd, code, out, tc.want)
+			}
+		}
+	})
+
+	t.Run("pod to pod over TCP and readiness", func(t *testing.T) {
+		b := makePod("b", func(p *v1.Pod) {
+			p.Spec.Containers[0] = v1.Container{Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.52",
+				Args: []string{"netexec", "--http-port=8080"},
+				ReadinessProbe: &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
+					ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}}}}
+		})
+		vb := e.syncUntil(b, "ready", 15*time.Second, func(v status.PodView) bool { return v.Containers["web"].Ready })
+		out, code := e.exec(a, "c", "wget", "-q", "-O", "-", "http://"+vb.PodIPs[0]+":8080/hostname")
+		if code != 0 || out != "b" {
+			t.Errorf("wget from a to b: exit %d, output %q, want b", code, out)
+		}
+
+		c := makePod("srv", func(p *v1.Pod) {
+			p.Spec.Containers[0].Command = []string{"sh", "-c", "httpd -f -p 8081 -h / & sleep 3600"}
+			p.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
+				ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(8081)}}}
+		})
+		e.syncUntil(c, "ready", 10*time.Second, func(v status.PodView) bool { return v.Containers["c"].Ready })
+		if out, code := e.exec(c, "c", "killall", "httpd"); code != 0 {
+			t.Fatalf("killall httpd: exit %d: %s", code, out)
+		}
+		e.syncUntil(c, "not ready", 10*time.Second, func(v status.PodView) bool {
+			cv := v.Containers["c"]
+			return cv.State.Running != nil && !cv.Ready
+		})
+	})
+
+	t.Run("crash loop", func(t *testing.T) {
+		p := makePod("crash", func(p *v1.Pod) { p.Spec.Containers[0].Command = []string{"sh", "-c", "echo fail; exit 3"} })
+		sawBackOff := false
+		v := e.syncUntil(p, "two restarts", 20*time.Second, func(v status.PodView) bool {
+			cv := v.Containers["c"]
+			sawBackOff = sawBackOff || (cv.State.Waiting != nil && cv.State.Waiting.Reason == "CrashLoopBackOff")
+			return cv.RestartCount >= 2 && sawBackOff
+		})
+		if lt := v.Containers["c"].LastState.Terminated; lt == nil || lt.ExitCode != 3 {
+			t.Errorf("last state = %+v, want exit code 3", v.Containers["c"].LastState)
+		}
+		if prev, err := e.m.LogPath(p.UID, "c", true); err != nil {
+			t.Errorf("previous log: %v", err)
+		} else if data, _ := os.ReadFile(prev); !strings.Contains(string(data), "stdout F fail") {
+			t.Errorf("previous log %q lacks the output", data)
+		}
+	})
+
+	t.Run("liveness failure restarts", func(t *testing.T) {
+		p := makePod("live", func(p *v1.Pod) {
+			p.Spec.Containers[0].LivenessProbe = &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
+				ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"test", "-e", marks + "/alive"}}}}
+		})
+		e.syncUntil(p, "a restart", 15*time.Second, func(v status.PodView) bool { return v.Containers["c"].RestartCount >= 1 })
+	})
+
+	t.Run("unrunnable containers", func(t *testing.T) {
+		p := makePod("broken", func(p *v1.Pod) {
+			p.Spec.Containers[0] = v1.Container{Name: "c", Image: "example.com/app:1", Command: []string{"/does/not/exist"}}
+			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "img", Image: "registry.k8s.io/e2e-test-images/agnhost:2.52", Command: []string{"/bin/other"}})
+		})
+		e.syncUntil(p, "StartError and ErrImagePull", 10*time.Second, func(v status.PodView) bool {
+			c, img := v.Containers["c"], v.Containers["img"]
+			return c.LastState.Terminated != nil && c.LastState.Terminated.Reason == "StartError" &&
+				img.State.Waiting != nil && img.State.Waiting.Reason == "ErrImagePull"
+		})
+	})
+
+	t.Run("kill runs preStop then SIGTERM and removes everything", func(t *testing.T) {
+		ns := e.m.pods[a.UID].netns
+		if err := e.m.KillPod(context.Background(), a, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"prestop", "term"} {
+			if _, err := os.Stat(filepath.Join(marks, f)); err != nil {
+				t.Errorf("%s mark missing: %v", f, err)
+			}
+		}
+		if netns.Exists(ns) {
+			t.Errorf("namespace %s still exists", ns)
+		}
+		if _, err := os.Stat(filepath.Join(e.m.podDir(a.UID), "etc")); err == nil {
+			t.Errorf("pod a's etc directory still exists")
+		}
+		if _, err := e.m.LogPath(a.UID, "c", false); err != nil {
+			t.Errorf("logs of a killed pod are gone: %v", err)
+		}
+	})
+}
