@@ -55,6 +55,9 @@ func upCmd() *cobra.Command {
 	f.StringVar(&cfg.Server.Listen, "listen", "127.0.0.1:6443", "HTTPS address of the API server on the host")
 	f.BoolVar(&detach, "detach", false, "return once the cluster is ready and keep it running in the background")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	// Tests run clusters beside a developer's own with a unique namespace prefix.
+	f.StringVar(&cfg.Prefix, "netns-prefix", "", "prefix of the cluster's network namespace names (default tr-, or the one recorded in the data dir)")
+	_ = f.MarkHidden("netns-prefix")
 	net.register(cmd)
 	return cmd
 }
@@ -91,9 +94,10 @@ func startDetached(cmd *cobra.Command, dataDir, kubeconfig string) error {
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		data, _ := os.ReadFile(logPath)
-		if int64(len(data)) > start {
-			data = data[start:]
+		if int64(len(data)) < start {
+			start = 0 // the log was truncated: all of it is this run's
 		}
+		data = data[start:]
 		if strings.Contains(string(data), "export KUBECONFIG=") {
 			fmt.Fprintf(cmd.OutOrStdout(), "cluster ready (pid %d, log %s)\n\nexport KUBECONFIG=%s\n", child.Process.Pid, logPath, kubeconfig)
 			return child.Process.Release()

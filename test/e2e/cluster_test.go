@@ -60,11 +60,15 @@ func TestMain(m *testing.M) {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sig
+		stopLocalCluster()
 		shared.stop()
 		os.RemoveAll(shared.dataDir)
 		os.Exit(1)
 	}()
 	code := m.Run()
+	if out := stopLocalCluster(); code != 0 && out != "" {
+		fmt.Fprintf(os.Stderr, "--- tranche down ---\n%s\n", out)
+	}
 	shared.stop()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "--- tranche server log (last 4 KiB) ---\n%s\n", tail(shared.logs.String(), 4096))

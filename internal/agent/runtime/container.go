@@ -351,7 +351,16 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 		fmt.Fprintf(&s, "%s mount --bind %s /etc/%s\n", bb, shellQuote(filepath.Join(etc, f)), f)
 	}
 	fmt.Fprintf(&s, "%s hostname %s\n", bb, shellQuote(ps.hostname))
-	for _, vm := range spec.VolumeMounts {
+	// Every volume is first bound to a staging point in the private /run, then from
+	// there to its mount path: a volume mounted over a directory that holds the node's
+	// data (say an emptyDir at /tmp while the data dir is under /tmp) would otherwise
+	// hide the sources of the volumes mounted after it.
+	type volMount struct {
+		stage, target string
+		readOnly      bool
+	}
+	var mounts []volMount
+	for i, vm := range spec.VolumeMounts {
 		src, ok := ps.volumes[vm.Name]
 		if !ok {
 			return "", nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, spec.Name)
@@ -364,13 +373,25 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 			// busybox's remount finds mounts by their path in /proc/mounts, which
 			// shows /run, not the /var/run symlink.
 			target = "/run/" + strings.TrimPrefix(strings.TrimPrefix(filepath.Clean(target), "/var/run/"), "/run/")
-			fmt.Fprintf(&s, "%s mkdir -p %s\n", bb, shellQuote(target))
 		} else if _, err := os.Stat(target); err != nil {
 			return "", nil, fmt.Errorf("mount point %q of volume %q does not exist on the node's file system (containers run on it, without an image): %w", vm.MountPath, vm.Name, err)
 		}
-		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(src), shellQuote(target))
-		if vm.ReadOnly {
-			fmt.Fprintf(&s, "%s mount -o remount,bind,ro %s\n", bb, shellQuote(target))
+		stage := fmt.Sprintf("/run/.tranche-volumes/%d", i)
+		if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
+			fmt.Fprintf(&s, "%s mkdir -p /run/.tranche-volumes && %s touch %s\n", bb, bb, stage)
+		} else {
+			fmt.Fprintf(&s, "%s mkdir -p %s\n", bb, stage)
+		}
+		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(src), stage)
+		mounts = append(mounts, volMount{stage, target, vm.ReadOnly})
+	}
+	for _, m := range mounts {
+		if underRun(m.target) {
+			fmt.Fprintf(&s, "%s mkdir -p %s\n", bb, shellQuote(m.target))
+		}
+		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, m.stage, shellQuote(m.target))
+		if m.readOnly {
+			fmt.Fprintf(&s, "%s mount -o remount,bind,ro %s\n", bb, shellQuote(m.target))
 		}
 	}
 	if spec.WorkingDir != "" {

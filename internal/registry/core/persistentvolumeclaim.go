@@ -116,7 +116,8 @@ func ValidatePersistentVolumeClaim(pvc *v1.PersistentVolumeClaim) field.ErrorLis
 }
 
 // ValidatePersistentVolumeClaimUpdate checks an update: the spec is immutable except
-// volumeName while unset, and resources.requests of a bound claim, which may only grow.
+// volumeName while unset, storageClassName of an unbound claim that had none, and
+// resources.requests of a bound claim, which may only grow.
 func ValidatePersistentVolumeClaimUpdate(pvc, old *v1.PersistentVolumeClaim) field.ErrorList {
 	if pvc == nil || old == nil {
 		return ValidatePersistentVolumeClaim(pvc)
@@ -126,6 +127,11 @@ func ValidatePersistentVolumeClaimUpdate(pvc, old *v1.PersistentVolumeClaim) fie
 	if old.Spec.VolumeName == "" {
 		// The binder sets volumeName once.
 		oldSpec.VolumeName = newSpec.VolumeName
+	}
+	if old.Spec.StorageClassName == nil && old.Spec.VolumeName == "" {
+		// Retroactive default class assignment (GA in Kubernetes 1.28): an unbound
+		// claim without a class may get one.
+		oldSpec.StorageClassName = newSpec.StorageClassName
 	}
 	if pvc.Status.Phase == v1.ClaimBound && newSpec.Resources.Requests != nil {
 		if q, ok := old.Spec.Resources.Requests[v1.ResourceStorage]; ok {

@@ -167,3 +167,22 @@ func TestPersistentVolumeClaimStatus(t *testing.T) {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }
+
+func TestPVCUpdateAllowsRetroactiveDefaultClass(t *testing.T) {
+	old := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n", ResourceVersion: "1"},
+		Spec: v1.PersistentVolumeClaimSpec{AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	DefaultPersistentVolumeClaim(old)
+	withClass := old.DeepCopy()
+	class := "local"
+	withClass.Spec.StorageClassName = &class
+	if errs := ValidatePersistentVolumeClaimUpdate(withClass, old); len(errs) > 0 {
+		t.Fatalf("setting a class on an unbound claim without one: %v", errs)
+	}
+	other := "fast"
+	changed := withClass.DeepCopy()
+	changed.Spec.StorageClassName = &other
+	if errs := ValidatePersistentVolumeClaimUpdate(changed, withClass); len(errs) == 0 {
+		t.Fatal("changing an existing class must be refused")
+	}
+}
