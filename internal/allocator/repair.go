@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/storage"
 )
 
@@ -26,7 +27,7 @@ func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
 	want := map[string]owner{}
 	for _, kv := range svcs.Items {
 		var svc v1.Service
-		if err := json.Unmarshal(kv.Value, &svc); err != nil {
+		if err := apiserver.DecodeStored(kv.Value, &svc); err != nil {
 			log.Warn("repair: undecodable service", "key", kv.Key, "err", err)
 			continue
 		}

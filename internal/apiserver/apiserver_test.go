@@ -102,6 +102,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(api.Close)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})

@@ -90,7 +90,7 @@ func (s *Server) delete(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if err != nil {
 		return err
 	}
-	writeObject(w, code, out)
+	writeObject(w, r, code, out)
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (s *Server) deleteCollection(ctx context.Context, w http.ResponseWriter, r 
 			return err
 		}
 	}
-	writeObject(w, http.StatusOK, successStatus())
+	writeObject(w, r, http.StatusOK, successStatus())
 	return nil
 }
 
@@ -179,6 +179,7 @@ func (s *Server) deleteObject(ctx context.Context, e *entry, ns, name string, op
 				return nil, 0, e.store.apiError(err, name)
 			}
 			om.SetResourceVersion(strconv.FormatInt(newRev, 10))
+			s.observeWrite(e, name, obj, newRev)
 			return obj, http.StatusOK, nil
 		}
 		if dry {
@@ -192,6 +193,7 @@ func (s *Server) deleteObject(ctx context.Context, e *entry, ns, name string, op
 			return nil, 0, e.store.apiError(err, name)
 		}
 		om.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+		s.observeWrite(e, name, nil, kv.ModRevision)
 		return obj, http.StatusOK, nil
 	}
 }

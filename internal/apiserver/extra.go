@@ -22,7 +22,7 @@ func DecodeBody(r *http.Request, obj runtime.Object, gvk schema.GroupVersionKind
 }
 
 // WriteObject writes obj as JSON with the given status code; for extra handlers.
-func WriteObject(w http.ResponseWriter, code int, obj runtime.Object) { writeObject(w, code, obj) }
+func WriteObject(w http.ResponseWriter, code int, obj runtime.Object) { writeObject(w, nil, code, obj) }
 
 // WriteWarnings adds Kubernetes warning headers; for extra handlers.
 func WriteWarnings(w http.ResponseWriter, warnings []string) { addWarnings(w, warnings) }

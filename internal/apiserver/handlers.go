@@ -302,30 +302,52 @@ func decodeContinue(s string) (*continueToken, error) {
 // listObjects reads a (possibly paged) list and returns the items, the list revision and
 // the continue token for the next page.
 func (s *Server) listObjects(ctx context.Context, e *entry, ns string, f *filter, limit int64, cont string, rv string, rvMatch string) ([]runtime.Object, int64, string, *int64, error) {
+	l, err := s.listStored(ctx, e, ns, f, limit, cont, rv, rvMatch, false)
+	if err != nil {
+		return nil, 0, "", nil, err
+	}
+	return l.items, l.rev, l.cont, l.remaining, nil
+}
+
+// listing is one list response's content.
+type listing struct {
+	// items are the decoded objects; raw the stored values instead, when asked for.
+	items []runtime.Object
+	raw   []storage.KeyValue
+	rev   int64
+	cont  string
+	// remaining counts the items after this page, when known.
+	remaining *int64
+}
+
+func (l *listing) len() int64 { return int64(len(l.items) + len(l.raw)) }
+
+// listStored reads a (possibly paged) list. With raw (only for a filter that selects
+// everything) the stored values are returned undecoded.
+func (s *Server) listStored(ctx context.Context, e *entry, ns string, f *filter, limit int64, cont string, rv string, rvMatch string, raw bool) (*listing, error) {
 	prefix := e.store.prefix(ns)
 	opts := storage.ListOptions{}
 	if cont != "" {
 		if rv != "" && rv != "0" {
-			return nil, 0, "", nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+			return nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
 		}
 		t, err := decodeContinue(cont)
 		if err != nil {
-			return nil, 0, "", nil, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
 		}
 		opts.Revision = t.Revision
 		opts.StartKey = prefix + t.Start
 	} else if rvMatch == "Exact" {
 		n, err := strconv.ParseInt(rv, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, 0, "", nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", rv))
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", rv))
 		}
 		opts.Revision = n
 	}
-	var items []runtime.Object
-	var rev int64
+	l := &listing{}
 	for {
 		if limit > 0 {
-			opts.Limit = limit - int64(len(items))
+			opts.Limit = limit - l.len()
 			if !f.everything() && opts.Limit < 64 {
 				opts.Limit = 64
 			}
@@ -334,39 +356,43 @@ func (s *Server) listObjects(ctx context.Context, e *entry, ns string, f *filter
 		if err != nil {
 			if errors.Is(err, storage.ErrCompacted) {
 				if cont != "" {
-					return nil, 0, "", nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+					return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
 				}
-				return nil, 0, "", nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s", rv))
+				return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s", rv))
 			}
-			return nil, 0, "", nil, apierrors.NewInternalError(err)
+			return nil, apierrors.NewInternalError(err)
 		}
-		rev = page.Revision
-		opts.Revision = rev
+		l.rev = page.Revision
+		opts.Revision = l.rev
 		for i, kv := range page.Items {
-			obj, err := e.store.decode(kv.Value, kv.ModRevision)
-			if err != nil {
-				return nil, 0, "", nil, apierrors.NewInternalError(err)
+			if raw {
+				l.raw = append(l.raw, kv)
+			} else {
+				obj, err := e.store.decode(kv.Value, kv.ModRevision)
+				if err != nil {
+					return nil, apierrors.NewInternalError(err)
+				}
+				if !f.matches(obj) {
+					continue
+				}
+				l.items = append(l.items, obj)
 			}
-			if !f.matches(obj) {
-				continue
-			}
-			items = append(items, obj)
-			if limit > 0 && int64(len(items)) == limit {
+			if limit > 0 && l.len() == limit {
 				more := page.More || i < len(page.Items)-1
 				if !more {
-					return items, rev, "", nil, nil
+					return l, nil
 				}
 				next := strings.TrimPrefix(kv.Key, prefix) + "\x00"
-				var remaining *int64
 				if f.everything() {
 					n := page.RemainingCount + int64(len(page.Items)-1-i)
-					remaining = &n
+					l.remaining = &n
 				}
-				return items, rev, encodeContinue(rev, next), remaining, nil
+				l.cont = encodeContinue(l.rev, next)
+				return l, nil
 			}
 		}
 		if !page.More || len(page.Items) == 0 {
-			return items, rev, "", nil, nil
+			return l, nil
 		}
 		opts.StartKey = page.Items[len(page.Items)-1].Key + "\x00"
 	}
@@ -386,14 +412,32 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			return apierrors.NewBadRequest(fmt.Sprintf("invalid limit %q", l))
 		}
 	}
-	items, rev, cont, remaining, err := s.listObjects(ctx, e, ri.Namespace, f, limit, q.Get("continue"), q.Get("resourceVersion"), q.Get("resourceVersionMatch"))
+	table := wantsTable(r)
+	metadata, metadataProtobuf := metadataFormat(r)
+	_, hasProtobuf := e.res.New().(protoMarshaler)
+	// A protobuf client listing everything gets the stored encodings as they are.
+	raw := !table && !metadata && prefersProtobuf(r) && f.everything() && e.res.Storage == nil && hasProtobuf
+	l, err := s.listStored(ctx, e, ri.Namespace, f, limit, q.Get("continue"), q.Get("resourceVersion"), q.Get("resourceVersionMatch"), raw)
 	if err != nil {
 		return err
 	}
-	if wantsTable(r) {
+	items, rev, cont, remaining := l.items, l.rev, l.cont, l.remaining
+	listGVK := e.res.GVK.GroupVersion().WithKind(e.res.GVK.Kind + "List")
+	if raw {
+		lm := &metav1.ListMeta{ResourceVersion: strconv.FormatInt(rev, 10), Continue: cont, RemainingItemCount: remaining}
+		data, err := e.store.encodeRawList(listGVK, lm, l.raw)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		w.Header().Set("Content-Type", protobufType)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(data)
+		return nil
+	}
+	if table {
 		return s.writeTable(w, r, e, items, rev, cont, remaining)
 	}
-	if wanted, protobuf := metadataFormat(r); wanted {
+	if metadata {
 		list := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadataList", APIVersion: "meta.k8s.io/v1"}}
 		list.ResourceVersion = strconv.FormatInt(rev, 10)
 		list.Continue = cont
@@ -402,7 +446,7 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		for _, obj := range items {
 			list.Items = append(list.Items, *partialMetadata(obj))
 		}
-		writeEncoded(w, http.StatusOK, list, protobuf)
+		writeEncoded(w, http.StatusOK, list, metadataProtobuf)
 		return nil
 	}
 	list := e.res.NewList()
@@ -416,7 +460,7 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	lm.SetResourceVersion(strconv.FormatInt(rev, 10))
 	lm.SetContinue(cont)
 	lm.SetRemainingItemCount(remaining)
-	list.GetObjectKind().SetGroupVersionKind(e.res.GVK.GroupVersion().WithKind(e.res.GVK.Kind + "List"))
+	list.GetObjectKind().SetGroupVersionKind(listGVK)
 	writeObject(w, r, http.StatusOK, list)
 	return nil
 }

@@ -41,7 +41,7 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return err
 	}
 	if ri.Subresource == "scale" {
-		return s.patchScale(ctx, w, ri, e, pt, body, dry)
+		return s.patchScale(ctx, w, r, ri, e, pt, body, dry)
 	}
 	var warnings []string
 	out, code, moreWarnings, err := s.updateObject(ctx, e, ri.Namespace, ri.Name, ri.Subresource, dry, func(current runtime.Object) (runtime.Object, error) {
@@ -53,7 +53,7 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return err
 	}
 	addWarnings(w, append(warnings, moreWarnings...))
-	writeObject(w, code, out)
+	writeObject(w, r, code, out)
 	return nil
 }
 

@@ -25,8 +25,23 @@ func writeJSON(w http.ResponseWriter, code int, v interface{}) {
 	_, _ = w.Write(data)
 }
 
-// writeObject writes a runtime object as JSON.
-func writeObject(w http.ResponseWriter, code int, obj runtime.Object) {
+// writeObject writes a runtime object in the format r prefers: Kubernetes protobuf when
+// the client lists it before JSON (client-go's default), else JSON. A nil r means JSON.
+func writeObject(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object) {
+	writeEncoded(w, code, obj, r != nil && prefersProtobuf(r))
+}
+
+// writeEncoded writes obj as protobuf when protobuf is set and obj has a protobuf
+// encoding, else as JSON.
+func writeEncoded(w http.ResponseWriter, code int, obj runtime.Object, protobuf bool) {
+	if protobuf {
+		if data, err := encodeResponse(obj); err == nil {
+			w.Header().Set("Content-Type", protobufType)
+			w.WriteHeader(code)
+			_, _ = w.Write(data)
+			return
+		}
+	}
 	writeJSON(w, code, obj)
 }
 

@@ -66,6 +66,11 @@ type Server struct {
 	entries   []*entry
 	byGVR     map[schema.GroupVersionResource]*entry
 	admitters []Admitter
+	// namespaces answers the namespace check of every namespaced create.
+	namespaces *namespaceCache
+	// bg bounds the background storage watches of the caches; Close cancels it.
+	bg     context.Context
+	stopBG context.CancelFunc
 }
 
 // New builds the handler for cfg.Resources.
@@ -77,6 +82,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, byGVR: map[schema.GroupVersionResource]*entry{}, admitters: cfg.Admitters}
+	s.bg, s.stopBG = context.WithCancel(context.Background())
 	for i := range cfg.Resources {
 		res := &cfg.Resources[i]
 		gvr := res.GVR()
@@ -88,6 +94,7 @@ func New(cfg Config) (*Server, error) {
 			rs.storedGVR = v.GVR
 		}
 		e := &entry{res: res, store: rs}
+		e.cache = newWatchCache(s, e)
 		s.entries = append(s.entries, e)
 		s.byGVR[gvr] = e
 	}
@@ -100,10 +107,19 @@ func New(cfg Config) (*Server, error) {
 			e.store.newStored = target.res.New
 		}
 	}
-	if s.lookup("", "v1", "namespaces") == nil {
+	nsEntry := s.lookup("", "v1", "namespaces")
+	if nsEntry == nil {
 		return nil, fmt.Errorf("apiserver: namespaces must be served")
 	}
+	s.namespaces = newNamespaceCache(s, nsEntry.store.prefix(""))
 	return s, nil
+}
+
+// Close stops the storage watches that feed the server's caches (started on first use:
+// the namespace cache, one watch cache per watched resource) and ends the API watches
+// they serve. Requests served afterwards read storage directly, or fail for watches.
+func (s *Server) Close() {
+	s.stopBG()
 }
 
 func (s *Server) now() time.Time {
@@ -242,7 +258,7 @@ func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r 
 	case ri.Subresource == "scale" && e.res.Scale != nil:
 		switch ri.Verb {
 		case "get":
-			return s.getScale(ctx, w, ri, e)
+			return s.getScale(ctx, w, r, ri, e)
 		case "update":
 			return s.putScale(ctx, w, r, ri, e)
 		case "patch":

@@ -54,7 +54,7 @@ func (rs *resourceStore) key(ns, name string) string {
 // decode turns a stored value into a served object with its resourceVersion.
 func (rs *resourceStore) decode(value []byte, rev int64) (runtime.Object, error) {
 	obj := rs.newStored()
-	if err := decodeStored(value, obj); err != nil {
+	if err := DecodeStored(value, obj); err != nil {
 		return nil, fmt.Errorf("decoding stored %s: %w", rs.gr, err)
 	}
 	if v := rs.res.Storage; v != nil {

@@ -37,17 +37,17 @@ func toScale(e *entry, obj runtime.Object) *autoscalingv1.Scale {
 	}
 }
 
-func (s *Server) getScale(ctx context.Context, w http.ResponseWriter, ri *requestInfo, e *entry) error {
+func (s *Server) getScale(ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo, e *entry) error {
 	obj, _, err := e.store.get(ctx, ri.Namespace, ri.Name)
 	if err != nil {
 		return err
 	}
-	writeObject(w, http.StatusOK, toScale(e, obj))
+	writeObject(w, r, http.StatusOK, toScale(e, obj))
 	return nil
 }
 
 // writeScale applies a new Scale (from PUT or PATCH) to the object.
-func (s *Server) writeScale(ctx context.Context, w http.ResponseWriter, ri *requestInfo, e *entry, dry bool, next func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) error {
+func (s *Server) writeScale(ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo, e *entry, dry bool, next func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) error {
 	out, code, _, err := s.updateObject(ctx, e, ri.Namespace, ri.Name, "", dry, func(current runtime.Object) (runtime.Object, error) {
 		scale, err := next(toScale(e, current))
 		if err != nil {
@@ -68,7 +68,7 @@ func (s *Server) writeScale(ctx context.Context, w http.ResponseWriter, ri *requ
 	if err != nil {
 		return err
 	}
-	writeObject(w, code, toScale(e, out))
+	writeObject(w, r, code, toScale(e, out))
 	return nil
 }
 
@@ -85,11 +85,11 @@ func (s *Server) putScale(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return err
 	}
-	return s.writeScale(ctx, w, ri, e, dry, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) { return &in, nil })
+	return s.writeScale(ctx, w, r, ri, e, dry, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) { return &in, nil })
 }
 
-func (s *Server) patchScale(ctx context.Context, w http.ResponseWriter, ri *requestInfo, e *entry, pt types.PatchType, body []byte, dry bool) error {
-	return s.writeScale(ctx, w, ri, e, dry, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+func (s *Server) patchScale(ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo, e *entry, pt types.PatchType, body []byte, dry bool) error {
+	return s.writeScale(ctx, w, r, ri, e, dry, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
 		cur.ResourceVersion = ""
 		orig, _ := json.Marshal(cur)
 		var out []byte
@@ -157,7 +157,7 @@ func (s *Server) bindPod(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return err
 	}
-	writeObject(w, http.StatusCreated, successStatus())
+	writeObject(w, r, http.StatusCreated, successStatus())
 	return nil
 }
 
@@ -192,7 +192,7 @@ func (s *Server) evictPod(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if _, _, err := s.deleteObject(ctx, e, ri.Namespace, ri.Name, opts, false); err != nil {
 		return err
 	}
-	writeObject(w, http.StatusCreated, successStatus())
+	writeObject(w, r, http.StatusCreated, successStatus())
 	return nil
 }
 
@@ -221,6 +221,6 @@ func (s *Server) finalizeNamespace(ctx context.Context, w http.ResponseWriter, r
 	if err != nil {
 		return err
 	}
-	writeObject(w, code, out)
+	writeObject(w, r, code, out)
 	return nil
 }

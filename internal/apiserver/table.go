@@ -27,20 +27,6 @@ func wantsTable(r *http.Request) bool {
 	return false
 }
 
-// wantsMetadata reports whether the client (client-go's metadata client: the garbage
-// collector, the namespace controller) asked for PartialObjectMetadata.
-func wantsMetadata(r *http.Request) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		p := strings.ReplaceAll(part, " ", "")
-		if strings.Contains(p, "application/json") && strings.Contains(p, "g=meta.k8s.io") &&
-			(strings.Contains(p, "as=PartialObjectMetadata;") || strings.HasSuffix(p, "as=PartialObjectMetadata") ||
-				strings.Contains(p, "as=PartialObjectMetadataList")) {
-			return true
-		}
-	}
-	return false
-}
-
 // partialMetadata is obj reduced to its metadata, as served to metadata clients.
 func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 	m, _ := meta.Accessor(obj)
@@ -53,8 +39,8 @@ func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 }
 
 func (s *Server) writeMaybeTable(w http.ResponseWriter, r *http.Request, e *entry, obj runtime.Object) error {
-	if wantsMetadata(r) {
-		writeObject(w, http.StatusOK, partialMetadata(obj))
+	if wanted, protobuf := metadataFormat(r); wanted {
+		writeEncoded(w, http.StatusOK, partialMetadata(obj), protobuf)
 		return nil
 	}
 	if wantsTable(r) {
@@ -62,7 +48,7 @@ func (s *Server) writeMaybeTable(w http.ResponseWriter, r *http.Request, e *entr
 		rv, _ := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
 		return s.writeTable(w, r, e, []runtime.Object{obj}, rv, "", nil)
 	}
-	writeObject(w, http.StatusOK, obj)
+	writeObject(w, r, http.StatusOK, obj)
 	return nil
 }
 

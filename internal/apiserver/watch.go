@@ -2,12 +2,14 @@ package apiserver
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +24,8 @@ import (
 // initialEventsEnd is the bookmark annotation that ends a watch's initial events.
 const initialEventsEnd = "k8s.io/initial-events-end"
 
-// watchWriter streams watch events as newline-separated JSON.
+// watchWriter streams watch events as newline-separated JSON or, for protobuf clients,
+// as length-prefixed protobuf WatchEvents.
 type watchWriter struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
@@ -31,11 +34,82 @@ type watchWriter struct {
 	e       *entry
 	table   bool
 	partial bool
-	sent    bool
+	// protobuf frames each event as client-go's streaming decoder reads it.
+	protobuf bool
+	sent     bool
+}
+
+// protobufWatchType is the Content-Type of a protobuf watch stream.
+const protobufWatchType = protobufType + ";stream=watch"
+
+// watchFormat decides how the watch of r is streamed.
+func watchFormat(r *http.Request) (table, partial, protobuf bool) {
+	if wantsTable(r) {
+		return true, false, false
+	}
+	if wanted, pb := metadataFormat(r); wanted {
+		return false, true, pb
+	}
+	return false, false, prefersProtobuf(r)
+}
+
+// protobufWatchFrame encodes one event as Kubernetes' protobuf watch streams do: a
+// 4-byte big-endian length, then a metav1.WatchEvent (without envelope) whose object is
+// the enveloped protobuf encoding of obj.
+func protobufWatchFrame(typ watch.EventType, obj runtime.Object) ([]byte, error) {
+	raw, err := encodeResponse(obj)
+	if err != nil {
+		return nil, err
+	}
+	ev := metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw}}
+	n := ev.Size()
+	frame := make([]byte, 4+n)
+	binary.BigEndian.PutUint32(frame, uint32(n))
+	if _, err := ev.MarshalToSizedBuffer(frame[4:]); err != nil {
+		return nil, fmt.Errorf("encoding %s watch event: %w", typ, err)
+	}
+	return frame, nil
+}
+
+// jsonWatchFrame encodes one event as a line of JSON.
+func jsonWatchFrame(typ watch.EventType, obj interface{}) ([]byte, error) {
+	data, err := json.Marshal(struct {
+		Type   watch.EventType `json:"type"`
+		Object interface{}     `json:"object"`
+	}{typ, obj})
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// writeShared writes a cached event's object (prev: its previous state), reusing the
+// event's encoding when this watch wants the plain object.
+func (ww *watchWriter) writeShared(typ watch.EventType, ev *cacheEvent, prev bool) error {
+	if ww.table || ww.partial {
+		obj := ev.cur
+		if prev {
+			obj = ev.prev
+		}
+		return ww.write(typ, obj)
+	}
+	data, err := ev.frame(typ, prev, ww.protobuf)
+	if err != nil {
+		return err
+	}
+	return ww.send(data)
+}
+
+func (ww *watchWriter) send(data []byte) error {
+	if _, err := ww.w.Write(data); err != nil {
+		return err
+	}
+	ww.flusher.Flush()
+	return nil
 }
 
 func (ww *watchWriter) write(typ watch.EventType, obj runtime.Object) error {
-	var payload interface{} = obj
+	payload := obj
 	if ww.partial && typ != watch.Error {
 		payload = partialMetadata(obj)
 	} else if ww.table && typ != watch.Bookmark && typ != watch.Error {
@@ -48,19 +122,17 @@ func (ww *watchWriter) write(typ watch.EventType, obj runtime.Object) error {
 		payload = t
 		ww.sent = true
 	}
-	data, err := json.Marshal(struct {
-		Type   watch.EventType `json:"type"`
-		Object interface{}     `json:"object"`
-	}{typ, payload})
+	var data []byte
+	var err error
+	if ww.protobuf {
+		data, err = protobufWatchFrame(typ, payload)
+	} else {
+		data, err = jsonWatchFrame(typ, payload)
+	}
 	if err != nil {
 		return err
 	}
-	data = append(data, '\n')
-	if _, err := ww.w.Write(data); err != nil {
-		return err
-	}
-	ww.flusher.Flush()
-	return nil
+	return ww.send(data)
 }
 
 func (ww *watchWriter) bookmark(rev int64, endOfInitial bool) error {
@@ -123,18 +195,20 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	events, err := s.cfg.Storage.Watch(wctx, e.store.prefix(ri.Namespace), start)
+	cursor, err := e.cache.open(wctx, start)
 	if err != nil {
-		if errors.Is(err, storage.ErrCompacted) {
-			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", start))
-		}
-		return apierrors.NewInternalError(err)
+		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
+	ww := &watchWriter{w: w, flusher: flusher, s: s, r: r, e: e}
+	ww.table, ww.partial, ww.protobuf = watchFormat(r)
+	if ww.protobuf {
+		w.Header().Set("Content-Type", protobufWatchType)
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
-	ww := &watchWriter{w: w, flusher: flusher, s: s, r: r, e: e, table: wantsTable(r), partial: wantsMetadata(r)}
 	for _, obj := range initial {
 		if err := ww.write(watch.Added, obj); err != nil {
 			return nil
@@ -145,65 +219,71 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 			return nil
 		}
 	}
+	// Every resource is watched under its all-namespaces prefix; this watch keeps its
+	// namespace's keys.
+	keyPrefix := e.store.prefix(ri.Namespace)
+	var lastBookmark int64
 	for {
+		events, progress, changed, ended, err := cursor.next()
+		for _, ev := range events {
+			cursor.rev = ev.rev
+			if !strings.HasPrefix(ev.key, keyPrefix) {
+				continue
+			}
+			if err := forwardEvent(ww, f, ev); err != nil {
+				return nil
+			}
+		}
+		if ended {
+			if err != nil {
+				_ = ww.write(watch.Error, watchErrorStatus(err, start))
+			}
+			return nil
+		}
+		if bookmarks && progress > lastBookmark && progress >= cursor.rev {
+			if err := ww.bookmark(progress, false); err != nil {
+				return nil
+			}
+			lastBookmark = progress
+		}
 		select {
 		case <-wctx.Done():
 			return nil
-		case ev, ok := <-events:
-			if !ok {
-				return nil
-			}
-			if err := s.forwardEvent(ww, e, f, ev, start, bookmarks); err != nil {
-				return nil
-			}
-			if ev.Type == storage.Error {
-				return nil
-			}
+		case <-changed:
 		}
 	}
 }
 
-// forwardEvent translates one storage event for the client.
-func (s *Server) forwardEvent(ww *watchWriter, e *entry, f *filter, ev storage.Event, start int64, bookmarks bool) error {
-	switch ev.Type {
-	case storage.Error:
-		msg := fmt.Sprintf("too old resource version: %d", start)
-		if !errors.Is(ev.Err, storage.ErrCompacted) {
-			msg = ev.Err.Error()
-		}
-		return ww.write(watch.Error, expiredStatus(msg))
-	case storage.Progress:
-		if bookmarks {
-			return ww.bookmark(ev.Revision, false)
-		}
-		return nil
+// watchErrorStatus is the Status of the ERROR event that ends a watch.
+func watchErrorStatus(err error, start int64) *metav1.Status {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		out := st.Status()
+		out.Kind, out.APIVersion = "Status", "v1"
+		return &out
 	}
-	var cur, prev runtime.Object
-	var err error
-	if ev.Value != nil {
-		if cur, err = e.store.decode(ev.Value, ev.Revision); err != nil {
-			return nil
-		}
+	if errors.Is(err, storage.ErrCompacted) {
+		return expiredStatus(fmt.Sprintf("too old resource version: %d", start))
 	}
-	if ev.PrevValue != nil {
-		if prev, err = e.store.decode(ev.PrevValue, ev.Revision); err != nil {
-			prev = nil
-		}
-	}
-	curMatch := cur != nil && f.matches(cur)
-	prevMatch := prev != nil && f.matches(prev)
+	return expiredStatus(err.Error())
+}
+
+// forwardEvent translates one change for the client.
+func forwardEvent(ww *watchWriter, f *filter, ev *cacheEvent) error {
+	curMatch := ev.cur != nil && f.matches(ev.cur)
+	prevMatch := ev.prev != nil && f.matches(ev.prev)
 	switch {
-	case ev.Type == storage.Deleted:
+	case ev.typ == storage.Deleted:
 		if prevMatch {
-			return ww.write(watch.Deleted, prev)
+			return ww.writeShared(watch.Deleted, ev, true)
 		}
-	case curMatch && (ev.Type == storage.Added || !prevMatch):
-		return ww.write(watch.Added, cur)
+	case curMatch && (ev.typ == storage.Added || !prevMatch):
+		return ww.writeShared(watch.Added, ev, false)
 	case curMatch:
-		return ww.write(watch.Modified, cur)
+		return ww.writeShared(watch.Modified, ev, false)
 	case prevMatch:
 		// The object left the selection: the client sees it go, in its new state.
-		return ww.write(watch.Deleted, cur)
+		return ww.writeShared(watch.Deleted, ev, false)
 	}
 	return nil
 }
