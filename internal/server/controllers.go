@@ -12,15 +12,21 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/tranche/tranche/internal/controller/cronjob"
+	"github.com/tranche/tranche/internal/controller/daemonset"
+	"github.com/tranche/tranche/internal/controller/deployment"
 	"github.com/tranche/tranche/internal/controller/endpoints"
 	"github.com/tranche/tranche/internal/controller/endpointslice"
 	"github.com/tranche/tranche/internal/controller/endpointslicemirroring"
 	"github.com/tranche/tranche/internal/controller/gc"
+	"github.com/tranche/tranche/internal/controller/job"
 	"github.com/tranche/tranche/internal/controller/localpv"
 	"github.com/tranche/tranche/internal/controller/namespace"
 	"github.com/tranche/tranche/internal/controller/nodeipam"
 	"github.com/tranche/tranche/internal/controller/nodelifecycle"
 	"github.com/tranche/tranche/internal/controller/perns"
+	"github.com/tranche/tranche/internal/controller/replicaset"
+	"github.com/tranche/tranche/internal/controller/statefulset"
 	"github.com/tranche/tranche/internal/events"
 	"github.com/tranche/tranche/internal/scheduler"
 )
@@ -57,6 +63,18 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 		Recorder: events.NewRecorder(ctx, client, "node-ipam-controller"), Logger: log.With("controller", "nodeipam")})
 	lifecycle := nodelifecycle.New(nodelifecycle.Config{Client: client, Informers: factory,
 		Recorder: events.NewRecorder(ctx, client, "node-controller"), Logger: log.With("controller", "nodelifecycle")})
+	rs := replicaset.New(replicaset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "replicaset-controller"),
+		Logger: log.With("controller", "replicaset")})
+	deploy := deployment.New(deployment.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "deployment-controller"),
+		Logger: log.With("controller", "deployment")})
+	ds := daemonset.New(daemonset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "daemonset-controller"),
+		Logger: log.With("controller", "daemonset")})
+	sts := statefulset.New(statefulset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "statefulset-controller"),
+		Logger: log.With("controller", "statefulset")})
+	jobs := job.New(job.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "job-controller"),
+		Logger: log.With("controller", "job")})
+	cron := cronjob.New(cronjob.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "cronjob-controller"),
+		Logger: log.With("controller", "cronjob")})
 	if err := localpv.EnsureStorageClass(ctx, client); err != nil {
 		return err
 	}
@@ -64,6 +82,12 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 		Recorder: events.NewRecorder(ctx, client, "tranche.dev/local")})
 	factory.Start(ctx.Done())
 	go pv.Run(ctx)
+	go rs.Run(ctx, 4)
+	go deploy.Run(ctx, 4)
+	go ds.Run(ctx, 2)
+	go sts.Run(ctx, 2)
+	go jobs.Run(ctx, 2)
+	go cron.Run(ctx, 1)
 	go sched.Run(ctx)
 	go ipam.Run(ctx)
 	go lifecycle.Run(ctx)

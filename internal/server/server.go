@@ -170,6 +170,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = httpServer.Shutdown(sctx)
+		api.Close()
 	}()
 
 	loop := &rest.Config{

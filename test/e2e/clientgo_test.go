@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -144,7 +145,13 @@ func TestInformerAcrossRestartAndCompaction(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "informer in sync after compaction", func() (bool, string) {
 		keys := inf.GetStore().ListKeys()
-		return len(keys) == 7, strings.Join(keys, ",")
+		sort.Strings(keys)
+		want := []string{"kube-root-ca.crt", "three", "two", "churn-0", "churn-1", "churn-2", "churn-3", "churn-4"}
+		sort.Strings(want)
+		for i := range want {
+			want[i] = ns + "/" + want[i]
+		}
+		return strings.Join(keys, ",") == strings.Join(want, ","), strings.Join(keys, ",")
 	})
 }
 

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -242,5 +244,44 @@ func TestPauseAndErrors(t *testing.T) {
 	}
 	if !Has("netexec") || Has("liveness") {
 		t.Error("Has is wrong")
+	}
+}
+
+// TestEchoAnswersHTTP: the stand-in for an unknown image passes HTTP probes.
+func TestEchoAnswersHTTP(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv := &Server{ListenHost: "127.0.0.1", Hostname: func() (string, error) { return "api-1", nil }}
+	go func() { _ = srv.Run(ctx, "echo", []string{"--port", strconv.Itoa(port)}, io.Discard, io.Discard) }()
+	var resp *http.Response
+	for i := 0; i < 100; i++ {
+		if resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "GET /healthz from api-1\n" {
+		t.Fatalf("HTTP through echo: %d %q", resp.StatusCode, body)
+	}
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write([]byte("ping\n"))
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping\n" {
+		t.Fatalf("raw echo: %q %v", buf, err)
 	}
 }

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -245,6 +246,48 @@ func (p *portList) Set(v string) error {
 	return nil
 }
 
+// httpMethods start a connection that the echo server answers as HTTP.
+var httpMethods = []string{"GET ", "HEAD ", "POST ", "PUT ", "DELETE ", "OPTIONS ", "PATCH "}
+
+// echoConn echoes a TCP connection, or answers it as HTTP when it starts like an HTTP
+// request: a stand-in for an image tranche cannot run must still pass the HTTP probes
+// and answer the curl of the seeds, saying which pod answered.
+func (s *Server) echoConn(c net.Conn) {
+	br := bufio.NewReader(c)
+	// Look only at what the first read brought: waiting for more would stall a raw
+	// client that sends fewer bytes and waits for their echo.
+	if _, err := br.Peek(1); err != nil {
+		return
+	}
+	head, _ := br.Peek(min(br.Buffered(), 8))
+	isHTTP := false
+	for _, m := range httpMethods {
+		if strings.HasPrefix(string(head), m) {
+			isHTTP = true
+		}
+	}
+	if !isHTTP {
+		_, _ = io.Copy(c, br)
+		return
+	}
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		_ = req.Body.Close()
+		host, _ := s.hostname()
+		body := fmt.Sprintf("%s %s from %s\n", req.Method, req.URL.RequestURI(), host)
+		resp := &http.Response{StatusCode: http.StatusOK, ProtoMajor: 1, ProtoMinor: 1, Request: req,
+			Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, ContentLength: int64(len(body)),
+			Body: io.NopCloser(strings.NewReader(body))}
+		if err := resp.Write(c); err != nil || req.Close {
+			return
+		}
+	}
+}
+
 // echo echoes back whatever it receives: over TCP on every --port and over UDP on every
 // --udp-port (both repeatable or comma-separated). It is what runs for an image tranche
 // cannot run otherwise, on the container's declared ports; without ports it just waits.
@@ -281,7 +324,7 @@ func (s *Server) echo(ctx context.Context, args []string, stdout, stderr io.Writ
 					defer func() { _ = c.Close() }()
 					stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 					defer stop()
-					_, _ = io.Copy(c, c)
+					s.echoConn(c)
 				}()
 			}
 		})

@@ -1,0 +1,211 @@
+package daemonset
+
+import (
+	"strconv"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Node taint keys whose tolerations Kubernetes adds to every daemon pod, so
+// that a node's transient conditions neither stop nor evict its daemons.
+const (
+	taintNotReady           = "node.kubernetes.io/not-ready"
+	taintUnreachable        = "node.kubernetes.io/unreachable"
+	taintDiskPressure       = "node.kubernetes.io/disk-pressure"
+	taintMemoryPressure     = "node.kubernetes.io/memory-pressure"
+	taintPIDPressure        = "node.kubernetes.io/pid-pressure"
+	taintUnschedulable      = "node.kubernetes.io/unschedulable"
+	taintNetworkUnavailable = "node.kubernetes.io/network-unavailable"
+)
+
+// nodeNameField is the only field a node selector's matchFields may name.
+const nodeNameField = "metadata.name"
+
+// daemonTolerations returns the tolerations upstream adds to a daemon pod:
+// NoExecute for not-ready and unreachable, NoSchedule for the pressure and
+// unschedulable taints, and network-unavailable for host-network pods.
+func daemonTolerations(spec *v1.PodSpec) []v1.Toleration {
+	t := []v1.Toleration{
+		{Key: taintNotReady, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute},
+		{Key: taintUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute},
+		{Key: taintDiskPressure, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: taintMemoryPressure, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: taintPIDPressure, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: taintUnschedulable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+	}
+	if spec.HostNetwork {
+		t = append(t, v1.Toleration{Key: taintNetworkUnavailable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule})
+	}
+	return t
+}
+
+// addTolerations adds each toleration the spec lacks (same key, operator,
+// value and effect), keeping the user's own first.
+func addTolerations(spec *v1.PodSpec, add []v1.Toleration) {
+	for _, t := range add {
+		found := false
+		for i := range spec.Tolerations {
+			if spec.Tolerations[i].MatchToleration(&t) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			spec.Tolerations = append(spec.Tolerations, t)
+		}
+	}
+}
+
+// nodeFit says whether a daemon pod should be started on the node
+// (shouldRun) and whether an existing one may stay (shouldContinue), from
+// the pod template's nodeName, nodeSelector, required node affinity and the
+// node's taints, as upstream's NodeShouldRunDaemonPod decides.
+func nodeFit(ds *appsv1.DaemonSet, node *v1.Node) (shouldRun, shouldContinue bool) {
+	if ds == nil || node == nil {
+		return false, false
+	}
+	spec := &ds.Spec.Template.Spec
+	if spec.NodeName != "" && spec.NodeName != node.Name {
+		return false, false
+	}
+	if !matchesNodeSelector(spec, node) {
+		return false, false
+	}
+	tolerations := append(append([]v1.Toleration(nil), spec.Tolerations...), daemonTolerations(spec)...)
+	shouldRun, shouldContinue = true, true
+	for i := range node.Spec.Taints {
+		taint := &node.Spec.Taints[i]
+		if taint.Effect != v1.TaintEffectNoSchedule && taint.Effect != v1.TaintEffectNoExecute {
+			continue
+		}
+		if tolerated(tolerations, taint) {
+			continue
+		}
+		shouldRun = false
+		if taint.Effect == v1.TaintEffectNoExecute {
+			shouldContinue = false
+		}
+	}
+	return shouldRun, shouldContinue
+}
+
+func tolerated(tolerations []v1.Toleration, taint *v1.Taint) bool {
+	for i := range tolerations {
+		if tolerations[i].ToleratesTaint(logr.Discard(), taint, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesNodeSelector applies spec.nodeSelector and the required node
+// affinity terms (ORed; an empty term matches nothing).
+func matchesNodeSelector(spec *v1.PodSpec, node *v1.Node) bool {
+	if len(spec.NodeSelector) > 0 && !labels.SelectorFromSet(spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+		return false
+	}
+	a := spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if termMatches(term, node) {
+			return true
+		}
+	}
+	return false
+}
+
+func termMatches(term v1.NodeSelectorTerm, node *v1.Node) bool {
+	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+		return false
+	}
+	for _, r := range term.MatchExpressions {
+		v, ok := node.Labels[r.Key]
+		if !requirementMatches(r, v, ok) {
+			return false
+		}
+	}
+	for _, r := range term.MatchFields {
+		if r.Key != nodeNameField || !requirementMatches(r, node.Name, true) {
+			return false
+		}
+	}
+	return true
+}
+
+func requirementMatches(r v1.NodeSelectorRequirement, value string, present bool) bool {
+	switch r.Operator {
+	case v1.NodeSelectorOpIn:
+		return present && contains(r.Values, value)
+	case v1.NodeSelectorOpNotIn:
+		return !present || !contains(r.Values, value)
+	case v1.NodeSelectorOpExists:
+		return present
+	case v1.NodeSelectorOpDoesNotExist:
+		return !present
+	case v1.NodeSelectorOpGt, v1.NodeSelectorOpLt:
+		if !present || len(r.Values) != 1 {
+			return false
+		}
+		have, err1 := strconv.ParseInt(value, 10, 64)
+		want, err2 := strconv.ParseInt(r.Values[0], 10, 64)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		if r.Operator == v1.NodeSelectorOpGt {
+			return have > want
+		}
+		return have < want
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// targetNode is the node a daemon pod belongs to: its spec.nodeName once
+// bound, else the node its matchFields metadata.name affinity pins it to.
+func targetNode(pod *v1.Pod) string {
+	if pod.Spec.NodeName != "" {
+		return pod.Spec.NodeName
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == nodeNameField && f.Operator == v1.NodeSelectorOpIn && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+// pinToNode replaces the required node affinity with the single term
+// "metadata.name In [node]", as upstream does, so that the default scheduler
+// binds the pod to that node; preferred terms are kept.
+func pinToNode(spec *v1.PodSpec, node string) {
+	if spec.Affinity == nil {
+		spec.Affinity = &v1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &v1.NodeAffinity{}
+	}
+	spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{
+			MatchFields: []v1.NodeSelectorRequirement{{Key: nodeNameField, Operator: v1.NodeSelectorOpIn, Values: []string{node}}},
+		}},
+	}
+}

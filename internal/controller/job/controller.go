@@ -1,0 +1,419 @@
+// Package job runs Jobs to completion: it keeps the wanted number of pods
+// active, counts every finished pod exactly once through the
+// batch.kubernetes.io/job-tracking finalizer and
+// status.uncountedTerminatedPods, backs off re-creations after failures,
+// honours backoffLimit, activeDeadlineSeconds, podFailurePolicy, suspend,
+// Indexed completion and ttlSecondsAfterFinished, and sets the conditions
+// kubectl reads as upstream's Job controller does.
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+)
+
+// maxRetries bounds the retries of a failing Job before it waits for its
+// next event.
+const maxRetries = 15
+
+// jobControllerName is the spec.managedBy value (or its absence) this
+// controller serves; jobs managed by another controller are left alone.
+const jobControllerName = "kubernetes.io/job-controller"
+
+// Config is what New needs.
+type Config struct {
+	// Client writes pods, Job status, Job deletions and events.
+	Client kubernetes.Interface
+	// Informers provides Jobs and Pods; the caller starts it after New.
+	Informers informers.SharedInformerFactory
+	// Recorder receives the controller's events; nil drops them.
+	Recorder record.EventRecorder
+	// Clock is used for backoffs, deadlines, TTLs and requeues; nil means
+	// the real clock.
+	Clock clock.WithTicker
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Controller reconciles Jobs.
+type Controller struct {
+	client   kubernetes.Interface
+	recorder record.EventRecorder
+	clock    clock.WithTicker
+	logger   *slog.Logger
+
+	jobs   batchlisters.JobLister
+	pods   corelisters.PodLister
+	synced []cache.InformerSynced
+
+	queue        workqueue.TypedRateLimitingInterface[string]
+	expectations *expectations
+
+	finalizersMu sync.Mutex
+	// finalizers holds, per job key, pods whose finalizer removal is not
+	// yet observed.
+	finalizers map[string]map[types.UID]bool
+}
+
+// New builds the controller and registers its event handlers. It panics
+// when Client or Informers is missing (a wiring mistake).
+func New(cfg Config) *Controller {
+	if cfg.Client == nil || cfg.Informers == nil {
+		panic("job.New: Client and Informers are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{}
+	}
+	jobInf := cfg.Informers.Batch().V1().Jobs()
+	podInf := cfg.Informers.Core().V1().Pods()
+	c := &Controller{
+		client:   cfg.Client,
+		recorder: cfg.Recorder,
+		clock:    cfg.Clock,
+		logger:   cfg.Logger.With("controller", "job"),
+		jobs:     jobInf.Lister(),
+		pods:     podInf.Lister(),
+		synced:   []cache.InformerSynced{jobInf.Informer().HasSynced, podInf.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "job", Clock: cfg.Clock}),
+		expectations: newExpectations(cfg.Clock.Now),
+		finalizers:   map[string]map[types.UID]bool{},
+	}
+	mustAdd(jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, cur any) { c.enqueue(cur) },
+		DeleteFunc: c.enqueue,
+	}))
+	mustAdd(podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onPod(nil, obj) },
+		UpdateFunc: func(old, cur any) { c.onPod(old, cur) },
+		DeleteFunc: func(obj any) { c.onPod(obj, nil) },
+	}))
+	return c
+}
+
+func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("job: adding event handler: %v", err))
+	}
+}
+
+// Run waits for the caches and syncs with the given number of workers until
+// ctx is cancelled.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown()
+	c.logger.Info("starting controller", "workers", workers)
+	defer c.logger.Info("stopping controller")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	for range max(workers, 1) {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	err := c.sync(ctx, key)
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+	case c.queue.NumRequeues(key) < maxRetries:
+		c.logger.Info("error syncing Job, retrying", "job", key, "err", err)
+		c.queue.AddRateLimited(key)
+	default:
+		c.logger.Error("retry budget exceeded, dropping Job", "job", key, "err", err)
+		c.queue.Forget(key)
+	}
+	return true
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.queue.Add(key)
+	}
+}
+
+// onPod observes creates, deletes and finalizer removals, and wakes the
+// owning Job, or every matching one for an orphan that may be adopted.
+func (c *Controller) onPod(old, cur any) {
+	oldPod, _ := old.(*v1.Pod)
+	curPod, _ := cur.(*v1.Pod)
+	if t, ok := old.(cache.DeletedFinalStateUnknown); ok {
+		oldPod, _ = t.Obj.(*v1.Pod)
+	}
+	pod := curPod
+	if pod == nil {
+		pod = oldPod
+	}
+	if pod == nil {
+		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+			return
+		}
+		key := pod.Namespace + "/" + ref.Name
+		switch {
+		case oldPod == nil:
+			c.expectations.observe(key, 1, 0)
+		case curPod == nil:
+			c.expectations.observe(key, 0, 1)
+			c.finalizerObserved(key, pod.UID)
+		case !hasFinalizer(curPod):
+			c.finalizerObserved(key, pod.UID)
+		}
+		c.queue.Add(key)
+		return
+	}
+	if curPod == nil {
+		return
+	}
+	jobs, err := c.jobs.Jobs(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, job := range jobs {
+		if sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+			c.enqueue(job)
+		}
+	}
+}
+
+func (c *Controller) finalizerObserved(key string, uid types.UID) {
+	c.finalizersMu.Lock()
+	defer c.finalizersMu.Unlock()
+	delete(c.finalizers[key], uid)
+}
+
+func (c *Controller) pendingFinalizers(key string) map[types.UID]bool {
+	c.finalizersMu.Lock()
+	defer c.finalizersMu.Unlock()
+	out := map[types.UID]bool{}
+	for uid := range c.finalizers[key] {
+		out[uid] = true
+	}
+	return out
+}
+
+func (c *Controller) expectFinalizerRemoved(key string, uid types.UID) {
+	c.finalizersMu.Lock()
+	defer c.finalizersMu.Unlock()
+	if c.finalizers[key] == nil {
+		c.finalizers[key] = map[types.UID]bool{}
+	}
+	c.finalizers[key][uid] = true
+}
+
+// sync reconciles one Job (namespace/name).
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return fmt.Errorf("Job key %q: %w", key, err)
+	}
+	cached, err := c.jobs.Jobs(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.expectations.forget(key)
+		c.finalizersMu.Lock()
+		delete(c.finalizers, key)
+		c.finalizersMu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting Job %s: %w", key, err)
+	}
+	if m := cached.Spec.ManagedBy; m != nil && *m != jobControllerName {
+		return nil
+	}
+	job := cached.DeepCopy()
+	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return nil
+	}
+	pods, err := c.claimPods(ctx, job, sel)
+	if err != nil {
+		return err
+	}
+	p := compute(snapshot{
+		job:               job,
+		pods:              pods,
+		pendingFinalizers: c.pendingFinalizers(key),
+		now:               c.clock.Now(),
+		manage:            job.DeletionTimestamp == nil && c.expectations.satisfied(key),
+	})
+	return c.apply(ctx, key, job, p)
+}
+
+// claimPods lists the Job's pods, adopting matching orphans and releasing
+// owned pods that no longer match, by ControllerRef rules.
+func (c *Controller) claimPods(ctx context.Context, job *batchv1.Job, sel labels.Selector) ([]*v1.Pod, error) {
+	all, err := c.pods.Pods(job.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	var out []*v1.Pod
+	var errs []error
+	fresh := false
+	for _, pod := range all {
+		ref := metav1.GetControllerOf(pod)
+		matches := sel.Matches(labels.Set(pod.Labels))
+		switch {
+		case ref != nil && ref.UID == job.UID:
+			if matches || job.DeletionTimestamp != nil {
+				out = append(out, pod)
+				continue
+			}
+			if err := c.patchPod(ctx, pod, ownerPatch(map[string]any{"$patch": "delete", "uid": job.UID}, pod.UID)); err != nil {
+				errs = append(errs, err)
+			}
+		case ref == nil && matches && job.DeletionTimestamp == nil && pod.DeletionTimestamp == nil:
+			if !fresh {
+				live, err := c.client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+				if err != nil || live.UID != job.UID || live.DeletionTimestamp != nil {
+					return out, nil
+				}
+				fresh = true
+			}
+			if err := c.patchPod(ctx, pod, ownerPatch(metav1.NewControllerRef(job, controllerKind), pod.UID)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, pod)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func ownerPatch(ref any, podUID types.UID) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []any{ref}, "uid": podUID}})
+	return b
+}
+
+func (c *Controller) patchPod(ctx context.Context, pod *v1.Pod, patch []byte) error {
+	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patching pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// removeFinalizerPatch drops only the tracking finalizer.
+var removeFinalizerPatch = []byte(`{"metadata":{"$deleteFromPrimitiveList/finalizers":["` + batchv1.JobTrackingFinalizer + `"]}}`)
+
+// apply performs the plan in the order that keeps counting exact: persist
+// newly finished pods as uncounted, remove their finalizers, then write the
+// counted status; pod creates and deletes come in between.
+func (c *Controller) apply(ctx context.Context, key string, job *batchv1.Job, p plan) error {
+	api := c.client.BatchV1().Jobs(job.Namespace)
+	if p.interim != nil {
+		job.Status = *p.interim
+		updated, err := api.UpdateStatus(ctx, job, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("recording finished pods of Job %s: %w", key, err)
+		}
+		job = updated
+	}
+	var errs []error
+	for _, pod := range p.removeFinalizers {
+		if err := c.patchPod(ctx, pod, removeFinalizerPatch); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.expectFinalizerRemoved(key, pod.UID)
+	}
+	if len(errs) > 0 {
+		// The uncounted pods stay recorded; the next sync counts them.
+		return errors.Join(errs...)
+	}
+	if len(p.creates) > 0 || len(p.deletes) > 0 {
+		c.expectations.expect(key, len(p.creates), len(p.deletes))
+	}
+	for _, pod := range p.deletes {
+		err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		switch {
+		case err == nil:
+			c.recorder.Eventf(job, v1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", pod.Name)
+		case apierrors.IsNotFound(err):
+			c.expectations.observe(key, 0, 1)
+		default:
+			c.expectations.observe(key, 0, 1)
+			c.recorder.Eventf(job, v1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
+			errs = append(errs, fmt.Errorf("deleting pod %s/%s of Job %s: %w", pod.Namespace, pod.Name, key, err))
+		}
+	}
+	for i, ix := range p.creates {
+		created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, newPod(job, ix, p.indexFailures[ix]), metav1.CreateOptions{})
+		if err != nil {
+			// Stop at the first failure: the rest would most likely fail
+			// alike.
+			c.expectations.observe(key, len(p.creates)-i, 0)
+			if apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
+				break
+			}
+			c.recorder.Eventf(job, v1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
+			errs = append(errs, fmt.Errorf("creating pod of Job %s: %w", key, err))
+			p.status.Active -= int32(len(p.creates) - i)
+			break
+		}
+		c.recorder.Eventf(job, v1.EventTypeNormal, "SuccessfulCreate", "Created pod: %s", created.Name)
+	}
+	if !reflect.DeepEqual(job.Status, p.status) {
+		job.Status = p.status
+		if _, err := api.UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("updating status of Job %s: %w", key, err))...)
+		}
+	}
+	for _, e := range p.events {
+		c.recorder.Event(job, e.eventType, e.reason, e.message)
+	}
+	if p.deleteJob {
+		bg := metav1.DeletePropagationBackground
+		err := api.Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &job.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting finished Job %s after its TTL: %w", key, err))
+		}
+	}
+	if p.requeue > 0 {
+		c.queue.AddAfter(key, p.requeue)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,45 @@
+package statefulset
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// TestRunWithInformers drives the controller through its informers and
+// queue: each ordinal appears only once the previous one is Ready.
+func TestRunWithInformers(t *testing.T) {
+	f := newFixture(t, makeSet("postgres", 3, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	f.factory.Start(ctx.Done())
+	go f.c.Run(ctx, 1)
+	defer func() {
+		cancel()
+		f.factory.Shutdown()
+	}()
+	for _, name := range []string{"postgres-0", "postgres-1", "postgres-2"} {
+		poll(t, func() bool {
+			_, err := f.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			return err == nil
+		})
+		f.makeReady(t, name)
+	}
+	poll(t, func() bool { return f.set(t, "postgres").Status.ReadyReplicas == 3 })
+	claims, err := f.client.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{})
+	if err != nil || len(claims.Items) != 3 {
+		t.Fatalf("claims %d, %v", len(claims.Items), err)
+	}
+}
+
+// poll waits for cond, failing after five seconds.
+func poll(t *testing.T, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatal("condition not reached within 5s")
+	}
+}

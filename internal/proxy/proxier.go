@@ -1,0 +1,263 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/knftables"
+)
+
+// ProxierConfig configures a Proxier.
+type ProxierConfig struct {
+	Config
+	// MinSyncPeriod is the least time between two syncs; 0 syncs as soon as something
+	// changes, which keeps network programming latency lowest.
+	MinSyncPeriod time.Duration
+	// FullSyncPeriod forces a full rewrite of the table this often (default one hour),
+	// repairing anything changed behind the proxy's back.
+	FullSyncPeriod time.Duration
+	// RetryPeriod is the wait before retrying a failed sync (default one second).
+	RetryPeriod time.Duration
+	// Logger receives sync results and errors (default: discarded).
+	Logger *slog.Logger
+	// Registerer receives the kubeproxy_* metrics (nil: not registered).
+	Registerer prometheus.Registerer
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Proxier turns Service and EndpointSlice events into the node's nftables table. Event
+// handlers (On*) only record changes and wake the runner; Sync applies them in one
+// transaction. Safe for concurrent use.
+type Proxier struct {
+	cfg     ProxierConfig
+	nft     knftables.Interface
+	svcs    *ServiceChangeTracker
+	eps     *EndpointsChangeTracker
+	metrics *metrics
+	wake    chan struct{}
+
+	mu       sync.Mutex // serialises Sync
+	st       *tableState
+	needFull bool
+	lastFull time.Time
+}
+
+// NewProxier returns a Proxier writing to nft, whose family and table must be ip and
+// TableName. The caller creates nft inside the node's network namespace.
+func NewProxier(nft knftables.Interface, cfg ProxierConfig) (*Proxier, error) {
+	if nft == nil {
+		return nil, errors.New("proxy: nil nftables interface")
+	}
+	if !cfg.ClusterCIDR.IsValid() || !cfg.ServiceCIDR.IsValid() {
+		return nil, fmt.Errorf("proxy: node %q: cluster CIDR %v and service CIDR %v must both be set", cfg.NodeName, cfg.ClusterCIDR, cfg.ServiceCIDR)
+	}
+	if cfg.FullSyncPeriod <= 0 {
+		cfg.FullSyncPeriod = time.Hour
+	}
+	if cfg.RetryPeriod <= 0 {
+		cfg.RetryPeriod = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: node %q: %w", cfg.NodeName, err)
+	}
+	return &Proxier{
+		cfg: cfg, nft: nft, metrics: m,
+		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(),
+		wake: make(chan struct{}, 1), st: newTableState(), needFull: true,
+	}, nil
+}
+
+// OnServiceAdd records a Service creation.
+func (p *Proxier) OnServiceAdd(svc *v1.Service) { p.noteChange(p.svcs.Update(nil, svc)) }
+
+// OnServiceUpdate records a Service update.
+func (p *Proxier) OnServiceUpdate(old, svc *v1.Service) { p.noteChange(p.svcs.Update(old, svc)) }
+
+// OnServiceDelete records a Service deletion.
+func (p *Proxier) OnServiceDelete(svc *v1.Service) { p.noteChange(p.svcs.Update(svc, nil)) }
+
+// OnEndpointSliceAdd records an EndpointSlice creation.
+func (p *Proxier) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
+	p.noteChange(p.eps.Update(s, false))
+}
+
+// OnEndpointSliceUpdate records an EndpointSlice update.
+func (p *Proxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) {
+	p.noteChange(p.eps.Update(s, false))
+}
+
+// OnEndpointSliceDelete records an EndpointSlice deletion.
+func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
+	p.noteChange(p.eps.Update(s, true))
+}
+
+func (p *Proxier) noteChange(changed bool) {
+	if !changed {
+		return
+	}
+	p.metrics.lastQueued.Set(float64(p.cfg.Now().UnixNano()) / 1e9)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs whenever changes arrive, at most once per MinSyncPeriod, fully every
+// FullSyncPeriod, and again after RetryPeriod (fully) when a sync fails. It returns
+// when ctx is cancelled.
+func (p *Proxier) Run(ctx context.Context) {
+	full := time.NewTimer(p.cfg.FullSyncPeriod)
+	defer full.Stop()
+	retry := time.NewTimer(0) // first sync at once
+	defer retry.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-retry.C:
+		case <-full.C:
+			p.mu.Lock()
+			p.needFull = true
+			p.mu.Unlock()
+		}
+		if wait := p.cfg.MinSyncPeriod - p.cfg.Now().Sub(last); !last.IsZero() && wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = p.cfg.Now()
+		if err := p.Sync(ctx); err != nil {
+			p.cfg.Logger.Error("syncing proxy rules failed, retrying with a full sync", "node", p.cfg.NodeName, "err", err)
+			retry.Reset(p.cfg.RetryPeriod)
+		}
+		full.Reset(p.cfg.FullSyncPeriod - p.cfg.Now().Sub(p.lastFullSync()))
+	}
+}
+
+func (p *Proxier) lastFullSync() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastFull
+}
+
+// Sync writes pending changes in one nftables transaction: only the changed services,
+// or everything when the previous sync failed, none has run yet, or a full sync is due.
+// After an error the next Sync is full.
+func (p *Proxier) Sync(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	start := p.cfg.Now()
+	changed := p.svcs.Drain()
+	epChanged, triggers := p.eps.Drain()
+	changed = changed.Union(epChanged)
+	p.metrics.serviceChanges.Add(float64(changed.Len()))
+	p.metrics.endpointChanges.Add(float64(epChanged.Len()))
+
+	full := p.needFull || p.cfg.Now().Sub(p.lastFull) >= p.cfg.FullSyncPeriod
+	var ex *existing
+	if full {
+		var err error
+		if ex, err = listExisting(ctx, p.nft, p.cfg.Config); err != nil {
+			p.needFull = true
+			p.metrics.failures.Inc()
+			return fmt.Errorf("node %q: %w", p.cfg.NodeName, err)
+		}
+		changed = changed.Union(p.svcs.Names()).Union(p.stateNames())
+	}
+	desired := make(map[types.NamespacedName]*serviceRules, changed.Len())
+	for n := range changed {
+		desired[n] = buildService(p.cfg.Config, p.svcs.Ports(n), p.eps.Endpoints(n))
+	}
+	tx := p.nft.NewTransaction()
+	planSync(tx, p.cfg.Config, p.st, desired, ex)
+	if err := p.nft.Run(ctx, tx); err != nil {
+		// The in-memory copy no longer matches the kernel: start again from scratch.
+		p.st = newTableState()
+		p.needFull = true
+		p.metrics.failures.Inc()
+		return fmt.Errorf("node %q: applying %d nftables operations for %d services: %w", p.cfg.NodeName, tx.NumOperations(), len(desired), err)
+	}
+	end := p.cfg.Now()
+	elapsed := end.Sub(start).Seconds()
+	p.metrics.syncDuration.Observe(elapsed)
+	if full {
+		p.needFull = false
+		p.lastFull = start
+		p.metrics.fullSyncDuration.Observe(elapsed)
+	} else {
+		p.metrics.partialSyncDuration.Observe(elapsed)
+	}
+	for _, t := range triggers {
+		p.metrics.programmingLatency.Observe(end.Sub(t).Seconds())
+	}
+	p.metrics.lastSync.Set(float64(end.UnixNano()) / 1e9)
+	p.cfg.Logger.Debug("synced proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired), "operations", tx.NumOperations(), "seconds", elapsed)
+	return nil
+}
+
+func (p *Proxier) stateNames() sets.Set[types.NamespacedName] {
+	return sets.KeySet(p.st.services)
+}
+
+// metrics are kube-proxy's, under the same names, so dashboards work unchanged.
+type metrics struct {
+	syncDuration, fullSyncDuration, partialSyncDuration prometheus.Histogram
+	programmingLatency                                  prometheus.Histogram
+	lastSync, lastQueued                                prometheus.Gauge
+	failures, serviceChanges, endpointChanges           prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
+	m := &metrics{
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds", Buckets: syncBuckets}),
+		fullSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: "kubeproxy", Name: "sync_full_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: syncBuckets}),
+		partialSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: "kubeproxy", Name: "sync_partial_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: syncBuckets}),
+		programmingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: "kubeproxy", Name: "network_programming_duration_seconds",
+			Help: "In Cluster Network Programming Latency in seconds", Buckets: prometheus.ExponentialBuckets(0.001, 2, 20)}),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_last_timestamp_seconds",
+			Help: "The last time proxy rules were successfully synced"}),
+		lastQueued: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_last_queued_timestamp_seconds",
+			Help: "The last time a sync of proxy rules was queued"}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_nftables_sync_failures_total",
+			Help: "Cumulative proxy nftables sync failures"}),
+		serviceChanges: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_service_changes_total",
+			Help: "Cumulative proxy rules Service changes"}),
+		endpointChanges: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_endpoint_changes_total",
+			Help: "Cumulative proxy rules Endpoint changes"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programmingLatency,
+		m.lastSync, m.lastQueued, m.failures, m.serviceChanges, m.endpointChanges} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering proxy metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,358 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/knftables"
+)
+
+// TableName is the one nftables table (family ip) the proxy owns.
+const TableName = "tranche"
+
+// Names of the fixed chains, sets and maps of the table.
+const (
+	servicesChain          = "services"
+	firewallCheckChain     = "firewall-check"
+	endpointsCheckChain    = "service-endpoints-check"
+	nodePortsCheckChain    = "nodeport-endpoints-check"
+	clusterIPsCheckChain   = "cluster-ips-check"
+	rejectChain            = "reject-chain"
+	markMasqChain          = "mark-for-masquerade"
+	masqueradingChain      = "masquerading"
+	serviceIPsMap          = "service-ips"
+	serviceNodePortsMap    = "service-nodeports"
+	noEndpointServicesMap  = "no-endpoint-services"
+	noEndpointNodePortsMap = "no-endpoint-nodeports"
+	firewallIPsSet         = "firewall-ips"
+	firewallAllowSet       = "firewall-allow"
+	clusterIPsSet          = "cluster-ips"
+	hairpinSet             = "hairpin"
+)
+
+// masqueradeMark is the packet mark bit that asks the masquerading chain to SNAT.
+const masqueradeMark = "0x4000"
+
+// maxNameLen bounds per-service chain and set names; the hash prefix keeps truncated
+// names unique, the readable tail is for people reading `nft list table`.
+const maxNameLen = 96
+
+// Config is what the rules depend on besides services and endpoints.
+type Config struct {
+	// NodeName and Zone select local endpoints and topology hints.
+	NodeName string
+	Zone     string
+	// ClusterCIDR is the pod network: traffic from elsewhere to a ClusterIP is
+	// masqueraded so that replies come back through this node.
+	ClusterCIDR netip.Prefix
+	// ServiceCIDR is the ClusterIP range: unallocated addresses in it are dropped.
+	ServiceCIDR netip.Prefix
+}
+
+// DefaultConfig returns the cluster's default address plan for a node.
+func DefaultConfig(nodeName string) Config {
+	return Config{
+		NodeName:    nodeName,
+		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/12"),
+	}
+}
+
+// skeletonChain is one fixed chain: a base chain when hook is set.
+type skeletonChain struct {
+	name     string
+	typ      knftables.BaseChainType
+	hook     knftables.BaseChainHook
+	priority knftables.BaseChainPriority
+	rules    []string
+}
+
+// skeletonSet is one fixed set or map (isMap) that services fill with elements.
+type skeletonSet struct {
+	name  string
+	isMap bool
+	typ   string
+	flags []knftables.SetFlag
+}
+
+// skeleton is the fixed part of the table as data: base chains with their hooks and
+// priorities, the dispatch chains, and the sets and maps whose elements carry every
+// per-service decision. README.md explains each entry.
+func skeleton(cfg Config) ([]skeletonChain, []skeletonSet) {
+	newJump := func(chain string) string { return "ct state new jump " + chain }
+	chains := []skeletonChain{
+		{name: "filter-prerouting", typ: knftables.FilterType, hook: knftables.PreroutingHook, priority: "dstnat-10",
+			rules: []string{newJump(firewallCheckChain)}},
+		{name: "filter-output-pre-dnat", typ: knftables.FilterType, hook: knftables.OutputHook, priority: "-110",
+			rules: []string{newJump(firewallCheckChain)}},
+		{name: "filter-input", typ: knftables.FilterType, hook: knftables.InputHook, priority: "filter-10",
+			rules: []string{newJump(nodePortsCheckChain), newJump(endpointsCheckChain)}},
+		{name: "filter-forward", typ: knftables.FilterType, hook: knftables.ForwardHook, priority: "filter-10",
+			rules: []string{newJump(endpointsCheckChain), newJump(clusterIPsCheckChain)}},
+		{name: "filter-output", typ: knftables.FilterType, hook: knftables.OutputHook, priority: "filter-10",
+			rules: []string{newJump(endpointsCheckChain), newJump(clusterIPsCheckChain)}},
+		{name: "nat-prerouting", typ: knftables.NATType, hook: knftables.PreroutingHook, priority: "dstnat",
+			rules: []string{"jump " + servicesChain}},
+		{name: "nat-output", typ: knftables.NATType, hook: knftables.OutputHook, priority: "-100",
+			rules: []string{"jump " + servicesChain}},
+		{name: "nat-postrouting", typ: knftables.NATType, hook: knftables.PostroutingHook, priority: "srcnat",
+			rules: []string{"jump " + masqueradingChain}},
+		{name: servicesChain, rules: []string{
+			"ip daddr . meta l4proto . th dport vmap @" + serviceIPsMap,
+			"fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @" + serviceNodePortsMap,
+		}},
+		{name: firewallCheckChain, rules: []string{
+			"ip daddr . meta l4proto . th dport @" + firewallIPsSet + " ip daddr . meta l4proto . th dport . ip saddr != @" + firewallAllowSet + " drop",
+		}},
+		{name: endpointsCheckChain, rules: []string{
+			"ip daddr . meta l4proto . th dport vmap @" + noEndpointServicesMap,
+		}},
+		{name: nodePortsCheckChain, rules: []string{
+			"fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @" + noEndpointNodePortsMap,
+		}},
+		{name: clusterIPsCheckChain, rules: []string{
+			"ip daddr @" + clusterIPsSet + " meta l4proto != icmp goto " + rejectChain,
+			"ip daddr " + cfg.ServiceCIDR.String() + " drop",
+		}},
+		{name: rejectChain, rules: []string{
+			"meta l4proto tcp reject with tcp reset",
+			"reject",
+		}},
+		{name: markMasqChain, rules: []string{
+			"meta mark set meta mark or " + masqueradeMark,
+		}},
+		{name: masqueradingChain, rules: []string{
+			"ct status dnat ip saddr . ip daddr @" + hairpinSet + " masquerade fully-random",
+			"meta mark & " + masqueradeMark + " == 0 return",
+			"meta mark set meta mark xor " + masqueradeMark,
+			"masquerade fully-random",
+		}},
+	}
+	sets := []skeletonSet{
+		{name: serviceIPsMap, isMap: true, typ: "ipv4_addr . inet_proto . inet_service : verdict"},
+		{name: serviceNodePortsMap, isMap: true, typ: "inet_proto . inet_service : verdict"},
+		{name: noEndpointServicesMap, isMap: true, typ: "ipv4_addr . inet_proto . inet_service : verdict"},
+		{name: noEndpointNodePortsMap, isMap: true, typ: "inet_proto . inet_service : verdict"},
+		{name: firewallIPsSet, typ: "ipv4_addr . inet_proto . inet_service"},
+		{name: firewallAllowSet, typ: "ipv4_addr . inet_proto . inet_service . ipv4_addr", flags: []knftables.SetFlag{knftables.IntervalFlag}},
+		{name: clusterIPsSet, typ: "ipv4_addr"},
+		{name: hairpinSet, typ: "ipv4_addr . ipv4_addr"},
+	}
+	return chains, sets
+}
+
+// isSkeletonMap reports whether a fixed container is a map (elements carry a value).
+func isSkeletonMap(name string) bool {
+	switch name {
+	case serviceIPsMap, serviceNodePortsMap, noEndpointServicesMap, noEndpointNodePortsMap:
+		return true
+	}
+	return false
+}
+
+// objectName returns a per-service object name: prefix, a hash of id, then id itself,
+// cut to maxNameLen. The same id always gives the same name.
+func objectName(prefix, id string) string {
+	sum := sha256.Sum256([]byte(id))
+	h := strings.ToLower(base32.StdEncoding.EncodeToString(sum[:5]))
+	n := prefix + "-" + h + "-" + id
+	if len(n) > maxNameLen {
+		n = n[:maxNameLen]
+	}
+	return n
+}
+
+// portID is the readable identity of a service port in object names.
+func portID(spn ServicePortName) string {
+	return spn.Namespace + "/" + spn.Name + "/" + protoName(spn.Protocol) + "/" + spn.Port
+}
+
+func protoName[T ~string](p T) string { return strings.ToLower(string(p)) }
+
+// Per-service object names.
+func clusterChainName(spn ServicePortName) string { return objectName("svc", portID(spn)) }
+func localChainName(spn ServicePortName) string   { return objectName("local", portID(spn)) }
+func externalChainName(spn ServicePortName) string {
+	return objectName("ext", portID(spn))
+}
+func endpointChainName(spn ServicePortName, e Endpoint) string {
+	return objectName("ep", portID(spn)+"__"+e.IP.String()+"/"+fmt.Sprint(e.Port))
+}
+func affinitySetName(spn ServicePortName, e Endpoint) string {
+	return objectName("aff", portID(spn)+"__"+e.IP.String()+"/"+fmt.Sprint(e.Port))
+}
+
+// elemKey identifies one element of a fixed set or map.
+type elemKey struct {
+	container string
+	key       string
+}
+
+// serviceRules is everything one service contributes to the table: its own chains
+// (full contents), its own affinity sets (name → timeout), and its elements of the
+// fixed sets and maps (key → value, "" for set elements).
+type serviceRules struct {
+	chains   map[string][]string
+	sets     map[string]time.Duration
+	elements map[elemKey]string
+}
+
+// buildService is the pure rule generator for one service: from its ports and merged
+// endpoints to the chains, sets and elements that implement it on this node. A service
+// with no ports yields empty rules (its objects are then removed).
+func buildService(cfg Config, ports map[ServicePortName]*ServicePort, eps map[ServicePortName][]Endpoint) *serviceRules {
+	r := &serviceRules{chains: map[string][]string{}, sets: map[string]time.Duration{}, elements: map[elemKey]string{}}
+	names := make([]ServicePortName, 0, len(ports))
+	for n := range ports {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b ServicePortName) int { return strings.Compare(a.String(), b.String()) })
+	for _, n := range names {
+		r.addPort(cfg, ports[n], eps[n])
+	}
+	return r
+}
+
+func (r *serviceRules) elem(container, key, value string) {
+	r.elements[elemKey{container, key}] = value
+}
+
+func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
+	spn := sp.Name
+	set := categorize(sp, eps, cfg.NodeName, cfg.Zone)
+	proto := protoName(spn.Protocol)
+	clusterChain, localChain, extChain := clusterChainName(spn), localChainName(spn), externalChainName(spn)
+
+	internal, internalChain := set.cluster, clusterChain
+	if sp.InternalPolicyLocal {
+		internal, internalChain = set.local, localChain
+	}
+	external := set.cluster
+	if sp.ExternalPolicyLocal {
+		external = set.local
+	}
+	useCluster, useLocal := false, false
+
+	r.elem(clusterIPsSet, sp.ClusterIP.String(), "")
+	ipKey := func(ip netip.Addr) string { return fmt.Sprintf("%s . %s . %d", ip, proto, sp.Port) }
+	if len(internal) > 0 {
+		r.elem(serviceIPsMap, ipKey(sp.ClusterIP), "goto "+internalChain)
+		useCluster = useCluster || !sp.InternalPolicyLocal
+		useLocal = useLocal || sp.InternalPolicyLocal
+	} else {
+		r.elem(noEndpointServicesMap, ipKey(sp.ClusterIP), noEndpointVerdict(sp.InternalPolicyLocal && set.hasAny))
+	}
+
+	if sp.externallyAccessible() {
+		dests := slices.Concat(sp.ExternalIPs, sp.LoadBalancerIPs)
+		nodePortKey := fmt.Sprintf("%s . %d", proto, sp.NodePort)
+		if len(external) > 0 {
+			for _, ip := range dests {
+				r.elem(serviceIPsMap, ipKey(ip), "goto "+extChain)
+			}
+			if sp.NodePort != 0 {
+				r.elem(serviceNodePortsMap, nodePortKey, "goto "+extChain)
+			}
+			var rules []string
+			if !sp.ExternalPolicyLocal {
+				rules = []string{"jump " + markMasqChain, "goto " + clusterChain}
+				useCluster = true
+			} else {
+				// Local policy keeps the client's address, but pods and the node itself
+				// are not external clients: they may use any endpoint, and the node's own
+				// traffic must be masqueraded for replies to find their way back.
+				if len(set.cluster) > 0 {
+					rules = append(rules,
+						"ip saddr "+cfg.ClusterCIDR.String()+" goto "+clusterChain,
+						"fib saddr type local jump "+markMasqChain,
+						"fib saddr type local goto "+clusterChain)
+					useCluster = true
+				}
+				rules = append(rules, "goto "+localChain)
+				useLocal = true
+			}
+			r.chains[extChain] = rules
+		} else {
+			verdict := noEndpointVerdict(sp.ExternalPolicyLocal && set.hasAny)
+			for _, ip := range dests {
+				r.elem(noEndpointServicesMap, ipKey(ip), verdict)
+			}
+			if sp.NodePort != 0 {
+				r.elem(noEndpointNodePortsMap, nodePortKey, verdict)
+			}
+		}
+		if len(sp.SourceRanges) > 0 {
+			for _, ip := range sp.LoadBalancerIPs {
+				r.elem(firewallIPsSet, ipKey(ip), "")
+				for _, p := range sp.SourceRanges {
+					r.elem(firewallAllowSet, ipKey(ip)+" . "+prefixString(p), "")
+				}
+			}
+		}
+	}
+	if useCluster && len(set.cluster) > 0 {
+		r.chains[clusterChain] = r.endpointRules(cfg, sp, set.cluster)
+	}
+	if useLocal && len(set.local) > 0 {
+		r.chains[localChain] = r.endpointRules(cfg, sp, set.local)
+	}
+}
+
+// endpointRules fills one endpoint-choosing chain: masquerade ClusterIP traffic from
+// outside the pod network, then pick an endpoint at random (or the client's previous
+// one under session affinity) and DNAT to it.
+func (r *serviceRules) endpointRules(cfg Config, sp *ServicePort, eps []Endpoint) []string {
+	proto := protoName(sp.Name.Protocol)
+	rules := []string{fmt.Sprintf("ip daddr %s ip saddr != %s jump %s", sp.ClusterIP, cfg.ClusterCIDR, markMasqChain)}
+	for _, e := range eps {
+		r.elem(hairpinSet, e.IP.String()+" . "+e.IP.String(), "")
+	}
+	dnat := func(e Endpoint) string { return fmt.Sprintf("meta l4proto %s dnat ip to %s", proto, e) }
+	if sp.AffinityTimeout == 0 {
+		if len(eps) == 1 {
+			return append(rules, dnat(eps[0]))
+		}
+		targets := make([]string, len(eps))
+		for i, e := range eps {
+			targets[i] = fmt.Sprintf("%d : %s . %d", i, e.IP, e.Port)
+		}
+		return append(rules, fmt.Sprintf("meta l4proto %s dnat ip to numgen random mod %d map { %s }", proto, len(eps), strings.Join(targets, " , ")))
+	}
+	// Session affinity: one dynamic set of recent clients per endpoint; a known client
+	// goes back to its endpoint, a new one is spread at random and remembered.
+	targets := make([]string, len(eps))
+	for i, e := range eps {
+		aff, ep := affinitySetName(sp.Name, e), endpointChainName(sp.Name, e)
+		r.sets[aff] = sp.AffinityTimeout
+		r.chains[ep] = []string{fmt.Sprintf("update @%s { ip saddr } %s", aff, dnat(e))}
+		rules = append(rules, fmt.Sprintf("ip saddr @%s goto %s", aff, ep))
+		targets[i] = fmt.Sprintf("%d : goto %s", i, ep)
+	}
+	if len(eps) == 1 {
+		return append(rules, "goto "+endpointChainName(sp.Name, eps[0]))
+	}
+	return append(rules, fmt.Sprintf("numgen random mod %d vmap { %s }", len(eps), strings.Join(targets, " , ")))
+}
+
+// noEndpointVerdict rejects at once when the service has no endpoint at all, and drops
+// when endpoints exist but none may serve this traffic from this node (Local policy),
+// as upstream does.
+func noEndpointVerdict(drop bool) string {
+	if drop {
+		return "drop"
+	}
+	return "goto " + rejectChain
+}
+
+// prefixString prints a host prefix as a bare address, as nft lists it.
+func prefixString(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
+}

@@ -1,0 +1,266 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/knftables"
+)
+
+// elemState is one element as written to the kernel, shared by refs services (two
+// services may need the same hairpin element).
+type elemState struct {
+	value string
+	refs  int
+}
+
+// tableState is the in-memory copy of what the proxy last wrote: per-service rules,
+// every element of the fixed sets and maps, and the objects flushed by the previous sync
+// that are deleted by the next one.
+type tableState struct {
+	services map[types.NamespacedName]*serviceRules
+	elements map[elemKey]*elemState
+	// staleChains and staleSets were flushed and are deleted a sync later, once no
+	// element or rule can still refer to them.
+	staleChains map[string]bool
+	staleSets   map[string]bool
+}
+
+func newTableState() *tableState {
+	return &tableState{
+		services:    map[types.NamespacedName]*serviceRules{},
+		elements:    map[elemKey]*elemState{},
+		staleChains: map[string]bool{},
+		staleSets:   map[string]bool{},
+	}
+}
+
+// existing lists the per-service chains and sets found in the kernel table.
+type existing struct {
+	chains, sets []string
+}
+
+// planSync adds to tx the operations that bring the table from st to the desired rules
+// of the changed services, and updates st as if tx succeeded. A full plan (ex non-nil:
+// what the kernel table holds) rewrites the skeleton and every service in changed, which
+// must then hold every service, and flushes leftovers found in ex.
+func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map[types.NamespacedName]*serviceRules, ex *existing) {
+	names := slices.SortedFunc(maps.Keys(changed), func(a, b types.NamespacedName) int {
+		return strings.Compare(a.String(), b.String())
+	})
+	if ex != nil {
+		writeSkeleton(tx, cfg)
+		*st = *newTableState()
+		for _, c := range ex.chains {
+			st.staleChains[c] = true
+		}
+		for _, s := range ex.sets {
+			st.staleSets[s] = true
+		}
+	}
+
+	// Objects first, so that rules and elements below can refer to any of them.
+	for _, n := range names {
+		for c := range changed[n].chains {
+			tx.Add(&knftables.Chain{Name: c})
+		}
+		for s, timeout := range changed[n].sets {
+			tx.Add(&knftables.Set{Name: s, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.DynamicFlag}, Timeout: &timeout})
+		}
+	}
+
+	before := map[elemKey]elemState{}
+	remember := func(k elemKey) {
+		if _, ok := before[k]; ok {
+			return
+		}
+		if e := st.elements[k]; e != nil {
+			before[k] = *e
+		} else {
+			before[k] = elemState{}
+		}
+	}
+	var flushChains []string
+	for _, n := range names {
+		old, cur := st.services[n], changed[n]
+		for _, c := range slices.Sorted(maps.Keys(cur.chains)) {
+			delete(st.staleChains, c)
+			_, had := old.chainsOrNil()[c]
+			if had && slices.Equal(old.chains[c], cur.chains[c]) && ex == nil {
+				continue
+			}
+			if had || ex != nil {
+				tx.Flush(&knftables.Chain{Name: c})
+			}
+			for _, rule := range cur.chains[c] {
+				tx.Add(&knftables.Rule{Chain: c, Rule: rule})
+			}
+		}
+		for s := range cur.sets {
+			delete(st.staleSets, s)
+		}
+		if old != nil {
+			for c := range old.chains {
+				if _, ok := cur.chains[c]; !ok {
+					flushChains = append(flushChains, c)
+				}
+			}
+			for s := range old.sets {
+				if _, ok := cur.sets[s]; !ok {
+					st.staleSets[s] = true
+				}
+			}
+			for k := range old.elements {
+				remember(k)
+				if e := st.elements[k]; e != nil {
+					if e.refs--; e.refs == 0 {
+						delete(st.elements, k)
+					}
+				}
+			}
+		}
+		for k, v := range cur.elements {
+			remember(k)
+			if e := st.elements[k]; e != nil {
+				e.refs++
+				e.value = v
+			} else {
+				st.elements[k] = &elemState{value: v, refs: 1}
+			}
+		}
+		if len(cur.chains) == 0 && len(cur.sets) == 0 && len(cur.elements) == 0 {
+			delete(st.services, n)
+		} else {
+			st.services[n] = cur
+		}
+	}
+
+	// Element changes: deletions before additions, so a changed map value is a
+	// delete and an add of the same key.
+	keys := slices.SortedFunc(maps.Keys(before), compareElemKeys)
+	for _, k := range keys {
+		was, now := before[k], st.elements[k]
+		if was.refs > 0 && ex == nil && (now == nil || now.value != was.value) {
+			tx.Delete(element(k, was.value))
+		}
+	}
+	for _, k := range keys {
+		was, now := before[k], st.elements[k]
+		if now != nil && (was.refs == 0 || ex != nil || now.value != was.value) {
+			tx.Add(element(k, now.value))
+		}
+	}
+
+	// Objects flushed by the previous sync and still unused go now; objects this sync
+	// stops using are flushed now and deleted by the next sync.
+	for _, c := range slices.Sorted(maps.Keys(st.staleChains)) {
+		if ex == nil {
+			tx.Delete(&knftables.Chain{Name: c})
+			delete(st.staleChains, c)
+		} else {
+			tx.Flush(&knftables.Chain{Name: c})
+		}
+	}
+	for _, s := range slices.Sorted(maps.Keys(st.staleSets)) {
+		if ex == nil {
+			tx.Delete(&knftables.Set{Name: s})
+			delete(st.staleSets, s)
+		}
+	}
+	slices.Sort(flushChains)
+	for _, c := range flushChains {
+		tx.Flush(&knftables.Chain{Name: c})
+		st.staleChains[c] = true
+	}
+}
+
+// chainsOrNil lets callers index the chains of a service that may not exist yet.
+func (r *serviceRules) chainsOrNil() map[string][]string {
+	if r == nil {
+		return nil
+	}
+	return r.chains
+}
+
+func compareElemKeys(a, b elemKey) int {
+	if c := strings.Compare(a.container, b.container); c != 0 {
+		return c
+	}
+	return strings.Compare(a.key, b.key)
+}
+
+func element(k elemKey, value string) *knftables.Element {
+	e := &knftables.Element{Key: []string{k.key}}
+	if isSkeletonMap(k.container) {
+		e.Map = k.container
+		e.Value = []string{value}
+	} else {
+		e.Set = k.container
+	}
+	return e
+}
+
+// writeSkeleton (re)creates the table and its fixed chains, sets and maps, emptied.
+func writeSkeleton(tx *knftables.Transaction, cfg Config) {
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for tranche's service proxy")})
+	chains, sets := skeleton(cfg)
+	for _, c := range chains {
+		ch := &knftables.Chain{Name: c.name}
+		if c.hook != "" {
+			ch.Type, ch.Hook, ch.Priority = knftables.PtrTo(c.typ), knftables.PtrTo(c.hook), knftables.PtrTo(c.priority)
+		}
+		tx.Add(ch)
+		tx.Flush(ch)
+	}
+	for _, s := range sets {
+		if s.isMap {
+			m := &knftables.Map{Name: s.name, Type: s.typ, Flags: s.flags}
+			tx.Add(m)
+			tx.Flush(m)
+		} else {
+			set := &knftables.Set{Name: s.name, Type: s.typ, Flags: s.flags}
+			tx.Add(set)
+			tx.Flush(set)
+		}
+	}
+	for _, c := range chains {
+		for _, rule := range c.rules {
+			tx.Add(&knftables.Rule{Chain: c.name, Rule: rule})
+		}
+	}
+}
+
+// listExisting reads the per-service chains and sets of the kernel table (every object
+// that is not part of the skeleton), for a full sync to clean up.
+func listExisting(ctx context.Context, nft knftables.Interface, cfg Config) (*existing, error) {
+	chains, sets := skeleton(cfg)
+	fixed := map[string]bool{}
+	for _, c := range chains {
+		fixed[c.name] = true
+	}
+	for _, s := range sets {
+		fixed[s.name] = true
+	}
+	ex := &existing{}
+	for _, kind := range []string{"chain", "set"} {
+		names, err := nft.List(ctx, kind)
+		if err != nil && !knftables.IsNotFound(err) {
+			return nil, fmt.Errorf("listing %ss of table %s: %w", kind, TableName, err)
+		}
+		for _, n := range names {
+			if fixed[n] {
+				continue
+			}
+			if kind == "chain" {
+				ex.chains = append(ex.chains, n)
+			} else {
+				ex.sets = append(ex.sets, n)
+			}
+		}
+	}
+	return ex, nil
+}

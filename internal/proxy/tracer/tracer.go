@@ -1,0 +1,254 @@
+// Package tracer walks a packet through the nftables table the proxy generates, as held
+// by a knftables.Fake, and reports where it ends up. It understands exactly the rule
+// shapes the proxy emits and fails on anything else, so that the generator and the
+// tracer change together and a rule the tracer cannot explain never goes unnoticed.
+//
+// The tracer follows the first packet of a new connection: conntrack state is "new",
+// dynamic (affinity) sets are read as they are in the fake, and every branch of a
+// `numgen random` choice is explored, so a trace lists every possible outcome.
+package tracer
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Packet is the first packet of a connection.
+type Packet struct {
+	Src, Dst netip.Addr
+	// Proto is "tcp", "udp", "sctp" or "icmp".
+	Proto string
+	DPort uint16
+	// FromHost marks a packet sent by the node itself (output path) rather than one
+	// arriving on an interface (prerouting path).
+	FromHost bool
+}
+
+// Outcome is one possible fate of a packet.
+type Outcome struct {
+	// Verdict is "accept", "drop" or "reject" ("reject tcp-reset" for a TCP reset).
+	Verdict string
+	// DNAT is the "ip:port" the destination was rewritten to, if any.
+	DNAT string
+	// Masquerade is true when the source is rewritten to the node's address.
+	Masquerade bool
+}
+
+// String renders an outcome as "verdict[ dnat ip:port][ masquerade]".
+func (o Outcome) String() string {
+	s := o.Verdict
+	if o.DNAT != "" {
+		s += " dnat " + o.DNAT
+	}
+	if o.Masquerade {
+		s += " masquerade"
+	}
+	return s
+}
+
+// Tracer traces packets through one fake table.
+type Tracer struct {
+	table *knftables.FakeTable
+	local []netip.Addr
+}
+
+// New returns a tracer over the table of fake; localAddrs are the node's own addresses
+// (what `fib ... type local` matches, besides 127.0.0.0/8).
+func New(fake *knftables.Fake, localAddrs ...netip.Addr) (*Tracer, error) {
+	if fake.Table == nil {
+		return nil, fmt.Errorf("tracer: the fake has no table")
+	}
+	return &Tracer{table: fake.Table, local: localAddrs}, nil
+}
+
+// state is the packet as rewritten so far along one branch.
+type state struct {
+	src, dst netip.Addr
+	proto    string
+	dport    uint16
+	mark     uint64
+	dnat     bool
+	masq     bool
+}
+
+// brancher enumerates numgen choices by re-running the trace: choices made so far and
+// the number of options at each choice point.
+type brancher struct {
+	path  []int
+	sizes []int
+	pos   int
+}
+
+func (b *brancher) choose(n int) int {
+	if b.pos == len(b.path) {
+		b.path = append(b.path, 0)
+		b.sizes = append(b.sizes, n)
+	}
+	c := b.path[b.pos]
+	b.pos++
+	return c
+}
+
+// next advances to the next unexplored branch; false when all were explored.
+func (b *brancher) next() bool {
+	b.path, b.sizes = b.path[:b.pos], b.sizes[:b.pos]
+	for i := len(b.path) - 1; i >= 0; i-- {
+		if b.path[i]+1 < b.sizes[i] {
+			b.path[i]++
+			b.path, b.sizes = b.path[:i+1], b.sizes[:i+1]
+			b.pos = 0
+			return true
+		}
+	}
+	return false
+}
+
+// Trace returns every possible outcome of p, sorted and without duplicates.
+func (t *Tracer) Trace(p Packet) ([]Outcome, error) {
+	b := &brancher{}
+	seen := map[string]Outcome{}
+	for {
+		b.pos = 0
+		o, err := t.traceOnce(p, b)
+		if err != nil {
+			return nil, err
+		}
+		seen[o.String()] = o
+		if !b.next() {
+			break
+		}
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]Outcome, len(keys))
+	for i, k := range keys {
+		out[i] = seen[k]
+	}
+	return out, nil
+}
+
+func (t *Tracer) traceOnce(p Packet, b *brancher) (Outcome, error) {
+	st := &state{src: p.Src, dst: p.Dst, proto: p.Proto, dport: p.DPort}
+	hooks := []knftables.BaseChainHook{knftables.PreroutingHook}
+	if p.FromHost {
+		hooks = []knftables.BaseChainHook{knftables.OutputHook}
+	}
+	for i := 0; i < len(hooks); i++ {
+		v, err := t.runHook(hooks[i], st, b)
+		if err != nil || v != "accept" {
+			return t.outcome(v, st), err
+		}
+		if hooks[i] == knftables.PreroutingHook {
+			if t.isLocal(st.dst) {
+				hooks = append(hooks, knftables.InputHook)
+			} else {
+				hooks = append(hooks, knftables.ForwardHook, knftables.PostroutingHook)
+			}
+		}
+		if hooks[i] == knftables.OutputHook {
+			hooks = append(hooks, knftables.PostroutingHook)
+		}
+	}
+	return t.outcome("accept", st), nil
+}
+
+func (t *Tracer) outcome(v string, st *state) Outcome {
+	o := Outcome{Verdict: v, Masquerade: st.masq}
+	if st.dnat {
+		o.DNAT = netip.AddrPortFrom(st.dst, st.dport).String()
+	}
+	return o
+}
+
+func (t *Tracer) isLocal(a netip.Addr) bool {
+	return netip.MustParsePrefix("127.0.0.0/8").Contains(a) || slices.Contains(t.local, a)
+}
+
+// runHook runs the base chains of one hook in priority order; "accept" lets the packet on.
+func (t *Tracer) runHook(hook knftables.BaseChainHook, st *state, b *brancher) (string, error) {
+	type base struct {
+		name string
+		prio int
+	}
+	var chains []base
+	for name, c := range t.table.Chains {
+		if c.Hook == nil || *c.Hook != hook {
+			continue
+		}
+		prio, err := knftables.ParsePriority(knftables.IPv4Family, string(*c.Priority))
+		if err != nil {
+			return "", fmt.Errorf("chain %s: %w", name, err)
+		}
+		chains = append(chains, base{name, prio})
+	}
+	sort.Slice(chains, func(i, j int) bool {
+		if chains[i].prio != chains[j].prio {
+			return chains[i].prio < chains[j].prio
+		}
+		return chains[i].name < chains[j].name
+	})
+	for _, c := range chains {
+		v, err := t.runChain(c.name, st, b, 0)
+		if err != nil {
+			return "", err
+		}
+		if v == "drop" || strings.HasPrefix(v, "reject") {
+			return v, nil
+		}
+	}
+	return "accept", nil
+}
+
+// runChain evaluates a chain: "" means the packet fell off the end (or hit return),
+// anything else is a verdict that ends the base chain.
+func (t *Tracer) runChain(name string, st *state, b *brancher, depth int) (string, error) {
+	c := t.table.Chains[name]
+	if c == nil {
+		return "", fmt.Errorf("no chain %q", name)
+	}
+	if depth > 16 {
+		return "", fmt.Errorf("chain %q: jumps nested too deep", name)
+	}
+	for _, r := range c.Rules {
+		v, err := t.runRule(r.Rule, st, b, depth)
+		if err != nil {
+			return "", fmt.Errorf("chain %s: rule %q: %w", name, r.Rule, err)
+		}
+		switch v {
+		case "":
+		case "return":
+			return "", nil
+		default:
+			return v, nil
+		}
+	}
+	return "", nil
+}
+
+// verdict applies a verdict string ("goto C", "jump C", "drop", ...) and returns the
+// rule's result: "" to continue with the next rule.
+func (t *Tracer) verdict(v string, st *state, b *brancher, depth int) (string, error) {
+	f := strings.Fields(v)
+	switch {
+	case len(f) == 2 && f[0] == "jump":
+		res, err := t.runChain(f[1], st, b, depth+1)
+		return res, err
+	case len(f) == 2 && f[0] == "goto":
+		res, err := t.runChain(f[1], st, b, depth+1)
+		if err == nil && res == "" {
+			res = "return"
+		}
+		return res, err
+	case v == "drop" || v == "accept" || v == "return":
+		return v, nil
+	}
+	return "", fmt.Errorf("unsupported verdict %q", v)
+}
