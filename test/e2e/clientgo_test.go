@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -75,7 +76,7 @@ func TestInformerAcrossRestartAndCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.stop() })
+	t.Cleanup(func() { s.stop(); _ = os.RemoveAll(s.dataDir) })
 	c := s.client(t)
 	ctx := context.Background()
 	ns := "informer"

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -299,7 +300,7 @@ func TestRestartKeepsAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.stop() })
+	t.Cleanup(func() { srv.stop(); _ = os.RemoveAll(srv.dataDir) })
 	c := srv.client(t)
 	ctx := context.Background()
 	before := map[string]string{}
