@@ -8,8 +8,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tranche/tranche/internal/agent/status"
 )
@@ -57,6 +59,23 @@ func TestPodLoop(t *testing.T) {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "d", UID: "u1"},
 		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
 	client := fake.NewClientset(pod)
+	// The fake replaces the whole object on a status update; the API server changes
+	// status only. Emulate it, or a status write racing the test's deletion update
+	// would erase the deletionTimestamp.
+	podsGVR := v1.SchemeGroupVersion.WithResource("pods")
+	client.PrependReactor("update", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		in := action.(k8stesting.UpdateAction).GetObject().(*v1.Pod)
+		cur, err := client.Tracker().Get(podsGVR, in.Namespace, in.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		next := cur.(*v1.Pod).DeepCopy()
+		next.Status = in.Status
+		return true, next, client.Tracker().Update(podsGVR, next, in.Namespace)
+	})
 	rt := newFakeRuntime()
 	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: noVolumes{}, Resync: time.Hour})
 	go loop.Run(ctx, 1)
