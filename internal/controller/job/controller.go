@@ -12,10 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tranche/tranche/internal/controller/worker"
 	"log/slog"
 	"reflect"
 	"sync"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -130,41 +129,7 @@ func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
 // Run waits for the caches and syncs with the given number of workers until
 // ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	c.logger.Info("starting controller", "workers", workers)
-	defer c.logger.Info("stopping controller")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case c.queue.NumRequeues(key) < maxRetries:
-		c.logger.Info("error syncing Job, retrying", "job", key, "err", err)
-		c.queue.AddRateLimited(key)
-	default:
-		c.logger.Error("retry budget exceeded, dropping Job", "job", key, "err", err)
-		c.queue.Forget(key)
-	}
-	return true
+	worker.Loop{Kind: "Job", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: maxRetries, Logger: c.logger}.Run(ctx, workers)
 }
 
 func (c *Controller) enqueue(obj any) {

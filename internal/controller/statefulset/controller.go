@@ -15,9 +15,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tranche/tranche/internal/controller/worker"
 	"log/slog"
 	"reflect"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -129,41 +128,7 @@ func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
 // Run waits for the caches and syncs with the given number of workers until
 // ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	c.logger.Info("starting controller", "workers", workers)
-	defer c.logger.Info("stopping controller")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case c.queue.NumRequeues(key) < maxRetries:
-		c.logger.Info("error syncing StatefulSet, retrying", "statefulset", key, "err", err)
-		c.queue.AddRateLimited(key)
-	default:
-		c.logger.Error("retry budget exceeded, dropping StatefulSet", "statefulset", key, "err", err)
-		c.queue.Forget(key)
-	}
-	return true
+	worker.Loop{Kind: "StatefulSet", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: maxRetries, Logger: c.logger}.Run(ctx, workers)
 }
 
 func (c *Controller) enqueue(obj any) {
