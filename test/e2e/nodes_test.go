@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// localCluster is one `tranche up --nodes 3 --zones a,b --detach` for the tests of
-// this file, with its own data dir and network namespace prefix, so it can run beside
-// a developer's cluster. TestMain stops it.
+// localCluster is one `tranche up --detach` with its own data dir, listen address and
+// network namespace prefix, so it can run beside a developer's cluster and the other
+// test clusters. up gives the shared one; upOwn one that belongs to a single test.
 type localCluster struct {
 	dataDir, prefix, listen string
 	srv                     *server // kubectl helpers bound to the cluster's kubeconfig
@@ -27,49 +27,103 @@ var (
 	clusterOnce sync.Once
 	theCluster  *localCluster
 	clusterErr  error
+
+	// ownClusters are the clusters of upOwn still running, for the signal handler.
+	ownMu       sync.Mutex
+	ownClusters = map[*localCluster]bool{}
 )
 
+// startLocalCluster runs `tranche up --nodes N [--zones Z] --detach` on a fresh data dir
+// with the netns prefix <tag><pid%1000>-. It returns the cluster also when up failed, so
+// that the caller can take down whatever was started.
+func startLocalCluster(tag string, nodes int, zones string) (*localCluster, error) {
+	dir, err := os.MkdirTemp("", "trup-")
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	c := &localCluster{dataDir: dir, prefix: fmt.Sprintf("%s%d-", tag, os.Getpid()%1000), listen: addr}
+	args := []string{"up", "--nodes", strconv.Itoa(nodes), "--detach", "--data-dir", dir, "--listen", addr, "--netns-prefix", c.prefix}
+	if zones != "" {
+		args = append(args, "--zones", zones)
+	}
+	out, err := exec.Command(trancheBin, args...).CombinedOutput()
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "tranche.log"))
+		return c, fmt.Errorf("tranche up: %v\n%s\n%s", err, out, tail(string(log), 4000))
+	}
+	if !strings.Contains(string(out), "export KUBECONFIG="+filepath.Join(dir, "kubeconfig")) {
+		return c, fmt.Errorf("tranche up did not print the export line:\n%s", out)
+	}
+	c.srv = &server{dataDir: dir, listen: addr, kubeconfig: filepath.Join(dir, "kubeconfig")}
+	return c, nil
+}
+
+// down runs `tranche down --purge` on c and returns what it printed.
+func (c *localCluster) down() string {
+	out, _ := exec.Command(trancheBin, "down", "--data-dir", c.dataDir, "--purge").CombinedOutput()
+	return string(out)
+}
+
+// up is the shared `tranche up --nodes 3 --zones a,b` of this file, started on first use;
+// TestMain stops it.
 func up(t *testing.T) *localCluster {
 	t.Helper()
-	clusterOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "trup-")
-		if err != nil {
-			clusterErr = err
-			return
-		}
-		addr, err := freePort()
-		if err != nil {
-			clusterErr = err
-			return
-		}
-		c := &localCluster{dataDir: dir, prefix: fmt.Sprintf("te%d-", os.Getpid()%1000), listen: addr}
-		out, err := exec.Command(trancheBin, "up", "--nodes", "3", "--zones", "a,b", "--detach", "--data-dir", dir,
-			"--listen", addr, "--netns-prefix", c.prefix).CombinedOutput()
-		theCluster = c
-		if err != nil {
-			log, _ := os.ReadFile(filepath.Join(dir, "tranche.log"))
-			clusterErr = fmt.Errorf("tranche up: %v\n%s\n%s", err, out, tail(string(log), 4000))
-			return
-		}
-		if !strings.Contains(string(out), "export KUBECONFIG="+filepath.Join(dir, "kubeconfig")) {
-			clusterErr = fmt.Errorf("tranche up did not print the export line:\n%s", out)
-			return
-		}
-		c.srv = &server{dataDir: dir, listen: addr, kubeconfig: filepath.Join(dir, "kubeconfig")}
-	})
+	clusterOnce.Do(func() { theCluster, clusterErr = startLocalCluster("te", 3, "a,b") })
 	if clusterErr != nil {
 		t.Fatal(clusterErr)
 	}
 	return theCluster
 }
 
-// stopLocalCluster runs `tranche down --purge` (TestMain, and the leftovers test).
-func stopLocalCluster() string {
-	if theCluster == nil {
-		return ""
+// upOwn starts a cluster of nodes nodes for t alone (netns prefix <tag><pid>-) and takes
+// it down when t ends, also on failure, after logging the end of its log if t failed.
+func upOwn(t *testing.T, tag string, nodes int) *localCluster {
+	t.Helper()
+	c, err := startLocalCluster(tag, nodes, "")
+	if c != nil {
+		ownMu.Lock()
+		ownClusters[c] = true
+		ownMu.Unlock()
+		t.Cleanup(func() {
+			if t.Failed() {
+				log, _ := os.ReadFile(filepath.Join(c.dataDir, "tranche.log"))
+				t.Logf("tranche.log of %s (end):\n%s", c.dataDir, tail(string(log), 6000))
+			}
+			if out := c.down(); t.Failed() {
+				t.Logf("tranche down:\n%s", out)
+			}
+			ownMu.Lock()
+			delete(ownClusters, c)
+			ownMu.Unlock()
+			if left := netnsWithPrefix(c.prefix); len(left) > 0 {
+				t.Errorf("tranche down left network namespaces: %v", left)
+			}
+		})
 	}
-	out, _ := exec.Command(trancheBin, "down", "--data-dir", theCluster.dataDir, "--purge").CombinedOutput()
-	return string(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// stopLocalCluster takes down the shared cluster and any upOwn cluster still running
+// (TestMain, its signal handler, and the leftovers test) and returns what down printed.
+func stopLocalCluster() string {
+	var out strings.Builder
+	ownMu.Lock()
+	for c := range ownClusters {
+		out.WriteString(c.down())
+		delete(ownClusters, c)
+	}
+	ownMu.Unlock()
+	if theCluster != nil {
+		out.WriteString(theCluster.down())
+	}
+	return out.String()
 }
 
 // netnsWithPrefix lists network namespaces starting with prefix.
