@@ -14,6 +14,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/worker"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"sync"
 	"time"
 
@@ -193,12 +194,8 @@ func (c *Controller) onPod(old, cur any) {
 			return
 		}
 		key := pod.Namespace + "/" + ref.Name
-		switch {
-		case oldPod == nil:
-			c.expectations.observe(key, 1, 0)
-		case curPod == nil:
-			c.expectations.observe(key, 0, 1)
-		}
+		adds, dels := podObservation(oldPod, curPod)
+		c.expectations.observe(key, adds, dels)
 		c.queue.Add(key)
 		return
 	}
@@ -211,6 +208,29 @@ func (c *Controller) onPod(old, cur any) {
 			c.enqueue(ds)
 		}
 	}
+}
+
+// podObservation is what one pod event counts for expectations. A deletion
+// is observed once, when the pod first shows a deletionTimestamp (or, for a
+// pod deleted at once, when it goes), as upstream: a pod whose node is gone
+// may stay terminating for good and must not freeze its DaemonSet until the
+// expectations expire. A pod first seen already terminating counts as
+// deleted, not created.
+func podObservation(old, cur *v1.Pod) (adds, dels int) {
+	switch {
+	case old == nil && cur != nil:
+		if cur.DeletionTimestamp != nil {
+			return 0, 1
+		}
+		return 1, 0
+	case cur == nil:
+		if old.DeletionTimestamp == nil {
+			return 0, 1
+		}
+	case old.DeletionTimestamp == nil && cur.DeletionTimestamp != nil:
+		return 0, 1
+	}
+	return 0, 0
 }
 
 // sync reconciles one DaemonSet (namespace/name).
@@ -478,8 +498,12 @@ func (c *Controller) apply(ctx context.Context, key string, ds *appsv1.DaemonSet
 	return errors.Join(errs...)
 }
 
+// templateGenerationLabel carries the DaemonSet generation a pod was made
+// from, as upstream labels daemon pods.
+const templateGenerationLabel = "pod-template-generation"
+
 // newPod builds the daemon pod for node from the template: the revision
-// hash label, the automatic tolerations and the node-pinning affinity.
+// hash and template generation labels, the automatic tolerations and the node-pinning affinity.
 func newPod(ds *appsv1.DaemonSet, hash, node string) *v1.Pod {
 	tmpl := ds.Spec.Template.DeepCopy()
 	pod := &v1.Pod{
@@ -497,6 +521,7 @@ func newPod(ds *appsv1.DaemonSet, hash, node string) *v1.Pod {
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] = hash
+	pod.Labels[templateGenerationLabel] = strconv.FormatInt(ds.Generation, 10)
 	addTolerations(&pod.Spec, daemonTolerations(&pod.Spec))
 	pinToNode(&pod.Spec, node)
 	return pod

@@ -231,6 +231,9 @@ func TestCreatedPodShape(t *testing.T) {
 	if pod.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] != templateHash(ds) {
 		t.Errorf("hash label %q", pod.Labels[appsv1.DefaultDaemonSetUniqueLabelKey])
 	}
+	if got := pod.Labels["pod-template-generation"]; got != fmt.Sprint(ds.Generation) {
+		t.Errorf("pod-template-generation label %q, want %d", got, ds.Generation)
+	}
 	wantAff := &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
 		{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}
 	if diff := cmp.Diff(wantAff, pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution); diff != "" {
@@ -376,6 +379,8 @@ func makePod(name, node, hash string, mut func(*v1.Pod)) *v1.Pod {
 	return p
 }
 
+func terminating(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} }
+
 func ready(p *v1.Pod) {
 	p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
 }
@@ -412,7 +417,16 @@ func TestCompute(t *testing.T) {
 			deletes: []string{"p1"},
 		},
 		{name: "backoff delays creation", nodes: n("a"), backoff: map[string]time.Time{"a": t0.Add(time.Second)}},
-		{name: "terminating pod ignored", nodes: n("a"), pods: []*v1.Pod{makePod("p1", "a", "new", func(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} })}, creates: []string{"a"}},
+		{name: "terminating pod: the replacement waits for it to go", nodes: n("a"), pods: []*v1.Pod{makePod("p1", "a", "new", terminating)}},
+		{
+			name: "terminating pod: with maxSurge the replacement starts beside it",
+			ds: func(ds *appsv1.DaemonSet) {
+				ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr(intstr.FromInt32(1))
+				ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr(intstr.FromInt32(0))
+			},
+			nodes: n("a"), pods: []*v1.Pod{makePod("p1", "a", "new", terminating)}, creates: []string{"a"},
+		},
+		{name: "terminating pod on a removed node: nothing to do", nodes: n("a"), pods: []*v1.Pod{makePod("p1", "a", "new", ready), makePod("p2", "gone", "new", terminating)}},
 		{
 			name:    "rolling update: one available old pod at a time",
 			nodes:   n("a", "b", "c"),
@@ -577,5 +591,60 @@ func TestFailedPodBackoff(t *testing.T) {
 	f.sync(t, "default/ds")
 	if diff := cmp.Diff([]string{"n1"}, f.podNodes(t)); diff != "" {
 		t.Fatalf("after backoff (-want +got):\n%s", diff)
+	}
+}
+
+// TestDeletionObservedWhenTerminating: a pod the controller deleted counts as
+// gone once it shows a deletionTimestamp, as upstream, so a pod that never
+// finishes terminating (its node is gone) does not hold the DaemonSet back;
+// and each deletion counts once.
+func TestDeletionObservedWhenTerminating(t *testing.T) {
+	live := makePod("p1", "a", "h", nil)
+	dying := makePod("p1", "a", "h", terminating)
+	cases := []struct {
+		name       string
+		old, cur   *v1.Pod
+		adds, dels int
+	}{
+		{"created", nil, live, 1, 0},
+		{"first seen terminating", nil, dying, 0, 1},
+		{"turns terminating", live, dying, 0, 1},
+		{"terminating pod updated", dying, dying, 0, 0},
+		{"terminating pod removed", dying, nil, 0, 0},
+		{"removed at once", live, nil, 0, 1},
+		{"updated", live, live, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			adds, dels := podObservation(tc.old, tc.cur)
+			if adds != tc.adds || dels != tc.dels {
+				t.Errorf("got adds=%d dels=%d, want %d %d", adds, dels, tc.adds, tc.dels)
+			}
+		})
+	}
+
+	// Through the event handler: the sync deletes the pod on a removed node
+	// and creates one on n1; the first turns terminating and stays so; once
+	// the second is seen, the DaemonSet may act again.
+	ds := makeDaemonSet("default", "ds", nil)
+	stuck := makePod("stuck", "gone", templateHash(ds), func(p *v1.Pod) {
+		p.Namespace = "default"
+		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ds, controllerKind)}
+	})
+	f := newFixture(t, makeNode("n1", nil), ds, stuck)
+	f.sync(t, "default/ds")
+	if f.c.expectations.satisfied("default/ds") {
+		t.Fatal("expectations satisfied before any pod event")
+	}
+	pods, _ := f.client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	if len(pods.Items) != 1 || targetNode(&pods.Items[0]) != "n1" {
+		t.Fatalf("want the stuck pod deleted and one created on n1, got %+v", pods.Items)
+	}
+	f.c.onPod(nil, &pods.Items[0])
+	stillThere := stuck.DeepCopy()
+	terminating(stillThere)
+	f.c.onPod(stuck, stillThere)
+	if !f.c.expectations.satisfied("default/ds") {
+		t.Fatal("expectations still pending after the deleted pod turned terminating and the created one was seen")
 	}
 }

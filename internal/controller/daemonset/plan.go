@@ -44,8 +44,11 @@ type plan struct {
 func compute(s snapshot) plan {
 	var p plan
 	byNode := map[string][]*v1.Pod{}
+	// terminating are the nodes with a pod on its way out.
+	terminating := map[string]bool{}
 	for _, pod := range s.pods {
 		if pod.DeletionTimestamp != nil {
+			terminating[targetNode(pod)] = true
 			continue
 		}
 		n := targetNode(pod)
@@ -84,6 +87,11 @@ func compute(s snapshot) plan {
 				break
 			}
 			if until, ok := s.backoff[node.Name]; ok && s.now.Before(until) {
+				break
+			}
+			if terminating[node.Name] && !surge {
+				// As upstream, the replacement waits until the old pod
+				// is gone (its ports, its files): its removal wakes us.
 				break
 			}
 			p.creates = append(p.creates, node.Name)

@@ -158,13 +158,9 @@ func (c *Controller) onPod(old, cur any) {
 			return
 		}
 		key := pod.Namespace + "/" + ref.Name
-		switch {
-		case oldPod == nil:
-			c.expectations.observe(key, 1, 0)
-		case curPod == nil:
-			c.expectations.observe(key, 0, 1)
-			c.finalizerObserved(key, pod.UID)
-		case !hasFinalizer(curPod):
+		adds, dels := podObservation(oldPod, curPod)
+		c.expectations.observe(key, adds, dels)
+		if curPod == nil || !hasFinalizer(curPod) {
 			c.finalizerObserved(key, pod.UID)
 		}
 		c.queue.Add(key)
@@ -182,6 +178,29 @@ func (c *Controller) onPod(old, cur any) {
 			c.enqueue(job)
 		}
 	}
+}
+
+// podObservation is what one pod event counts for expectations. A deletion
+// is observed once, when the pod first shows a deletionTimestamp (or, for a
+// pod deleted at once, when it goes), as upstream: a pod that never finishes
+// terminating (its node is gone) must not freeze its Job until the
+// expectations expire. A pod first seen already terminating counts as
+// deleted, not created.
+func podObservation(old, cur *v1.Pod) (adds, dels int) {
+	switch {
+	case old == nil && cur != nil:
+		if cur.DeletionTimestamp != nil {
+			return 0, 1
+		}
+		return 1, 0
+	case cur == nil:
+		if old.DeletionTimestamp == nil {
+			return 0, 1
+		}
+	case old.DeletionTimestamp == nil && cur.DeletionTimestamp != nil:
+		return 0, 1
+	}
+	return 0, 0
 }
 
 func (c *Controller) finalizerObserved(key string, uid types.UID) {
