@@ -24,13 +24,15 @@ func TestWorkloads(t *testing.T) {
 	c := upOwn(t, "tw", 4)
 	seed := seedDocs(t, "testdata/000-ds-sts-job.yaml")
 	t.Run("scenarios", func(t *testing.T) {
-		t.Run("DaemonSetFollowsNodes", func(t *testing.T) { t.Parallel(); testDaemonSetFollowsNodes(t, c, seed["DaemonSet"]) })
 		t.Run("StatefulSetIdentityAndStorage", func(t *testing.T) { t.Parallel(); testStatefulSet(t, c) })
 		t.Run("JobCompletes", func(t *testing.T) { t.Parallel(); testJobCompletes(t, c) })
 		t.Run("JobFailsAfterBackoffLimit", func(t *testing.T) { t.Parallel(); testJobFails(t, c) })
 		t.Run("CronJobManualRun", func(t *testing.T) { t.Parallel(); testCronJobManualRun(t, c) })
 		t.Run("DeploymentRollout", func(t *testing.T) { t.Parallel(); testDeploymentRollout(t, c) })
 	})
+	// Last and alone: it adds and removes a node, and a pod of another scenario
+	// left on the removed node would never finish terminating.
+	t.Run("DaemonSetFollowsNodes", func(t *testing.T) { testDaemonSetFollowsNodes(t, c, seed["DaemonSet"]) })
 }
 
 // seedDocs splits a multi-document manifest by the kind of each document.
@@ -70,7 +72,9 @@ func (c *localCluster) waitRow(t *testing.T, timeout time.Duration, ns, what str
 
 // testDaemonSetFollowsNodes: the seed's log-collector, as written, shows DESIRED 4
 // CURRENT 4 READY 4, one pod per node; `tranche node add` brings 5/5/5 with the new
-// node's pod Running there.
+// node's pod Running there; after `tranche node remove` it is back to 4 and a rolling
+// update still goes through, although the gone node's pod never finishes terminating
+// (no kubelet is left to finish it).
 func testDaemonSetFollowsNodes(t *testing.T, c *localCluster, ds string) {
 	s := c.srv
 	ns := s.namespace(t)
@@ -100,6 +104,19 @@ func testDaemonSetFollowsNodes(t *testing.T, c *localCluster, ds string) {
 	out = s.must(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=DaemonSet,reason=SuccessfulCreate", "--no-headers")
 	if n := strings.Count(out, "Created pod: log-collector-"); n != 5 {
 		t.Fatalf("want 5 SuccessfulCreate events, got %d:\n%s", n, out)
+	}
+	if out, err := exec.Command(trancheBin, "node", "remove", "tranche-5", "--data-dir", c.dataDir).CombinedOutput(); err != nil {
+		t.Fatalf("node remove: %v\n%s", err, out)
+	}
+	c.waitRow(t, 60*time.Second, ns, "ds/log-collector", regexp.MustCompile(`^log-collector\s+4\s+4\s+4\s+4\s+4\s+<none>\s`))
+	s.must(t, "set", "image", "ds/log-collector", "collector=fluent/fluent-bit:3.1", "-n", ns)
+	out = s.must(t, "rollout", "status", "ds/log-collector", "-n", ns, "--timeout=60s")
+	if !strings.Contains(out, `daemon set "log-collector" successfully rolled out`) {
+		t.Fatalf("rollout status after the update: %s", out)
+	}
+	out = s.must(t, "get", "pods", "-n", ns, "-l", "app=log-collector,pod-template-generation=2", "-o", "jsonpath={.items[*].spec.containers[0].image}")
+	if out != strings.TrimSpace(strings.Repeat("fluent/fluent-bit:3.1 ", 4)) {
+		t.Fatalf("want 4 pods of the second template, got images %q", out)
 	}
 }
 
