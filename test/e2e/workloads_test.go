@@ -110,7 +110,7 @@ func testDaemonSetFollowsNodes(t *testing.T, c *localCluster, ds string) {
 	}
 	c.waitRow(t, 60*time.Second, ns, "ds/log-collector", regexp.MustCompile(`^log-collector\s+4\s+4\s+4\s+4\s+4\s+<none>\s`))
 	s.must(t, "set", "image", "ds/log-collector", "collector=fluent/fluent-bit:3.1", "-n", ns)
-	out = s.must(t, "rollout", "status", "ds/log-collector", "-n", ns, "--timeout=60s")
+	out = s.must(t, "rollout", "status", "ds/log-collector", "-n", ns, "--timeout=45s")
 	if !strings.Contains(out, `daemon set "log-collector" successfully rolled out`) {
 		t.Fatalf("rollout status after the update: %s", out)
 	}
