@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/tranche/tranche/internal/controller/worker"
 	"github.com/tranche/tranche/internal/registry/batch"
 )
 
@@ -116,45 +116,18 @@ func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
 // Run waits for the caches and syncs with the given number of workers until
 // ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	c.logger.Info("starting controller", "workers", workers)
-	defer c.logger.Info("stopping controller")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	worker.Loop{Kind: "CronJob", Queue: c.queue, Synced: c.synced, Sync: c.syncAndRequeue, MaxRetries: maxRetries, Logger: c.logger}.Run(ctx, workers)
 }
 
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
+// syncAndRequeue syncs key and wakes it again at its next start time, unless
+// the sync failed and will be retried sooner: a CronJob past its retry
+// budget still waits for its next start time.
+func (c *Controller) syncAndRequeue(ctx context.Context, key string) error {
 	requeue, err := c.sync(ctx, key)
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case c.queue.NumRequeues(key) < maxRetries:
-		c.logger.Info("error syncing CronJob, retrying", "cronjob", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	default:
-		c.logger.Error("retry budget exceeded, dropping CronJob until its next start time", "cronjob", key, "err", err)
-		c.queue.Forget(key)
-	}
-	if requeue > 0 {
+	if requeue > 0 && (err == nil || c.queue.NumRequeues(key) >= maxRetries) {
 		c.queue.AddAfter(key, requeue)
 	}
-	return true
+	return err
 }
 
 func (c *Controller) enqueue(obj any) {

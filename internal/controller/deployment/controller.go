@@ -12,7 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"math"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Config is what New needs.
@@ -109,38 +111,10 @@ func New(cfg Config) *Controller {
 }
 
 // Run waits for the informer caches, runs workers sync workers and blocks
-// until ctx ends.
+// until ctx ends. A Deployment that fails to sync is retried with the
+// queue's backoff for as long as it fails.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	c.log.Info("started", "workers", workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		c.log.Error("sync failed", "deployment", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	worker.Loop{Kind: "Deployment", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: math.MaxInt, Logger: c.log}.Run(ctx, workers)
 }
 
 func (c *Controller) enqueue(obj any) {

@@ -6,6 +6,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -23,12 +24,13 @@ type Loop struct {
 	// Sync converges one key; an error requeues it with backoff.
 	Sync func(ctx context.Context, key string) error
 	// MaxRetries is how many failed syncs in a row a key gets before it is dropped
-	// (until its next event).
+	// (until its next event); math.MaxInt retries for good, with backoff.
 	MaxRetries int
 	Logger     *slog.Logger
 }
 
-// Run starts workers goroutines and blocks until ctx ends; it shuts the queue down.
+// Run starts workers goroutines and blocks until ctx ends; it shuts the queue down and
+// returns once the syncs under way have returned.
 func (l Loop) Run(ctx context.Context, workers int) {
 	defer l.Queue.ShutDown()
 	l.Logger.Info("starting controller", "workers", workers)
@@ -36,13 +38,18 @@ func (l Loop) Run(ctx context.Context, workers int) {
 	if !cache.WaitForCacheSync(ctx.Done(), l.Synced...) {
 		return
 	}
+	var wg sync.WaitGroup
 	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for l.next(ctx) {
-			}
-		}, time.Second)
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for l.next(ctx) {
+				}
+			}, time.Second)
+		})
 	}
 	<-ctx.Done()
+	l.Queue.ShutDown()
+	wg.Wait()
 }
 
 func (l Loop) next(ctx context.Context) bool {

@@ -52,3 +52,35 @@ func TestLoopRetriesThenDrops(t *testing.T) {
 		t.Fatalf("a key was synced again after success or after its budget: %v", calls)
 	}
 }
+
+// TestRunWaitsForSyncsUnderWay: Run returns only once a sync that was running when the
+// context ended has returned, so nothing writes after the controller stopped.
+func TestRunWaitsForSyncsUnderWay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	started, release := make(chan struct{}), make(chan struct{})
+	sync := func(context.Context, string) error {
+		close(started)
+		<-release
+		return nil
+	}
+	returned := make(chan struct{})
+	go func() {
+		Loop{Kind: "Thing", Queue: q, Sync: sync, MaxRetries: 1, Logger: slog.New(slog.DiscardHandler)}.Run(ctx, 1)
+		close(returned)
+	}()
+	q.Add("slow")
+	<-started
+	cancel()
+	select {
+	case <-returned:
+		t.Fatal("Run returned while a sync was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the sync did")
+	}
+}
