@@ -47,13 +47,15 @@ type container struct {
 
 // instance is one running process of a container.
 type instance struct {
-	id    string
-	pid   int
-	env   []string
-	cred  *credential
-	done  chan struct{}
-	stop  context.CancelFunc
-	probe map[probe.Kind]*probe.Worker
+	id   string
+	pid  int
+	env  []string
+	cred *credential
+	// stopSignal is the image's STOPSIGNAL (SIGTERM when 0).
+	stopSignal syscall.Signal
+	done       chan struct{}
+	stop       context.CancelFunc
+	probe      map[probe.Kind]*probe.Worker
 }
 
 // credential is the user a container runs as.
@@ -168,6 +170,8 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		m.later(ps, backoff.DefaultInitial)
 		return
 	}
+	cdir := filepath.Join(m.podDir(pod.UID), "containers", spec.Name)
+	plan = plan.Expand(filepath.Join(cdir, "config"), filepath.Join(cdir, "data"))
 	if plan.Applets != "" {
 		// busybox's applets first, unless the container set its own PATH.
 		for i, kv := range env {
@@ -176,12 +180,11 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 			}
 		}
 	}
-	env = append(env, plan.Env...)
+	env = withImageEnv(env, plan.Env)
 	if !c.created {
 		c.created = true
 		m.cfg.Logger.Info("container image plan", "pod", pod.Namespace+"/"+pod.Name, "container", spec.Name, "plan", plan.Message)
 	}
-	cdir := filepath.Join(m.podDir(pod.UID), "containers", spec.Name)
 	script, cred, err := m.prepare(ps, spec, &plan, cdir, env)
 	c.plan = plan
 	if err != nil {
@@ -241,7 +244,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		return
 	}
 	pctx, stop := context.WithCancel(ps.ctx)
-	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, done: make(chan struct{}), stop: stop}
+	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, stopSignal: plan.StopSignal, done: make(chan struct{}), stop: stop}
 	c.inst, c.startedAt = inst, m.cfg.Clock.Now()
 	if spec.ReadinessProbe == nil {
 		c.ready = true
@@ -305,11 +308,34 @@ func (m *Manager) withUser(cred *credential, argv []string) []string {
 	return append([]string{m.setpriv, fmt.Sprintf("--reuid=%d", cred.uid), fmt.Sprintf("--regid=%d", cred.gid), groups, "--"}, argv...)
 }
 
+// withImageEnv adds an image's environment (images.Plan.Env) under the container's:
+// as with a container image's ENV, a variable the container sets wins, except the
+// default PATH, which the image's replaces.
+func withImageEnv(env, image []string) []string {
+	out := append([]string(nil), env...)
+	for _, kv := range image {
+		name, _, _ := strings.Cut(kv, "=")
+		found := false
+		for i, have := range out {
+			if n, v, _ := strings.Cut(have, "="); n == name {
+				found = true
+				if name == "PATH" && v == defaultPath {
+					out[i] = kv
+				}
+			}
+		}
+		if !found {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // prepare writes the plan's files and returns the start-up script (everything before
-// the final exec, which the caller appends) and the user to run as.
+// the final exec, which the caller appends) and the user to run as. The plan is
+// already expanded for the container's directories.
 func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, cdir string, env []string) (string, *credential, error) {
 	configDir, dataDir := filepath.Join(cdir, "config"), filepath.Join(cdir, "data")
-	*plan = plan.Expand(configDir, dataDir)
 	cred, err := m.credential(ps.pod, spec, plan.User)
 	if err != nil {
 		return "", nil, err
@@ -351,6 +377,12 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 		fmt.Fprintf(&s, "%s mount --bind %s /etc/%s\n", bb, shellQuote(filepath.Join(etc, f)), f)
 	}
 	fmt.Fprintf(&s, "%s hostname %s\n", bb, shellQuote(ps.hostname))
+	for _, pm := range plan.Mounts {
+		if _, err := os.Stat(pm.Target); err != nil {
+			return "", nil, fmt.Errorf("image %q needs %s on the node's file system (install the Debian package that provides it; make deps does): %w", spec.Image, pm.Target, err)
+		}
+		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(pm.Source), shellQuote(pm.Target))
+	}
 	// Every volume is first bound to a staging point in the private /run, then from
 	// there to its mount path: a volume mounted over a directory that holds the node's
 	// data (say an emptyDir at /tmp while the data dir is under /tmp) would otherwise
@@ -369,7 +401,20 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 			src = filepath.Join(src, vm.SubPath)
 		}
 		target := vm.MountPath
-		if underRun(target) {
+		if dir, ok := underPlanMount(plan.Mounts, target); ok {
+			// The mount point lies in a directory the plan provides: make it there.
+			if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
+				err = os.MkdirAll(filepath.Dir(dir), 0o755)
+				if err == nil {
+					err = touch(dir)
+				}
+				if err != nil {
+					return "", nil, fmt.Errorf("mount point %q of volume %q: %w", vm.MountPath, vm.Name, err)
+				}
+			} else if err := os.MkdirAll(dir, 0o755); err != nil {
+				return "", nil, fmt.Errorf("mount point %q of volume %q: %w", vm.MountPath, vm.Name, err)
+			}
+		} else if underRun(target) {
 			// busybox's remount finds mounts by their path in /proc/mounts, which
 			// shows /run, not the /var/run symlink.
 			target = "/run/" + strings.TrimPrefix(strings.TrimPrefix(filepath.Clean(target), "/var/run/"), "/run/")
@@ -396,6 +441,13 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 	}
 	if spec.WorkingDir != "" {
 		fmt.Fprintf(&s, "cd %s\n", shellQuote(spec.WorkingDir))
+	}
+	for _, d := range plan.OwnedDirs {
+		// Unquoted on purpose: the image's directories name its variables ($PGDATA).
+		fmt.Fprintf(&s, "%s mkdir -p \"%s\"\n", bb, d)
+		if cred != nil {
+			fmt.Fprintf(&s, "%s chown %d:%d \"%s\"\n", bb, cred.uid, cred.gid, d)
+		}
 	}
 	for _, setup := range plan.Setup {
 		fmt.Fprintf(&s, "%s\n", shellJoin(m.withUser(cred, setup)))
@@ -506,7 +558,11 @@ func (m *Manager) stopInstance(ps *podState, c *container, inst *instance, grace
 		m.runPreStop(pod, spec, inst, podIP, grace)
 		grace = max(grace-m.cfg.Clock.Since(start), minGraceAfterPreStop)
 	}
-	_ = unix.Kill(-inst.pid, unix.SIGTERM)
+	sig := inst.stopSignal
+	if sig == 0 {
+		sig = unix.SIGTERM
+	}
+	_ = unix.Kill(-inst.pid, sig)
 	select {
 	case <-inst.done:
 		return
@@ -679,6 +735,29 @@ func totalMemory() int64 {
 		return 0
 	}
 	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// underPlanMount returns where, on the node, the mount point target is when it lies
+// strictly below one of the plan's mount targets (the last such mount wins, as it
+// hides the others).
+func underPlanMount(mounts []images.Mount, target string) (string, bool) {
+	target = filepath.Clean(target)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		base := filepath.Clean(mounts[i].Target)
+		if rel, err := filepath.Rel(base, target); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return filepath.Join(mounts[i].Source, rel), true
+		}
+	}
+	return "", false
+}
+
+// touch creates an empty file at p unless it exists.
+func touch(p string) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // underRun reports whether p lies in the container's private /run (directly or
