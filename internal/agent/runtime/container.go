@@ -176,7 +176,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		// busybox's applets first, unless the container set its own PATH.
 		for i, kv := range env {
 			if kv == "PATH="+defaultPath {
-				env[i] = "PATH=" + m.applets + ":" + defaultPath
+				env[i] = "PATH=" + containerApplets + ":" + defaultPath
 			}
 		}
 	}
@@ -308,6 +308,9 @@ func (m *Manager) withUser(cred *credential, argv []string) []string {
 	return append([]string{m.setpriv, fmt.Sprintf("--reuid=%d", cred.uid), fmt.Sprintf("--regid=%d", cred.gid), groups, "--"}, argv...)
 }
 
+// containerApplets is where containers see the busybox applet links (RootDir/bin).
+const containerApplets = "/run/.tranche-bin"
+
 // withImageEnv adds an image's environment (images.Plan.Env) under the container's:
 // as with a container image's ENV, a variable the container sets wins, except the
 // default PATH, which the image's replaces.
@@ -377,6 +380,13 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 		fmt.Fprintf(&s, "%s mount --bind %s /etc/%s\n", bb, shellQuote(filepath.Join(etc, f)), f)
 	}
 	fmt.Fprintf(&s, "%s hostname %s\n", bb, shellQuote(ps.hostname))
+	if plan.Applets != "" {
+		// Seen through the private /run, so that a volume mounted over the directory
+		// holding the node's data (an emptyDir at /tmp while the data dir is under
+		// /tmp) does not hide the applets.
+		fmt.Fprintf(&s, "%s mkdir -p %s\n", bb, containerApplets)
+		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(m.applets), containerApplets)
+	}
 	for _, pm := range plan.Mounts {
 		if _, err := os.Stat(pm.Target); err != nil {
 			return "", nil, fmt.Errorf("image %q needs %s on the node's file system (install the Debian package that provides it; make deps does): %w", spec.Image, pm.Target, err)

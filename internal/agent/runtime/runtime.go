@@ -5,7 +5,9 @@
 // A pod's sandbox is a network namespace <prefix>p-<first 12 hex digits of its UID>,
 // attached to the node's pod bridge with an address from the node's subnet (allocations
 // persist in RootDir/sandboxes.json), plus its /etc/hosts, /etc/resolv.conf and
-// /etc/hostname under RootDir/pods/<uid>/etc.
+// /etc/hostname under RootDir/pods/<uid>/etc. A hostNetwork pod has no namespace of its
+// own: its containers run in the node's, its IP is the node's and its hostname the
+// node's name.
 //
 // Each container instance is one process tree in the sandbox's network namespace and in
 // its OWN mount, UTS, IPC and PID namespaces: the container's program is PID 1 of its PID
@@ -54,7 +56,8 @@ type Config struct {
 	// NodeName is the node's name in Topology.
 	NodeName string
 	// NodeNS is the node's network namespace, from which probes and preStop HTTP hooks
-	// dial the pods; "" means the namespace the agent runs in.
+	// dial the pods; "" means the namespace the agent runs in. hostNetwork pods run in
+	// it, or, when it is "", in the node's namespace of Topology.
 	NodeNS string
 	// Topology is the cluster network; pod addresses come from the node's PodCIDR.
 	Topology clusternet.Topology
@@ -73,6 +76,9 @@ type Config struct {
 	// HostResolvConf is the node's resolv.conf, the base of Default-policy pods'
 	// (/etc/resolv.conf when empty).
 	HostResolvConf string
+	// HostHostsFile is the node's /etc/hosts, which hostNetwork pods get a copy of
+	// (/etc/hosts when empty).
+	HostHostsFile string
 	// Lookup reads ConfigMaps and Secrets for container environments; without it a
 	// container referring to one waits with CreateContainerConfigError.
 	Lookup Lookup
@@ -160,6 +166,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.HostResolvConf == "" {
 		cfg.HostResolvConf = "/etc/resolv.conf"
+	}
+	if cfg.HostHostsFile == "" {
+		cfg.HostHostsFile = "/etc/hosts"
 	}
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
