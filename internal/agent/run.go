@@ -33,7 +33,9 @@ type NodeConfig struct {
 	ClusterDomain   string
 	Client          kubernetes.Interface
 	Lookup          runtime.Lookup
-	Logger          *slog.Logger
+	// Logs is the container log rotation (kubelet's defaults when zero).
+	Logs   runtime.LogPolicy
+	Logger *slog.Logger
 }
 
 // clusterState is the part of DATA/cluster.json the agent reads.
@@ -64,7 +66,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	rt, err := runtime.New(runtime.Config{NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, SelfExe: cfg.SelfExe,
-		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logger: log.With("component", "runtime")})
+		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, Logger: log.With("component", "runtime")})
 	if err != nil {
 		return err
 	}

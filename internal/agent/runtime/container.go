@@ -207,7 +207,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	}
 	logPath := filepath.Join(cdir, "logs", fmt.Sprintf("%d.log", c.restartCount))
 	m.pruneLogs(filepath.Dir(logPath), int(c.restartCount))
-	log, err := openCRILog(logPath, m.cfg.Clock.Now)
+	log, err := openCRILog(logPath, m.cfg.Logs, m.cfg.Clock.Now)
 	if err != nil {
 		m.startFailed(ps, c, err.Error())
 		return
@@ -262,7 +262,8 @@ func (m *Manager) startFailed(ps *podState, c *container, msg string) {
 	m.later(ps, 0)
 }
 
-// pruneLogs keeps the log of the previous instance and removes older ones.
+// pruneLogs keeps the log files (the current one and its rotations) of the previous
+// instance and removes older instances' files.
 func (m *Manager) pruneLogs(dir string, current int) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

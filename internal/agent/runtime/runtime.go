@@ -82,6 +82,9 @@ type Config struct {
 	// Lookup reads ConfigMaps and Secrets for container environments; without it a
 	// container referring to one waits with CreateContainerConfigError.
 	Lookup Lookup
+	// Logs is the container log rotation (kubelet's defaults, DefaultLogMaxSize and
+	// DefaultLogMaxFiles, for zero fields).
+	Logs LogPolicy
 	// Backoff is the crash-loop back-off (kubelet's, on Clock, when nil).
 	Backoff *backoff.Backoff
 	// Clock drives probes, back-off and timestamps (the real clock when nil).
@@ -172,6 +175,15 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.Logs.MaxSize == 0 {
+		cfg.Logs.MaxSize = DefaultLogMaxSize
+	}
+	if cfg.Logs.MaxFiles == 0 {
+		cfg.Logs.MaxFiles = DefaultLogMaxFiles
+	}
+	if err := cfg.Logs.Check(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	if cfg.Backoff == nil {
 		cfg.Backoff = backoff.New(cfg.Clock)
@@ -491,7 +503,9 @@ func (m *Manager) Cleanup(ctx context.Context, keep map[types.UID]bool) error {
 }
 
 // LogPath implements Runtime: logs are RootDir/pods/<uid>/containers/<name>/logs/<n>.log,
-// n being the instance's restart count.
+// n being the instance's restart count; the rotated parts of an instance's log are
+// <n>.log.1 (the newest) to <n>.log.<MaxFiles-1> (the oldest), and the files of the
+// instance before the current one are kept.
 func (m *Manager) LogPath(podUID types.UID, name string, previous bool) (string, error) {
 	dir := filepath.Join(m.podDir(podUID), "containers", name, "logs")
 	entries, err := os.ReadDir(dir)
