@@ -302,6 +302,48 @@ func TestRuntime(t *testing.T) {
 		})
 	})
 
+	t.Run("host network", func(t *testing.T) {
+		p := makePod("hostnet", func(p *v1.Pod) {
+			p.Spec.HostNetwork = true
+			p.Spec.Containers[0].Command = []string{"sh", "-c", "httpd -f -p 18080 -h / & sleep 3600"}
+			p.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
+				ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(18080)}}}
+		})
+		v := e.syncUntil(p, "ready", 10*time.Second, func(v status.PodView) bool { return v.Containers["c"].Ready })
+		node, _ := e.m.cfg.Topology.Node("n1")
+		if len(v.PodIPs) != 1 || v.PodIPs[0] != node.Underlay.String() {
+			t.Errorf("pod IPs = %v, want the node's address %s", v.PodIPs, node.Underlay)
+		}
+		if ns := e.m.pods[p.UID].netns; ns != e.m.cfg.NodeNS {
+			t.Errorf("the pod runs in namespace %q, not the node's %q", ns, e.m.cfg.NodeNS)
+		}
+		if own, _ := sandboxName(e.prefix, p.UID); netns.Exists(own) {
+			t.Errorf("a hostNetwork pod got a namespace of its own, %s", own)
+		}
+		for _, tc := range []struct {
+			cmd  []string
+			want string
+		}{
+			{[]string{"hostname"}, "n1\n"},
+			{[]string{"head", "-1", "/etc/hosts"}, "# Kubernetes-managed hosts file (host network).\n"},
+			{[]string{"sh", "-c", "echo $HOSTNAME"}, "n1\n"},
+		} {
+			if out, code := e.exec(p, "c", tc.cmd...); code != 0 || out != tc.want {
+				t.Errorf("%v: exit %d, output %q, want %q", tc.cmd, code, out, tc.want)
+			}
+		}
+		if err := e.m.KillPod(context.Background(), p, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !netns.Exists(e.m.cfg.NodeNS) {
+			t.Fatalf("killing a hostNetwork pod removed the node's namespace")
+		}
+		// The other pods of the node still run.
+		if out, code := e.exec(a, "c", "true"); code != 0 {
+			t.Errorf("pod a after the hostNetwork pod went: exit %d %s", code, out)
+		}
+	})
+
 	t.Run("kill runs preStop then SIGTERM and removes everything", func(t *testing.T) {
 		ns := e.m.pods[a.UID].netns
 		if err := e.m.KillPod(context.Background(), a, 5*time.Second); err != nil {
