@@ -55,6 +55,10 @@ func TestNginxImage(t *testing.T) {
 	if out, err := c.inNodeNS(t, ns, "web", nil, "busybox", "wget", "-qO-", "http://"+ip+"/missing"); err == nil {
 		t.Errorf("GET /missing succeeded: %s", out)
 	}
+	eventually(t, 10*time.Second, "an event saying what runs for the image", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "events", "-n", ns, "--field-selector", "involvedObject.name=web,reason=Pulled", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(out, `runs as Debian's nginx`), out
+	})
 	eventually(t, 10*time.Second, "the access log on the container's output", func() (bool, string) {
 		log := c.podLog(t, ns, "web", "nginx")
 		return strings.Contains(log, `stdout F `) && strings.Contains(log, `"GET / HTTP/1.1" 200`), log + page

@@ -127,6 +127,7 @@ func (m *Manager) ensureRunning(ctx context.Context, ps *podState, c *container,
 		wait, window := m.backoff.Check(backoff.Key(ps.pod, spec), c.term.FinishedAt.Time)
 		if wait > 0 {
 			c.waiting = &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: backoff.Message(window, spec.Name, ps.pod)}
+			m.event(ps.pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+spec.Name+" in pod "+podID(ps.pod))
 			m.later(ps, wait)
 			return
 		}
@@ -145,6 +146,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	env, err := containerEnv(ctx, pe, spec, m.cfg.Lookup, defaultPath, nil)
 	if err != nil {
 		c.waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		m.later(ps, backoff.DefaultInitial)
 		return
 	}
@@ -167,6 +169,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 			msg = fmt.Sprintf("Back-off pulling image %q: %s", spec.Image, err)
 		}
 		c.waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
+		m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", spec.Image, err))
 		m.later(ps, backoff.DefaultInitial)
 		return
 	}
@@ -181,6 +184,9 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		}
 	}
 	env = withImageEnv(env, plan.Env)
+	// There is no image to pull: the event that says an image is there says what
+	// runs in its place.
+	m.event(pod, v1.EventTypeNormal, "Pulled", "Container image "+strconv.Quote(spec.Image)+" already present on machine: "+plan.Message)
 	if !c.created {
 		c.created = true
 		m.cfg.Logger.Info("container image plan", "pod", pod.Namespace+"/"+pod.Name, "container", spec.Name, "plan", plan.Message)
@@ -189,6 +195,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	c.plan = plan
 	if err != nil {
 		c.waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		m.later(ps, backoff.DefaultInitial)
 		return
 	}
@@ -246,6 +253,8 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	pctx, stop := context.WithCancel(ps.ctx)
 	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, stopSignal: plan.StopSignal, done: make(chan struct{}), stop: stop}
 	c.inst, c.startedAt = inst, m.cfg.Clock.Now()
+	m.event(pod, v1.EventTypeNormal, "Created", "Created container: "+spec.Name)
+	m.event(pod, v1.EventTypeNormal, "Started", "Started container "+spec.Name)
 	if spec.ReadinessProbe == nil {
 		c.ready = true
 	}
@@ -258,6 +267,7 @@ func (m *Manager) startFailed(ps *podState, c *container, msg string) {
 	now := metav1.NewTime(m.cfg.Clock.Now())
 	c.term = &v1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: msg, StartedAt: metav1.NewTime(time.Unix(0, 0).UTC()), FinishedAt: now, ContainerID: status.ContainerIDPrefix + c.id}
 	c.waiting = &v1.ContainerStateWaiting{Reason: "RunContainerError", Message: msg}
+	m.event(ps.pod, v1.EventTypeWarning, "Failed", "Error: "+msg)
 	m.cfg.Logger.Warn("container could not start", "pod", ps.pod.Namespace+"/"+ps.pod.Name, "container", c.name, "error", msg)
 	m.later(ps, 0)
 }
@@ -680,13 +690,27 @@ func (m *Manager) applyProbe(ps *podState, c *container, inst *instance, u probe
 	}
 	kill := u.Result == probe.Failure && (u.Kind == probe.Liveness || u.Kind == probe.Startup)
 	ps.mu.Unlock()
+	if u.Result == probe.Failure {
+		m.event(pod, v1.EventTypeWarning, "Unhealthy", string(u.Kind)+" probe failed: "+u.Message)
+	}
 	if kill {
+		m.event(pod, v1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, strings.ToLower(string(u.Kind))))
 		m.cfg.Logger.Info("container failed its probe, restarting it", "pod", pod.Namespace+"/"+pod.Name,
 			"container", c.name, "probe", string(u.Kind), "message", u.Message)
 		go m.stopInstance(ps, c, inst, gracePeriod(pod))
 	}
 	m.notify(pod.UID)
 }
+
+// event records an event on the pod when the runtime has a recorder.
+func (m *Manager) event(pod *v1.Pod, eventType, reason, message string) {
+	if m.cfg.Recorder != nil && pod != nil {
+		m.cfg.Recorder.Event(pod, eventType, reason, message)
+	}
+}
+
+// podID is namespace/name.
+func podID(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // newID returns a container id: 64 hex digits, like containerd's.
 func newID() string {

@@ -42,6 +42,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/tranche/tranche/internal/agent/backoff"
@@ -89,6 +90,10 @@ type Config struct {
 	Backoff *backoff.Backoff
 	// Clock drives probes, back-off and timestamps (the real clock when nil).
 	Clock clock.WithTicker
+	// Recorder receives the events kubelet records on a pod (Pulled, saying what runs
+	// for the image, Created, Started, Failed, BackOff, Unhealthy, Killing); none
+	// are recorded when nil.
+	Recorder record.EventRecorder
 	// Logger receives the runtime's logs (discarded when nil).
 	Logger *slog.Logger
 }

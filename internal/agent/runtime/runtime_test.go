@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/tranche/tranche/internal/agent/backoff"
@@ -74,6 +75,7 @@ func newTestEnv(t *testing.T) *testEnv {
 		ClusterDNS:    []string{"10.96.0.10"},
 		ClusterDomain: "cluster.local",
 		Backoff:       backoff.NewWithLimits(clock.RealClock{}, time.Second, 2*time.Second),
+		Recorder:      record.NewFakeRecorder(10000),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +215,27 @@ func TestRuntime(t *testing.T) {
 				t.Fatalf("log %s = %q, want a CRI line with hi", path, data)
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("events say what runs", func(t *testing.T) {
+		got := map[string]bool{}
+		events := e.m.cfg.Recorder.(*record.FakeRecorder).Events
+		for len(got) < 3 {
+			select {
+			case ev := <-events:
+				for _, want := range []string{
+					`Normal Pulled Container image "busybox:1.36" already present on machine: image "busybox:1.36" runs with the host's busybox applets`,
+					"Normal Created Created container: c",
+					"Normal Started Started container c",
+				} {
+					if strings.HasPrefix(ev, want) {
+						got[want] = true
+					}
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("events seen: %v, want Pulled (with the image plan), Created and Started", got)
+			}
 		}
 	})
 
