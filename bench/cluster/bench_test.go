@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -19,10 +20,12 @@ import (
 const (
 	// upNodes is the size of the cluster whose start is timed and on which pods start.
 	upNodes = 3
-	// pods is how many pods the start-up latency is measured on; creators is how many
-	// clients create them at once.
-	pods     = 100
-	creators = 10
+	// pods is how many pods each start-up round starts; pacedInterval is the time
+	// between two creates in the paced round; creators is how many clients create
+	// them at once in the burst.
+	pods          = 100
+	pacedInterval = 100 * time.Millisecond
+	creators      = 10
 	// startupTimeout bounds the wait for all pods to be Ready.
 	startupTimeout = 3 * time.Minute
 	// idleFor is how long the 1-node cluster idles after it is ready before its memory
@@ -67,44 +70,58 @@ func benchUp(b *testing.B, bin string, rp *report) {
 		reference: "goal " + ms(goalUp), ratio: ratio(float64(mean), float64(goalUp)), goal: "<= 1"})
 }
 
-// benchPodStartup creates 100 pods without probes (the pause image, as Kubernetes'
-// density tests use) from 10 clients on a fresh 3-node cluster, and measures for each
-// the time from the start of its create request to the moment a watch sees it Ready.
+// benchPodStartup measures, on a fresh 3-node cluster, for each of 100 pods without
+// probes (the pause image, as Kubernetes' density tests use) the time from the start of
+// its create request to the moment a watch sees it Ready: first with the pods created
+// at a steady rate (what Kubernetes' start-up SLO is measured at: latency, not
+// throughput), then all at once by 10 clients (a burst: the last pods wait for the
+// first, so this shows throughput). It also divides the CPU time the cluster's
+// processes used by the pods started.
 func benchPodStartup(b *testing.B, bin string, rp *report) {
 	c, _ := startCluster(b, bin, upNodes)
 	client := newClient(b, c)
-	var lat []time.Duration
-	var wall time.Duration
+	var paced, burst []time.Duration
+	var pacedWall, burstWall time.Duration
+	cpu0 := clusterCPU(c)
 	b.ResetTimer()
 	for i := range b.N {
-		lat, wall = startPods(b, client, fmt.Sprintf("bench-startup-%d", i))
+		paced, pacedWall = startPods(b, client, fmt.Sprintf("bench-paced-%d", i), pacedInterval)
+		burst, burstWall = startPods(b, client, fmt.Sprintf("bench-burst-%d", i), 0)
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	p50, p99 := percentile(lat, 0.50), percentile(lat, 0.99)
+	cpu := clusterCPU(c).sub(cpu0)
+	started := time.Duration(2 * pods * b.N)
+	slices.Sort(paced)
+	slices.Sort(burst)
+	p50, p99 := percentile(paced, 0.50), percentile(paced, 0.99)
 	b.ReportMetric(p50.Seconds(), "p50-s")
 	b.ReportMetric(p99.Seconds(), "p99-s")
-	rp.set(row{metric: fmt.Sprintf("pod start-up p50, %d pods on %d nodes", pods, upNodes), ours: ms(p50),
+	b.ReportMetric(percentile(burst, 0.99).Seconds(), "burst-p99-s")
+	rate := fmt.Sprintf("%d pods at %.0f/s on %d nodes", pods, float64(time.Second)/float64(pacedInterval), upNodes)
+	rp.set(row{metric: "pod start-up p50, " + rate, ours: ms(p50),
 		reference: "goal p99 " + ms(goalStartupP99), ratio: ratio(float64(p50), float64(goalStartupP99)), goal: "-"})
-	rp.set(row{metric: fmt.Sprintf("pod start-up p99, %d pods on %d nodes", pods, upNodes), ours: ms(p99),
+	rp.set(row{metric: "pod start-up p99, " + rate, ours: ms(p99),
 		reference: "goal " + ms(goalStartupP99), ratio: ratio(float64(p99), float64(goalStartupP99)), goal: "<= 1"})
 	rp.set(row{metric: "pod start-up p99 vs Kubernetes' SLO", ours: ms(p99),
 		reference: "SLO " + ms(sloStartupP99), ratio: ratio(float64(p99), float64(sloStartupP99)), goal: "<= 1"})
-	rp.note("pod start-up: %d pods created by %d clients at once; all Ready %s after the first create; max %s",
-		pods, creators, ms(wall), ms(lat[len(lat)-1]))
+	rp.set(row{metric: fmt.Sprintf("burst: p50 / p99, %d pods at once", pods),
+		ours:      ms(percentile(burst, 0.50)) + " / " + ms(percentile(burst, 0.99)),
+		reference: "goal p99 " + ms(goalStartupP99), ratio: ratio(float64(percentile(burst, 0.99)), float64(goalStartupP99)), goal: "-"})
+	rp.note("pod start-up: paced round all Ready %s after its first create (max %s); burst of %d from %d clients all Ready after %s",
+		ms(pacedWall), ms(paced[len(paced)-1]), pods, creators, ms(burstWall))
+	rp.note("CPU per pod started: control plane (up) %s, agents %s, container processes %s (start-up script, mounts, program); %s in all on %d cores",
+		ms(cpu.up/started), ms(cpu.agents/started), ms(cpu.containers/started), ms((cpu.up+cpu.agents+cpu.containers)/started), runtime.NumCPU())
 }
 
-// startPods runs one round of benchPodStartup in a new namespace and returns each
-// pod's latency and the time until the last was Ready.
-func startPods(b *testing.B, client kubernetes.Interface, ns string) ([]time.Duration, time.Duration) {
+// startPods creates pods pods in a new namespace, one every interval from one client,
+// or, when interval is 0, all at once from creators clients, and returns each pod's
+// latency and the time until the last was Ready.
+func startPods(b *testing.B, client kubernetes.Interface, ns string, interval time.Duration) ([]time.Duration, time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
-		_ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	}()
 	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -115,30 +132,48 @@ func startPods(b *testing.B, client kubernetes.Interface, ns string) ([]time.Dur
 	created := map[string]time.Time{}
 	ready := map[string]time.Time{}
 	names := make(chan string)
-	errs := make(chan error, creators)
+	errs := make(chan error, pods)
 	var wg sync.WaitGroup
+	create := func(name string) {
+		t0 := time.Now()
+		mu.Lock()
+		created[name] = t0
+		mu.Unlock()
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, pausePod(name), metav1.CreateOptions{}); err != nil {
+			errs <- fmt.Errorf("create pod %s: %w", name, err)
+		}
+	}
 	start := time.Now()
-	for range creators {
+	if interval == 0 {
+		for range creators {
+			wg.Go(func() {
+				for name := range names {
+					create(name)
+				}
+			})
+		}
+		go func() {
+			for i := range pods {
+				names <- fmt.Sprintf("p-%03d", i)
+			}
+			close(names)
+		}()
+	} else {
+		// Each create in its own goroutine, so that a slow request does not delay
+		// the next and the rate holds.
 		wg.Go(func() {
-			for name := range names {
-				pod := pausePod(name)
-				t0 := time.Now()
-				mu.Lock()
-				created[name] = t0
-				mu.Unlock()
-				if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("create pod %s: %w", name, err)
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for i := range pods {
+				wg.Go(func() { create(fmt.Sprintf("p-%03d", i)) })
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
 					return
 				}
 			}
 		})
 	}
-	go func() {
-		for i := range pods {
-			names <- fmt.Sprintf("p-%03d", i)
-		}
-		close(names)
-	}()
 	var last time.Time
 	for len(ready) < pods {
 		select {

@@ -199,3 +199,52 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// cpuTimes is the CPU time (user + system) used by a cluster's processes.
+type cpuTimes struct {
+	up, agents, containers time.Duration
+}
+
+func (a cpuTimes) sub(b cpuTimes) cpuTimes {
+	return cpuTimes{up: a.up - b.up, agents: a.agents - b.agents, containers: a.containers - b.containers}
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times (100 on Linux
+// everywhere).
+const clockTicks = 100
+
+// procCPU returns a process's own CPU time and that of its reaped children.
+func procCPU(pid int) (own, children time.Duration) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// After the command: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+	if len(f) < 15 {
+		return 0, 0
+	}
+	tick := func(i int) time.Duration {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		return time.Duration(v) * time.Second / clockTicks
+	}
+	return tick(11) + tick(12), tick(13) + tick(14)
+}
+
+// clusterCPU adds up the CPU time of the up process, of its agents, and of the
+// container processes (everything below the agents, with what they reaped: the
+// start-up scripts' commands). Container processes that have exited are not counted.
+func clusterCPU(c *localCluster) cpuTimes {
+	var t cpuTimes
+	t.up, _ = procCPU(c.pid)
+	for _, p := range descendants(c.pid) {
+		own, reaped := procCPU(p)
+		if args := cmdline(p); len(args) > 1 && args[1] == "agent" {
+			t.agents += own
+			continue
+		}
+		t.containers += own + reaped
+	}
+	return t
+}
