@@ -82,8 +82,17 @@ func TestResolve(t *testing.T) {
 		container: makeContainer(nil),
 		want: Plan{
 			Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", ImageID: "tranche://builtin/registry.k8s.io/e2e-test-images/agnhost:2.53", Runner: RunnerBuiltin,
-			Builtin: "pause",
-			Message: `image "registry.k8s.io/e2e-test-images/agnhost:2.53" runs as tranche's built-in pause`,
+			Argv:    []string{"/usr/bin/busybox", "sh", "-c", pauseScript},
+			Message: `image "registry.k8s.io/e2e-test-images/agnhost:2.53" runs as a pause process: the host's busybox shell (/usr/bin/busybox) waiting for SIGTERM`,
+		},
+	}, {
+		name:      "agnhost pause with arguments stays the built-in, which refuses them",
+		image:     "registry.k8s.io/e2e-test-images/agnhost:2.53",
+		container: makeContainer(func(c *v1.Container) { c.Args = []string{"pause", "--extra"} }),
+		want: Plan{
+			Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", ImageID: "tranche://builtin/registry.k8s.io/e2e-test-images/agnhost:2.53", Runner: RunnerBuiltin,
+			Builtin: "pause", BuiltinArgs: []string{"--extra"},
+			Message: `image "registry.k8s.io/e2e-test-images/agnhost:2.53" runs as tranche's built-in pause --extra`,
 		},
 	}, {
 		name:      "pause image",
@@ -91,8 +100,8 @@ func TestResolve(t *testing.T) {
 		container: makeContainer(func(c *v1.Container) { c.Command = []string{"/pause"} }),
 		want: Plan{
 			Image: "registry.k8s.io/pause:3.10", ImageID: "tranche://builtin/registry.k8s.io/pause:3.10", Runner: RunnerBuiltin,
-			Builtin: "pause",
-			Message: `image "registry.k8s.io/pause:3.10" runs as tranche's built-in pause`,
+			Argv:    []string{"/usr/bin/busybox", "sh", "-c", pauseScript},
+			Message: `image "registry.k8s.io/pause:3.10" runs as a pause process: the host's busybox shell (/usr/bin/busybox) waiting for SIGTERM`,
 		},
 	}, {
 		name:      "tranche image running a subcommand",
