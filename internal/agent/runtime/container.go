@@ -464,7 +464,7 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 		fmt.Fprintf(&s, "cd %s\n", shellQuote(spec.WorkingDir))
 	}
 	for _, d := range plan.OwnedDirs {
-		// Unquoted on purpose: the image's directories name its variables ($PGDATA).
+		// In double quotes, not single: the image's directories name its variables ($PGDATA).
 		fmt.Fprintf(&s, "%s mkdir -p \"%s\"\n", bb, d)
 		if cred != nil {
 			fmt.Fprintf(&s, "%s chown %d:%d \"%s\"\n", bb, cred.uid, cred.gid, d)
