@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin/tranche
 PKGS    := ./...
-DEBS    := nftables iproute2 busybox conntrack dnsutils etcd-server curl ca-certificates
+DEBS    := nftables iproute2 busybox conntrack dnsutils etcd-server curl ca-certificates nginx postgresql
 KUBECTL ?= $(shell command -v kubectl)
 
 .PHONY: all build deps up test test-unit test-e2e bench bench-api fuzz clean

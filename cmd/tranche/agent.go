@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -20,7 +21,7 @@ import (
 
 func agentCmd() *cobra.Command {
 	var cfg agent.NodeConfig
-	var kubeconfig, clusterFile, logLevel, dns string
+	var kubeconfig, clusterFile, logLevel, dns, logMaxSize string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node: register it, run its pods as processes, keep its status",
@@ -46,6 +47,11 @@ func agentCmd() *cobra.Command {
 				}
 				cfg.ClusterDNS = append(cfg.ClusterDNS, s)
 			}
+			q, err := resource.ParseQuantity(logMaxSize)
+			if err != nil {
+				return fmt.Errorf("--container-log-max-size %q: %w", logMaxSize, err)
+			}
+			cfg.Logs.MaxSize = q.Value()
 			if cfg.SelfExe, err = os.Executable(); err != nil {
 				return err
 			}
@@ -66,6 +72,8 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&dns, "cluster-dns", "10.96.0.10", "DNS Service address(es) written into pods' resolv.conf, comma-separated")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster domain")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (kubelet's containerLogMaxSize)")
+	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")
 	cmd.PreRun = func(*cobra.Command, []string) {
 		if cfg.PVRoot == "" && cfg.RootDir != "" {
 			cfg.PVRoot = filepath.Join(filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir))), "pv")

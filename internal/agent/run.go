@@ -33,7 +33,9 @@ type NodeConfig struct {
 	ClusterDomain   string
 	Client          kubernetes.Interface
 	Lookup          runtime.Lookup
-	Logger          *slog.Logger
+	// Logs is the container log rotation (kubelet's defaults when zero).
+	Logs   runtime.LogPolicy
+	Logger *slog.Logger
 }
 
 // clusterState is the part of DATA/cluster.json the agent reads.
@@ -63,8 +65,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if _, err := nodeAgent.Register(ctx); err != nil {
 		return err
 	}
-	rt, err := runtime.New(runtime.Config{NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, SelfExe: cfg.SelfExe,
-		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logger: log.With("component", "runtime")})
+	recorder := events.NewRecorder(ctx, cfg.Client, "kubelet")
+	rt, err := runtime.New(runtime.Config{Recorder: recorder, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, SelfExe: cfg.SelfExe,
+		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, Logger: log.With("component", "runtime")})
 	if err != nil {
 		return err
 	}
@@ -82,7 +85,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	vols := volumes.New(volumes.Config{Client: cfg.Client, RootDir: cfg.RootDir, PVRoot: cfg.PVRoot, NodeName: cfg.NodeName,
 		Logger: log.With("component", "volumes")})
 	loop := NewPods(Config{NodeName: cfg.NodeName, Client: cfg.Client, Runtime: rt, Volumes: vols,
-		Recorder: events.NewRecorder(ctx, cfg.Client, "kubelet"), Logger: log.With("component", "pods"), Effective: effectivePod})
+		Recorder: recorder, Logger: log.With("component", "pods"), Effective: effectivePod})
 	go nodeAgent.Run(ctx)
 	go refreshVolumes(ctx, vols, log)
 	log.Info("node running", "podCIDR", me.PodCIDR.String(), "address", me.Underlay.String())

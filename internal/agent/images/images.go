@@ -145,7 +145,7 @@ func (cat *Catalog) Resolve(image string, c *v1.Container) (Plan, error) {
 		case RunnerBusybox:
 			p = cat.busybox(p, image, c)
 		case RunnerBuiltin:
-			p, err = builtinPlan(p, e, image, c)
+			p, err = builtinPlan(p, e, image, c, cat.Busybox)
 		case RunnerDebianProgram:
 			p = debianPlan(p, e, image, c)
 		case RunnerHostCommand:
@@ -186,9 +186,14 @@ func (cat *Catalog) busybox(p Plan, image string, c *v1.Container) Plan {
 	return p
 }
 
+// pauseScript is the pause process: it exits 0 on SIGTERM or SIGINT, as the pause
+// container does, and otherwise waits (sleep in the background, so that the trap runs
+// at once).
+const pauseScript = `trap 'exit 0' TERM INT; while :; do sleep 2147483647 & wait $!; done`
+
 // builtinPlan picks the built-in server from the container's command and args the way
 // the image's own entrypoint would read them.
-func builtinPlan(p Plan, e Entry, image string, c *v1.Container) (Plan, error) {
+func builtinPlan(p Plan, e Entry, image string, c *v1.Container, busybox string) (Plan, error) {
 	var args []string
 	switch {
 	case len(c.Command) > 0:
@@ -211,6 +216,16 @@ func builtinPlan(p Plan, e Entry, image string, c *v1.Container) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: image %q: no built-in server named: give one of %v as the first argument", ErrUnmappable, image, builtin.Names())
 	}
 	p.Builtin, p.BuiltinArgs = args[0], append([]string(nil), args[1:]...)
+	if p.Builtin == "pause" && len(p.BuiltinArgs) == 0 && busybox != "" {
+		// A busybox shell waiting for SIGTERM or SIGINT behaves as the pause container
+		// does, at a fraction of the memory and start-up CPU of the tranche binary
+		// (about 1 MB and 1 ms rather than 50 MB and 20 ms), which counts for the
+		// many pause pods of a density test.
+		p.Builtin, p.BuiltinArgs = "", nil
+		p.Argv = []string{busybox, "sh", "-c", pauseScript}
+		p.Message = fmt.Sprintf("image %q runs as a pause process: the host's busybox shell (%s) waiting for SIGTERM", image, busybox)
+		return p, nil
+	}
 	if builtin.Has(p.Builtin) {
 		p.Message = fmt.Sprintf("image %q runs as tranche's built-in %s", image, quoteArgs(args))
 		return p, nil

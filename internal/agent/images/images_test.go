@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -81,8 +82,17 @@ func TestResolve(t *testing.T) {
 		container: makeContainer(nil),
 		want: Plan{
 			Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", ImageID: "tranche://builtin/registry.k8s.io/e2e-test-images/agnhost:2.53", Runner: RunnerBuiltin,
-			Builtin: "pause",
-			Message: `image "registry.k8s.io/e2e-test-images/agnhost:2.53" runs as tranche's built-in pause`,
+			Argv:    []string{"/usr/bin/busybox", "sh", "-c", pauseScript},
+			Message: `image "registry.k8s.io/e2e-test-images/agnhost:2.53" runs as a pause process: the host's busybox shell (/usr/bin/busybox) waiting for SIGTERM`,
+		},
+	}, {
+		name:      "agnhost pause with arguments stays the built-in, which refuses them",
+		image:     "registry.k8s.io/e2e-test-images/agnhost:2.53",
+		container: makeContainer(func(c *v1.Container) { c.Args = []string{"pause", "--extra"} }),
+		want: Plan{
+			Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", ImageID: "tranche://builtin/registry.k8s.io/e2e-test-images/agnhost:2.53", Runner: RunnerBuiltin,
+			Builtin: "pause", BuiltinArgs: []string{"--extra"},
+			Message: `image "registry.k8s.io/e2e-test-images/agnhost:2.53" runs as tranche's built-in pause --extra`,
 		},
 	}, {
 		name:      "pause image",
@@ -90,8 +100,8 @@ func TestResolve(t *testing.T) {
 		container: makeContainer(func(c *v1.Container) { c.Command = []string{"/pause"} }),
 		want: Plan{
 			Image: "registry.k8s.io/pause:3.10", ImageID: "tranche://builtin/registry.k8s.io/pause:3.10", Runner: RunnerBuiltin,
-			Builtin: "pause",
-			Message: `image "registry.k8s.io/pause:3.10" runs as tranche's built-in pause`,
+			Argv:    []string{"/usr/bin/busybox", "sh", "-c", pauseScript},
+			Message: `image "registry.k8s.io/pause:3.10" runs as a pause process: the host's busybox shell (/usr/bin/busybox) waiting for SIGTERM`,
 		},
 	}, {
 		name:      "tranche image running a subcommand",
@@ -117,21 +127,55 @@ func TestResolve(t *testing.T) {
 		container: makeContainer(func(c *v1.Container) { c.Ports = []v1.ContainerPort{{ContainerPort: 80}} }),
 		want: Plan{
 			Image: "docker.io/library/nginx:1.27", ImageID: "tranche://debian-program/docker.io/library/nginx:1.27", Runner: RunnerDebianProgram,
-			Argv:    []string{"/usr/sbin/nginx", "-e", "stderr", "-p", "{{dataDir}}/", "-c", "{{configDir}}/nginx.conf"},
-			Files:   map[string]string{"nginx.conf": nginxConf, "html/index.html": nginxIndex},
-			Message: `image "nginx:1.27" runs as Debian's nginx (/usr/sbin/nginx) with a per-pod configuration`,
+			Argv: []string{"/usr/sbin/nginx", "-g", "daemon off;"},
+			Files: map[string]string{"nginx.conf": nginxConf, "mime.types": nginxMimeTypes, "conf.d/default.conf": nginxDefaultServer,
+				"html/index.html": nginxIndex, "html/50x.html": nginxErrorPage},
+			Mounts:     []Mount{{"{{configDir}}", "/etc/nginx"}, {"{{configDir}}/html", "/usr/share/nginx/html"}, {"{{dataDir}}", "/var/lib/nginx"}},
+			StopSignal: syscall.SIGQUIT,
+			Message:    `image "nginx:1.27" runs as Debian's nginx (/usr/sbin/nginx) with a per-pod configuration in /etc/nginx and pages in /usr/share/nginx/html`,
 		},
 	}, {
-		name:      "postgres ignores a command",
+		name:      "nginx with its own command line",
+		image:     "nginx",
+		container: makeContainer(func(c *v1.Container) { c.Command = []string{"nginx", "-g", "daemon off; worker_processes 2;"} }),
+		want: Plan{
+			Image: "docker.io/library/nginx:latest", ImageID: "tranche://debian-program/docker.io/library/nginx:latest", Runner: RunnerDebianProgram,
+			Argv: []string{"/usr/sbin/nginx", "-g", "daemon off; worker_processes 2;"},
+			Files: map[string]string{"nginx.conf": nginxConf, "mime.types": nginxMimeTypes, "conf.d/default.conf": nginxDefaultServer,
+				"html/index.html": nginxIndex, "html/50x.html": nginxErrorPage},
+			Mounts:     []Mount{{"{{configDir}}", "/etc/nginx"}, {"{{configDir}}/html", "/usr/share/nginx/html"}, {"{{dataDir}}", "/var/lib/nginx"}},
+			StopSignal: syscall.SIGQUIT,
+			Message:    `image "nginx" runs as Debian's nginx (/usr/sbin/nginx) with a per-pod configuration in /etc/nginx and pages in /usr/share/nginx/html with the container's arguments -g "daemon off; worker_processes 2;"`,
+		},
+	}, {
+		name:      "postgres passes options to the server",
 		image:     "postgres:16",
 		container: makeContainer(func(c *v1.Container) { c.Args = []string{"-c", "max_connections=50"} }),
 		want: Plan{
 			Image: "docker.io/library/postgres:16", ImageID: "tranche://debian-program/docker.io/library/postgres:16", Runner: RunnerDebianProgram,
-			Argv:    []string{"/usr/lib/postgresql/15/bin/postgres", "-D", "{{dataDir}}/pgdata", "-c", "listen_addresses=*", "-c", "unix_socket_directories={{dataDir}}"},
-			Setup:   [][]string{{"/bin/sh", "-c", postgresInit}},
-			Env:     []string{"PGDATA={{dataDir}}/pgdata", "PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin"},
-			User:    "postgres",
-			Message: `image "postgres:16" runs as Debian's postgres (/usr/lib/postgresql/15/bin/postgres) with a per-pod configuration and data directory (the container's command and args are ignored)`,
+			Argv:       []string{"/usr/lib/postgresql/15/bin/postgres", "-c", "listen_addresses=*", "-c", "max_connections=50"},
+			Setup:      [][]string{{"/bin/sh", "-c", postgresInit}},
+			Env:        []string{"PGDATA=/var/lib/postgresql/data", "PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			Mounts:     []Mount{{"{{dataDir}}", "/var/lib/postgresql"}},
+			OwnedDirs:  []string{"$PGDATA", "/run/postgresql"},
+			User:       "postgres",
+			StopSignal: syscall.SIGINT,
+			Message:    `image "postgres:16" runs as Debian's postgres (/usr/lib/postgresql/15/bin/postgres) with a per-pod data directory at /var/lib/postgresql with the container's arguments -c max_connections=50`,
+		},
+	}, {
+		name:      "postgres ignores a shell command",
+		image:     "postgres:16",
+		container: makeContainer(func(c *v1.Container) { c.Command = []string{"sh", "-c", "sleep 1"} }),
+		want: Plan{
+			Image: "docker.io/library/postgres:16", ImageID: "tranche://debian-program/docker.io/library/postgres:16", Runner: RunnerDebianProgram,
+			Argv:       []string{"/usr/lib/postgresql/15/bin/postgres", "-c", "listen_addresses=*"},
+			Setup:      [][]string{{"/bin/sh", "-c", postgresInit}},
+			Env:        []string{"PGDATA=/var/lib/postgresql/data", "PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			Mounts:     []Mount{{"{{dataDir}}", "/var/lib/postgresql"}},
+			OwnedDirs:  []string{"$PGDATA", "/run/postgresql"},
+			User:       "postgres",
+			StopSignal: syscall.SIGINT,
+			Message:    `image "postgres:16" runs as Debian's postgres (/usr/lib/postgresql/15/bin/postgres) with a per-pod data directory at /var/lib/postgresql (the container's command and args are ignored: only postgres and its options can run here)`,
 		},
 	}, {
 		name:      "unknown image with a command",
@@ -241,21 +285,25 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestExpand(t *testing.T) {
-	p, err := Default().Resolve("nginx", makeContainer(nil))
-	if err != nil {
-		t.Fatal(err)
+	p := Plan{
+		Argv:   []string{"/bin/prog", "--config={{configDir}}/p.conf"},
+		Env:    []string{"DATA={{dataDir}}/db"},
+		Setup:  [][]string{{"init", "{{dataDir}}"}},
+		Files:  map[string]string{"p.conf": "root {{configDir}}/html;\npid {{dataDir}}/p.pid;\n"},
+		Mounts: []Mount{{Source: "{{dataDir}}", Target: "/var/lib/prog"}},
 	}
-	e := p.Expand("/run/tranche/pods/u1/nginx/config", "/var/lib/tranche/pods/u1/nginx/data")
-	wantArgv := []string{"/usr/sbin/nginx", "-e", "stderr", "-p", "/var/lib/tranche/pods/u1/nginx/data/", "-c", "/run/tranche/pods/u1/nginx/config/nginx.conf"}
-	if diff := cmp.Diff(wantArgv, e.Argv); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
+	e := p.Expand("/run/tranche/pods/u1/c/config", "/var/lib/tranche/pods/u1/c/data")
+	want := Plan{
+		Argv:   []string{"/bin/prog", "--config=/run/tranche/pods/u1/c/config/p.conf"},
+		Env:    []string{"DATA=/var/lib/tranche/pods/u1/c/data/db"},
+		Setup:  [][]string{{"init", "/var/lib/tranche/pods/u1/c/data"}},
+		Files:  map[string]string{"p.conf": "root /run/tranche/pods/u1/c/config/html;\npid /var/lib/tranche/pods/u1/c/data/p.pid;\n"},
+		Mounts: []Mount{{Source: "/var/lib/tranche/pods/u1/c/data", Target: "/var/lib/prog"}},
 	}
-	conf := e.Files["nginx.conf"]
-	if strings.Contains(conf, "{{") || !strings.Contains(conf, "root /run/tranche/pods/u1/nginx/config/html;") ||
-		!strings.Contains(conf, "pid /var/lib/tranche/pods/u1/nginx/data/nginx.pid;") {
-		t.Errorf("nginx.conf not expanded:\n%s", conf)
+	if diff := cmp.Diff(want, e); diff != "" {
+		t.Errorf("expanded plan (-want +got):\n%s", diff)
 	}
-	if p.Files["nginx.conf"] != nginxConf {
+	if p.Files["p.conf"] != "root {{configDir}}/html;\npid {{dataDir}}/p.pid;\n" || p.Mounts[0].Source != "{{dataDir}}" {
 		t.Error("Expand changed the original plan")
 	}
 }

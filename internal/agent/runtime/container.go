@@ -47,13 +47,15 @@ type container struct {
 
 // instance is one running process of a container.
 type instance struct {
-	id    string
-	pid   int
-	env   []string
-	cred  *credential
-	done  chan struct{}
-	stop  context.CancelFunc
-	probe map[probe.Kind]*probe.Worker
+	id   string
+	pid  int
+	env  []string
+	cred *credential
+	// stopSignal is the image's STOPSIGNAL (SIGTERM when 0).
+	stopSignal syscall.Signal
+	done       chan struct{}
+	stop       context.CancelFunc
+	probe      map[probe.Kind]*probe.Worker
 }
 
 // credential is the user a container runs as.
@@ -125,6 +127,7 @@ func (m *Manager) ensureRunning(ctx context.Context, ps *podState, c *container,
 		wait, window := m.backoff.Check(backoff.Key(ps.pod, spec), c.term.FinishedAt.Time)
 		if wait > 0 {
 			c.waiting = &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: backoff.Message(window, spec.Name, ps.pod)}
+			m.event(ps.pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+spec.Name+" in pod "+podID(ps.pod))
 			m.later(ps, wait)
 			return
 		}
@@ -143,6 +146,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	env, err := containerEnv(ctx, pe, spec, m.cfg.Lookup, defaultPath, nil)
 	if err != nil {
 		c.waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		m.later(ps, backoff.DefaultInitial)
 		return
 	}
@@ -165,27 +169,33 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 			msg = fmt.Sprintf("Back-off pulling image %q: %s", spec.Image, err)
 		}
 		c.waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
+		m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", spec.Image, err))
 		m.later(ps, backoff.DefaultInitial)
 		return
 	}
+	cdir := filepath.Join(m.podDir(pod.UID), "containers", spec.Name)
+	plan = plan.Expand(filepath.Join(cdir, "config"), filepath.Join(cdir, "data"))
 	if plan.Applets != "" {
 		// busybox's applets first, unless the container set its own PATH.
 		for i, kv := range env {
 			if kv == "PATH="+defaultPath {
-				env[i] = "PATH=" + m.applets + ":" + defaultPath
+				env[i] = "PATH=" + containerApplets + ":" + defaultPath
 			}
 		}
 	}
-	env = append(env, plan.Env...)
+	env = withImageEnv(env, plan.Env)
+	// There is no image to pull: the event that says an image is there says what
+	// runs in its place.
+	m.event(pod, v1.EventTypeNormal, "Pulled", "Container image "+strconv.Quote(spec.Image)+" already present on machine: "+plan.Message)
 	if !c.created {
 		c.created = true
 		m.cfg.Logger.Info("container image plan", "pod", pod.Namespace+"/"+pod.Name, "container", spec.Name, "plan", plan.Message)
 	}
-	cdir := filepath.Join(m.podDir(pod.UID), "containers", spec.Name)
 	script, cred, err := m.prepare(ps, spec, &plan, cdir, env)
 	c.plan = plan
 	if err != nil {
 		c.waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		m.later(ps, backoff.DefaultInitial)
 		return
 	}
@@ -204,7 +214,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	}
 	logPath := filepath.Join(cdir, "logs", fmt.Sprintf("%d.log", c.restartCount))
 	m.pruneLogs(filepath.Dir(logPath), int(c.restartCount))
-	log, err := openCRILog(logPath, m.cfg.Clock.Now)
+	log, err := openCRILog(logPath, m.cfg.Logs, m.cfg.Clock.Now)
 	if err != nil {
 		m.startFailed(ps, c, err.Error())
 		return
@@ -241,8 +251,10 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		return
 	}
 	pctx, stop := context.WithCancel(ps.ctx)
-	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, done: make(chan struct{}), stop: stop}
+	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, stopSignal: plan.StopSignal, done: make(chan struct{}), stop: stop}
 	c.inst, c.startedAt = inst, m.cfg.Clock.Now()
+	m.event(pod, v1.EventTypeNormal, "Created", "Created container: "+spec.Name)
+	m.event(pod, v1.EventTypeNormal, "Started", "Started container "+spec.Name)
 	if spec.ReadinessProbe == nil {
 		c.ready = true
 	}
@@ -255,11 +267,13 @@ func (m *Manager) startFailed(ps *podState, c *container, msg string) {
 	now := metav1.NewTime(m.cfg.Clock.Now())
 	c.term = &v1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: msg, StartedAt: metav1.NewTime(time.Unix(0, 0).UTC()), FinishedAt: now, ContainerID: status.ContainerIDPrefix + c.id}
 	c.waiting = &v1.ContainerStateWaiting{Reason: "RunContainerError", Message: msg}
+	m.event(ps.pod, v1.EventTypeWarning, "Failed", "Error: "+msg)
 	m.cfg.Logger.Warn("container could not start", "pod", ps.pod.Namespace+"/"+ps.pod.Name, "container", c.name, "error", msg)
 	m.later(ps, 0)
 }
 
-// pruneLogs keeps the log of the previous instance and removes older ones.
+// pruneLogs keeps the log files (the current one and its rotations) of the previous
+// instance and removes older instances' files.
 func (m *Manager) pruneLogs(dir string, current int) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -305,11 +319,37 @@ func (m *Manager) withUser(cred *credential, argv []string) []string {
 	return append([]string{m.setpriv, fmt.Sprintf("--reuid=%d", cred.uid), fmt.Sprintf("--regid=%d", cred.gid), groups, "--"}, argv...)
 }
 
+// containerApplets is where containers see the busybox applet links (RootDir/bin).
+const containerApplets = "/run/.tranche-bin"
+
+// withImageEnv adds an image's environment (images.Plan.Env) under the container's:
+// as with a container image's ENV, a variable the container sets wins, except the
+// default PATH, which the image's replaces.
+func withImageEnv(env, image []string) []string {
+	out := append([]string(nil), env...)
+	for _, kv := range image {
+		name, _, _ := strings.Cut(kv, "=")
+		found := false
+		for i, have := range out {
+			if n, v, _ := strings.Cut(have, "="); n == name {
+				found = true
+				if name == "PATH" && v == defaultPath {
+					out[i] = kv
+				}
+			}
+		}
+		if !found {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // prepare writes the plan's files and returns the start-up script (everything before
-// the final exec, which the caller appends) and the user to run as.
+// the final exec, which the caller appends) and the user to run as. The plan is
+// already expanded for the container's directories.
 func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, cdir string, env []string) (string, *credential, error) {
 	configDir, dataDir := filepath.Join(cdir, "config"), filepath.Join(cdir, "data")
-	*plan = plan.Expand(configDir, dataDir)
 	cred, err := m.credential(ps.pod, spec, plan.User)
 	if err != nil {
 		return "", nil, err
@@ -351,6 +391,19 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 		fmt.Fprintf(&s, "%s mount --bind %s /etc/%s\n", bb, shellQuote(filepath.Join(etc, f)), f)
 	}
 	fmt.Fprintf(&s, "%s hostname %s\n", bb, shellQuote(ps.hostname))
+	if plan.Applets != "" {
+		// Seen through the private /run, so that a volume mounted over the directory
+		// holding the node's data (an emptyDir at /tmp while the data dir is under
+		// /tmp) does not hide the applets.
+		fmt.Fprintf(&s, "%s mkdir -p %s\n", bb, containerApplets)
+		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(m.applets), containerApplets)
+	}
+	for _, pm := range plan.Mounts {
+		if _, err := os.Stat(pm.Target); err != nil {
+			return "", nil, fmt.Errorf("image %q needs %s on the node's file system (install the Debian package that provides it; make deps does): %w", spec.Image, pm.Target, err)
+		}
+		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(pm.Source), shellQuote(pm.Target))
+	}
 	// Every volume is first bound to a staging point in the private /run, then from
 	// there to its mount path: a volume mounted over a directory that holds the node's
 	// data (say an emptyDir at /tmp while the data dir is under /tmp) would otherwise
@@ -369,7 +422,20 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 			src = filepath.Join(src, vm.SubPath)
 		}
 		target := vm.MountPath
-		if underRun(target) {
+		if dir, ok := underPlanMount(plan.Mounts, target); ok {
+			// The mount point lies in a directory the plan provides: make it there.
+			if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
+				err = os.MkdirAll(filepath.Dir(dir), 0o755)
+				if err == nil {
+					err = touch(dir)
+				}
+				if err != nil {
+					return "", nil, fmt.Errorf("mount point %q of volume %q: %w", vm.MountPath, vm.Name, err)
+				}
+			} else if err := os.MkdirAll(dir, 0o755); err != nil {
+				return "", nil, fmt.Errorf("mount point %q of volume %q: %w", vm.MountPath, vm.Name, err)
+			}
+		} else if underRun(target) {
 			// busybox's remount finds mounts by their path in /proc/mounts, which
 			// shows /run, not the /var/run symlink.
 			target = "/run/" + strings.TrimPrefix(strings.TrimPrefix(filepath.Clean(target), "/var/run/"), "/run/")
@@ -396,6 +462,13 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 	}
 	if spec.WorkingDir != "" {
 		fmt.Fprintf(&s, "cd %s\n", shellQuote(spec.WorkingDir))
+	}
+	for _, d := range plan.OwnedDirs {
+		// In double quotes, not single: the image's directories name its variables ($PGDATA).
+		fmt.Fprintf(&s, "%s mkdir -p \"%s\"\n", bb, d)
+		if cred != nil {
+			fmt.Fprintf(&s, "%s chown %d:%d \"%s\"\n", bb, cred.uid, cred.gid, d)
+		}
 	}
 	for _, setup := range plan.Setup {
 		fmt.Fprintf(&s, "%s\n", shellJoin(m.withUser(cred, setup)))
@@ -506,7 +579,11 @@ func (m *Manager) stopInstance(ps *podState, c *container, inst *instance, grace
 		m.runPreStop(pod, spec, inst, podIP, grace)
 		grace = max(grace-m.cfg.Clock.Since(start), minGraceAfterPreStop)
 	}
-	_ = unix.Kill(-inst.pid, unix.SIGTERM)
+	sig := inst.stopSignal
+	if sig == 0 {
+		sig = unix.SIGTERM
+	}
+	_ = unix.Kill(-inst.pid, sig)
 	select {
 	case <-inst.done:
 		return
@@ -613,13 +690,27 @@ func (m *Manager) applyProbe(ps *podState, c *container, inst *instance, u probe
 	}
 	kill := u.Result == probe.Failure && (u.Kind == probe.Liveness || u.Kind == probe.Startup)
 	ps.mu.Unlock()
+	if u.Result == probe.Failure {
+		m.event(pod, v1.EventTypeWarning, "Unhealthy", string(u.Kind)+" probe failed: "+u.Message)
+	}
 	if kill {
+		m.event(pod, v1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, strings.ToLower(string(u.Kind))))
 		m.cfg.Logger.Info("container failed its probe, restarting it", "pod", pod.Namespace+"/"+pod.Name,
 			"container", c.name, "probe", string(u.Kind), "message", u.Message)
 		go m.stopInstance(ps, c, inst, gracePeriod(pod))
 	}
 	m.notify(pod.UID)
 }
+
+// event records an event on the pod when the runtime has a recorder.
+func (m *Manager) event(pod *v1.Pod, eventType, reason, message string) {
+	if m.cfg.Recorder != nil && pod != nil {
+		m.cfg.Recorder.Event(pod, eventType, reason, message)
+	}
+}
+
+// podID is namespace/name.
+func podID(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // newID returns a container id: 64 hex digits, like containerd's.
 func newID() string {
@@ -679,6 +770,29 @@ func totalMemory() int64 {
 		return 0
 	}
 	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// underPlanMount returns where, on the node, the mount point target is when it lies
+// strictly below one of the plan's mount targets (the last such mount wins, as it
+// hides the others).
+func underPlanMount(mounts []images.Mount, target string) (string, bool) {
+	target = filepath.Clean(target)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		base := filepath.Clean(mounts[i].Target)
+		if rel, err := filepath.Rel(base, target); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return filepath.Join(mounts[i].Source, rel), true
+		}
+	}
+	return "", false
+}
+
+// touch creates an empty file at p unless it exists.
+func touch(p string) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // underRun reports whether p lies in the container's private /run (directly or

@@ -5,7 +5,9 @@
 // A pod's sandbox is a network namespace <prefix>p-<first 12 hex digits of its UID>,
 // attached to the node's pod bridge with an address from the node's subnet (allocations
 // persist in RootDir/sandboxes.json), plus its /etc/hosts, /etc/resolv.conf and
-// /etc/hostname under RootDir/pods/<uid>/etc.
+// /etc/hostname under RootDir/pods/<uid>/etc. A hostNetwork pod has no namespace of its
+// own: its containers run in the node's, its IP is the node's and its hostname the
+// node's name.
 //
 // Each container instance is one process tree in the sandbox's network namespace and in
 // its OWN mount, UTS, IPC and PID namespaces: the container's program is PID 1 of its PID
@@ -40,6 +42,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/tranche/tranche/internal/agent/backoff"
@@ -54,7 +57,8 @@ type Config struct {
 	// NodeName is the node's name in Topology.
 	NodeName string
 	// NodeNS is the node's network namespace, from which probes and preStop HTTP hooks
-	// dial the pods; "" means the namespace the agent runs in.
+	// dial the pods; "" means the namespace the agent runs in. hostNetwork pods run in
+	// it, or, when it is "", in the node's namespace of Topology.
 	NodeNS string
 	// Topology is the cluster network; pod addresses come from the node's PodCIDR.
 	Topology clusternet.Topology
@@ -73,13 +77,23 @@ type Config struct {
 	// HostResolvConf is the node's resolv.conf, the base of Default-policy pods'
 	// (/etc/resolv.conf when empty).
 	HostResolvConf string
+	// HostHostsFile is the node's /etc/hosts, which hostNetwork pods get a copy of
+	// (/etc/hosts when empty).
+	HostHostsFile string
 	// Lookup reads ConfigMaps and Secrets for container environments; without it a
 	// container referring to one waits with CreateContainerConfigError.
 	Lookup Lookup
+	// Logs is the container log rotation (kubelet's defaults, DefaultLogMaxSize and
+	// DefaultLogMaxFiles, for zero fields).
+	Logs LogPolicy
 	// Backoff is the crash-loop back-off (kubelet's, on Clock, when nil).
 	Backoff *backoff.Backoff
 	// Clock drives probes, back-off and timestamps (the real clock when nil).
 	Clock clock.WithTicker
+	// Recorder receives the events kubelet records on a pod (Pulled, saying what runs
+	// for the image, Created, Started, Failed, BackOff, Unhealthy, Killing); none
+	// are recorded when nil.
+	Recorder record.EventRecorder
 	// Logger receives the runtime's logs (discarded when nil).
 	Logger *slog.Logger
 }
@@ -161,8 +175,20 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.HostResolvConf == "" {
 		cfg.HostResolvConf = "/etc/resolv.conf"
 	}
+	if cfg.HostHostsFile == "" {
+		cfg.HostHostsFile = "/etc/hosts"
+	}
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.Logs.MaxSize == 0 {
+		cfg.Logs.MaxSize = DefaultLogMaxSize
+	}
+	if cfg.Logs.MaxFiles == 0 {
+		cfg.Logs.MaxFiles = DefaultLogMaxFiles
+	}
+	if err := cfg.Logs.Check(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	if cfg.Backoff == nil {
 		cfg.Backoff = backoff.New(cfg.Clock)
@@ -482,7 +508,9 @@ func (m *Manager) Cleanup(ctx context.Context, keep map[types.UID]bool) error {
 }
 
 // LogPath implements Runtime: logs are RootDir/pods/<uid>/containers/<name>/logs/<n>.log,
-// n being the instance's restart count.
+// n being the instance's restart count; the rotated parts of an instance's log are
+// <n>.log.1 (the newest) to <n>.log.<MaxFiles-1> (the oldest), and the files of the
+// instance before the current one are kept.
 func (m *Manager) LogPath(podUID types.UID, name string, previous bool) (string, error) {
 	dir := filepath.Join(m.podDir(podUID), "containers", name, "logs")
 	entries, err := os.ReadDir(dir)

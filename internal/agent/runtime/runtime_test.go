@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/tranche/tranche/internal/agent/backoff"
@@ -74,6 +75,7 @@ func newTestEnv(t *testing.T) *testEnv {
 		ClusterDNS:    []string{"10.96.0.10"},
 		ClusterDomain: "cluster.local",
 		Backoff:       backoff.NewWithLimits(clock.RealClock{}, time.Second, 2*time.Second),
+		Recorder:      record.NewFakeRecorder(10000),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +218,27 @@ func TestRuntime(t *testing.T) {
 		}
 	})
 
+	t.Run("events say what runs", func(t *testing.T) {
+		got := map[string]bool{}
+		events := e.m.cfg.Recorder.(*record.FakeRecorder).Events
+		for len(got) < 3 {
+			select {
+			case ev := <-events:
+				for _, want := range []string{
+					`Normal Pulled Container image "busybox:1.36" already present on machine: image "busybox:1.36" runs with the host's busybox applets`,
+					"Normal Created Created container: c",
+					"Normal Started Started container c",
+				} {
+					if strings.HasPrefix(ev, want) {
+						got[want] = true
+					}
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("events seen: %v, want Pulled (with the image plan), Created and Started", got)
+			}
+		}
+	})
+
 	t.Run("etc files and hostname", func(t *testing.T) {
 		for _, tc := range []struct {
 			cmd  []string
@@ -300,6 +323,48 @@ func TestRuntime(t *testing.T) {
 			return c.LastState.Terminated != nil && c.LastState.Terminated.Reason == "StartError" &&
 				img.State.Waiting != nil && img.State.Waiting.Reason == "ErrImagePull"
 		})
+	})
+
+	t.Run("host network", func(t *testing.T) {
+		p := makePod("hostnet", func(p *v1.Pod) {
+			p.Spec.HostNetwork = true
+			p.Spec.Containers[0].Command = []string{"sh", "-c", "httpd -f -p 18080 -h / & sleep 3600"}
+			p.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
+				ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(18080)}}}
+		})
+		v := e.syncUntil(p, "ready", 10*time.Second, func(v status.PodView) bool { return v.Containers["c"].Ready })
+		node, _ := e.m.cfg.Topology.Node("n1")
+		if len(v.PodIPs) != 1 || v.PodIPs[0] != node.Underlay.String() {
+			t.Errorf("pod IPs = %v, want the node's address %s", v.PodIPs, node.Underlay)
+		}
+		if ns := e.m.pods[p.UID].netns; ns != e.m.cfg.NodeNS {
+			t.Errorf("the pod runs in namespace %q, not the node's %q", ns, e.m.cfg.NodeNS)
+		}
+		if own, _ := sandboxName(e.prefix, p.UID); netns.Exists(own) {
+			t.Errorf("a hostNetwork pod got a namespace of its own, %s", own)
+		}
+		for _, tc := range []struct {
+			cmd  []string
+			want string
+		}{
+			{[]string{"hostname"}, "n1\n"},
+			{[]string{"head", "-1", "/etc/hosts"}, "# Kubernetes-managed hosts file (host network).\n"},
+			{[]string{"sh", "-c", "echo $HOSTNAME"}, "n1\n"},
+		} {
+			if out, code := e.exec(p, "c", tc.cmd...); code != 0 || out != tc.want {
+				t.Errorf("%v: exit %d, output %q, want %q", tc.cmd, code, out, tc.want)
+			}
+		}
+		if err := e.m.KillPod(context.Background(), p, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !netns.Exists(e.m.cfg.NodeNS) {
+			t.Fatalf("killing a hostNetwork pod removed the node's namespace")
+		}
+		// The other pods of the node still run.
+		if out, code := e.exec(a, "c", "true"); code != 0 {
+			t.Errorf("pod a after the hostNetwork pod went: exit %d %s", code, out)
+		}
 	})
 
 	t.Run("kill runs preStop then SIGTERM and removes everything", func(t *testing.T) {

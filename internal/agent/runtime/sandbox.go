@@ -99,6 +99,9 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 		return nil
 	}
 	pod := ps.pod
+	if pod.Spec.HostNetwork {
+		return m.ensureHostNetwork(ps)
+	}
 	name, err := sandboxName(m.cfg.Topology.Prefix, pod.UID)
 	if err != nil {
 		return err
@@ -146,15 +149,54 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 	return nil
 }
 
+// ensureHostNetwork gives a hostNetwork pod the node's own network, as kubelet does:
+// no namespace, veth or address of its own, the node's InternalIP as pod IP, the node's
+// name as hostname, and a copy of the node's /etc/hosts. Nothing is recorded: there is
+// nothing to release or clean up but the pod's files. ps.mu is held.
+func (m *Manager) ensureHostNetwork(ps *podState) error {
+	pod := ps.pod
+	nodeNS := m.hostNetNS()
+	if !netns.Exists(nodeNS) {
+		return fmt.Errorf("pod %s/%s uses the host network, but the node's network namespace %q does not exist", pod.Namespace, pod.Name, nodeNS)
+	}
+	if !m.node.Underlay.IsValid() {
+		return fmt.Errorf("pod %s/%s uses the host network, but node %q has no address", pod.Namespace, pod.Name, m.cfg.NodeName)
+	}
+	hostname := m.cfg.NodeName
+	if err := m.writeEtc(pod, m.node.Underlay, hostname); err != nil {
+		return fmt.Errorf("writing /etc files of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	ps.netns, ps.ip, ps.hostname, ps.sandboxReady = nodeNS, m.node.Underlay, hostname, true
+	return nil
+}
+
+// hostNetNS is the network namespace hostNetwork pods run in: Config.NodeNS, or the
+// node's namespace in the cluster topology.
+func (m *Manager) hostNetNS() string {
+	if m.cfg.NodeNS != "" {
+		return m.cfg.NodeNS
+	}
+	return m.cfg.Topology.NodeNamespace(m.cfg.NodeName)
+}
+
 // writeEtc writes the pod's hosts, resolv.conf and hostname below its directory.
 func (m *Manager) writeEtc(pod *v1.Pod, ip netip.Addr, hostname string) error {
 	dir := filepath.Join(m.podDir(pod.UID), "etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	hosts, err := podfiles.Hosts(pod, []string{ip.String()}, m.cfg.ClusterDomain)
-	if err != nil {
-		return err
+	var hosts []byte
+	if pod.Spec.HostNetwork {
+		nodeHosts, err := os.ReadFile(m.cfg.HostHostsFile)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		hosts = podfiles.HostNetworkHosts(pod, nodeHosts)
+	} else {
+		var err error
+		if hosts, err = podfiles.Hosts(pod, []string{ip.String()}, m.cfg.ClusterDomain); err != nil {
+			return err
+		}
 	}
 	hostResolv, err := os.ReadFile(m.cfg.HostResolvConf)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -1,0 +1,304 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	// upNodes is the size of the cluster whose start is timed and on which pods start.
+	upNodes = 3
+	// pods is how many pods each start-up round starts; pacedInterval is the time
+	// between two creates in the paced round; creators is how many clients create
+	// them at once in the burst.
+	pods          = 100
+	pacedInterval = 100 * time.Millisecond
+	creators      = 10
+	// startupTimeout bounds the wait for all pods to be Ready.
+	startupTimeout = 3 * time.Minute
+	// idleFor is how long the 1-node cluster idles after it is ready before its memory
+	// is read, so that start-up garbage has been collected.
+	idleFor = 5 * time.Second
+)
+
+// Goals (the issue's; see README.md).
+const (
+	goalUp         = 3 * time.Second
+	goalStartupP99 = 1 * time.Second
+	sloStartupP99  = 5 * time.Second // Kubernetes' pod start-up SLO
+	goalIdleRSS    = 150e6           // bytes
+)
+
+// BenchmarkCluster starts real clusters (as root) and prints every figure beside its
+// goal in one table at the end. Run it with -benchtime 1x (make bench-cluster).
+func BenchmarkCluster(b *testing.B) {
+	bin := needRoot(b)
+	rp := newReport()
+	b.Run("up-3-nodes", func(b *testing.B) { benchUp(b, bin, rp) })
+	b.Run("pod-startup-100", func(b *testing.B) { benchPodStartup(b, bin, rp) })
+	b.Run("idle-rss-1-node", func(b *testing.B) { benchIdleRSS(b, bin, rp) })
+	rp.print(os.Stdout)
+}
+
+// benchUp times `tranche up --nodes 3 --detach` on a fresh data dir until it returns
+// with the cluster ready; `tranche down --purge` follows, untimed.
+func benchUp(b *testing.B, bin string, rp *report) {
+	var total time.Duration
+	b.ResetTimer()
+	for range b.N {
+		c, d := startCluster(b, bin, upNodes)
+		total += d
+		b.StopTimer()
+		c.stop()
+		b.StartTimer()
+	}
+	mean := total / time.Duration(b.N)
+	b.ReportMetric(mean.Seconds(), "s/up")
+	rp.set(row{metric: fmt.Sprintf("tranche up --nodes %d --detach to ready", upNodes), ours: ms(mean),
+		reference: "goal " + ms(goalUp), ratio: ratio(float64(mean), float64(goalUp)), goal: "<= 1"})
+}
+
+// benchPodStartup measures, on a fresh 3-node cluster, for each of 100 pods without
+// probes (the pause image, as Kubernetes' density tests use) the time from the start of
+// its create request to the moment a watch sees it Ready: first with the pods created
+// at a steady rate (what Kubernetes' start-up SLO is measured at: latency, not
+// throughput), then all at once by 10 clients (a burst: the last pods wait for the
+// first, so this shows throughput). It also divides the CPU time the cluster's
+// processes used by the pods started.
+func benchPodStartup(b *testing.B, bin string, rp *report) {
+	c, _ := startCluster(b, bin, upNodes)
+	client := newClient(b, c)
+	var paced, burst []time.Duration
+	var pacedWall, burstWall time.Duration
+	cpu0 := clusterCPU(c)
+	b.ResetTimer()
+	for i := range b.N {
+		paced, pacedWall = startPods(b, client, fmt.Sprintf("bench-paced-%d", i), pacedInterval)
+		burst, burstWall = startPods(b, client, fmt.Sprintf("bench-burst-%d", i), 0)
+	}
+	b.StopTimer()
+	cpu := clusterCPU(c).sub(cpu0)
+	started := time.Duration(2 * pods * b.N)
+	slices.Sort(paced)
+	slices.Sort(burst)
+	p50, p99 := percentile(paced, 0.50), percentile(paced, 0.99)
+	b.ReportMetric(p50.Seconds(), "p50-s")
+	b.ReportMetric(p99.Seconds(), "p99-s")
+	b.ReportMetric(percentile(burst, 0.99).Seconds(), "burst-p99-s")
+	rate := fmt.Sprintf("%d pods at %.0f/s on %d nodes", pods, float64(time.Second)/float64(pacedInterval), upNodes)
+	rp.set(row{metric: "pod start-up p50, " + rate, ours: ms(p50),
+		reference: "goal p99 " + ms(goalStartupP99), ratio: ratio(float64(p50), float64(goalStartupP99)), goal: "-"})
+	rp.set(row{metric: "pod start-up p99, " + rate, ours: ms(p99),
+		reference: "goal " + ms(goalStartupP99), ratio: ratio(float64(p99), float64(goalStartupP99)), goal: "<= 1"})
+	rp.set(row{metric: "pod start-up p99 vs Kubernetes' SLO", ours: ms(p99),
+		reference: "SLO " + ms(sloStartupP99), ratio: ratio(float64(p99), float64(sloStartupP99)), goal: "<= 1"})
+	rp.set(row{metric: fmt.Sprintf("burst: p50 / p99, %d pods at once", pods),
+		ours:      ms(percentile(burst, 0.50)) + " / " + ms(percentile(burst, 0.99)),
+		reference: "goal p99 " + ms(goalStartupP99), ratio: ratio(float64(percentile(burst, 0.99)), float64(goalStartupP99)), goal: "-"})
+	rp.note("pod start-up: paced round all Ready %s after its first create (max %s); burst of %d from %d clients all Ready after %s",
+		ms(pacedWall), ms(paced[len(paced)-1]), pods, creators, ms(burstWall))
+	rp.note("CPU per pod started: control plane (up) %s, agents %s, container processes %s (start-up script, mounts, program); %s in all on %d cores",
+		ms(cpu.up/started), ms(cpu.agents/started), ms(cpu.containers/started), ms((cpu.up+cpu.agents+cpu.containers)/started), runtime.NumCPU())
+}
+
+// startPods creates pods pods in a new namespace, one every interval from one client,
+// or, when interval is 0, all at once from creators clients, and returns each pod's
+// latency and the time until the last was Ready.
+func startPods(b *testing.B, client kubernetes.Interface, ns string, interval time.Duration) ([]time.Duration, time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	defer cancel()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	ready := map[string]time.Time{}
+	names := make(chan string)
+	errs := make(chan error, pods)
+	var wg sync.WaitGroup
+	create := func(name string) {
+		t0 := time.Now()
+		mu.Lock()
+		created[name] = t0
+		mu.Unlock()
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, pausePod(name), metav1.CreateOptions{}); err != nil {
+			errs <- fmt.Errorf("create pod %s: %w", name, err)
+		}
+	}
+	start := time.Now()
+	if interval == 0 {
+		for range creators {
+			wg.Go(func() {
+				for name := range names {
+					create(name)
+				}
+			})
+		}
+		go func() {
+			for i := range pods {
+				names <- fmt.Sprintf("p-%03d", i)
+			}
+			close(names)
+		}()
+	} else {
+		// Each create in its own goroutine, so that a slow request does not delay
+		// the next and the rate holds.
+		wg.Go(func() {
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for i := range pods {
+				wg.Go(func() { create(fmt.Sprintf("p-%03d", i)) })
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	var last time.Time
+	for len(ready) < pods {
+		select {
+		case err := <-errs:
+			b.Fatal(err)
+		case <-ctx.Done():
+			b.Fatalf("%d of %d pods Ready after %s", len(ready), pods, startupTimeout)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatalf("the pod watch closed with %d of %d pods Ready", len(ready), pods)
+			}
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			pod, ok := ev.Object.(*v1.Pod)
+			if !ok || !podReady(pod) {
+				continue
+			}
+			if _, seen := ready[pod.Name]; !seen {
+				last = time.Now()
+				ready[pod.Name] = last
+			}
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	lat := make([]time.Duration, 0, pods)
+	for name, t := range ready {
+		lat = append(lat, t.Sub(created[name]))
+	}
+	return lat, last.Sub(start)
+}
+
+func pausePod(name string) *v1.Pod {
+	grace := int64(1)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "bench"}},
+		Spec: v1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			Containers:                    []v1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+}
+
+func podReady(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// percentile returns the q-th quantile of sorted durations (nearest rank).
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*q+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func newClient(b *testing.B, c *localCluster) kubernetes.Interface {
+	b.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return client
+}
+
+// benchIdleRSS starts a 1-node cluster, lets it idle and sums the memory of the up
+// process and its agents.
+func benchIdleRSS(b *testing.B, bin string, rp *report) {
+	var sum, all memory
+	var agents int
+	b.ResetTimer()
+	for range b.N {
+		c, _ := startCluster(b, bin, 1)
+		time.Sleep(idleFor)
+		sum, all, agents = clusterMemory(b, c)
+		b.StopTimer()
+		c.stop()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(sum.rss), "rss-bytes")
+	b.ReportMetric(float64(sum.pss), "pss-bytes")
+	rp.set(row{metric: "idle RSS of a 1-node cluster (up + agent)", ours: mb(sum.rss),
+		reference: "goal " + mb(goalIdleRSS), ratio: ratio(float64(sum.rss), goalIdleRSS), goal: "<= 1"})
+	rp.set(row{metric: "idle PSS of a 1-node cluster (up + agent)", ours: mb(sum.pss),
+		reference: "goal " + mb(goalIdleRSS), ratio: ratio(float64(sum.pss), goalIdleRSS), goal: "-"})
+	rp.note("idle memory: up + %d agent(s), read %s after ready; RSS counts the binary's shared pages once per process, PSS divides them; with every process the cluster runs (pods included): RSS %s, PSS %s",
+		agents, idleFor, mb(all.rss), mb(all.pss))
+}
+
+// clusterMemory returns the memory of the up process and its agents, and of every
+// process below up (pods included), and how many agents there were.
+func clusterMemory(b *testing.B, c *localCluster) (core, all memory, agents int) {
+	b.Helper()
+	up, err := procMemory(c.pid)
+	if err != nil {
+		b.Fatalf("the up process %d: %v", c.pid, err)
+	}
+	core, all = up, up
+	for _, p := range descendants(c.pid) {
+		m, err := procMemory(p)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		all.rss += m.rss
+		all.pss += m.pss
+		if args := cmdline(p); len(args) > 1 && args[1] == "agent" {
+			agents++
+			core.rss += m.rss
+			core.pss += m.pss
+		}
+	}
+	if agents == 0 {
+		b.Fatalf("no agent process below the up process %d", c.pid)
+	}
+	return core, all, agents
+}

@@ -1,0 +1,250 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	// upTimeout bounds one `tranche up --detach`; downTimeout one `tranche down`.
+	upTimeout   = 2 * time.Minute
+	downTimeout = time.Minute
+)
+
+// trancheBinary is $TRANCHE_BIN, else the repository's bin/tranche (go test runs in the
+// package directory).
+func trancheBinary() string {
+	if p := os.Getenv("TRANCHE_BIN"); p != "" {
+		return p
+	}
+	p, _ := filepath.Abs(filepath.Join("..", "..", "bin", "tranche"))
+	return p
+}
+
+// needRoot stops the benchmark with a clear message when it cannot make namespaces or
+// find the binary.
+func needRoot(b *testing.B) string {
+	b.Helper()
+	if os.Geteuid() != 0 {
+		b.Fatal("bench/cluster starts real clusters (network namespaces): run it as root")
+	}
+	bin := trancheBinary()
+	if _, err := os.Stat(bin); err != nil {
+		b.Fatalf("no tranche binary at %s (run make build or set TRANCHE_BIN): %v", bin, err)
+	}
+	return bin
+}
+
+// localCluster is one `tranche up --detach` on a fresh data directory, with a network
+// namespace prefix of this process's own so that it runs beside other clusters.
+type localCluster struct {
+	bin, dir, prefix, listen string
+	// pid is the `tranche up` process that keeps running in the background.
+	pid int
+}
+
+var readyPID = regexp.MustCompile(`cluster ready \(pid (\d+),`)
+
+// startCluster runs `tranche up --nodes N --detach` and returns once it has returned
+// (all nodes Ready and DNS answering), with the wall time that took. The cluster is
+// torn down (down --purge) at the end of the benchmark, also when it fails.
+func startCluster(b *testing.B, bin string, nodes int) (*localCluster, time.Duration) {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "trbench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+	c := &localCluster{bin: bin, dir: dir, prefix: fmt.Sprintf("bc%d-", os.Getpid()%1000), listen: listen}
+	b.Cleanup(c.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
+	defer cancel()
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, bin, "up", "--nodes", strconv.Itoa(nodes), "--detach", "--data-dir", dir,
+		"--listen", listen, "--netns-prefix", c.prefix).CombinedOutput()
+	elapsed := time.Since(start)
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "tranche.log"))
+		b.Fatalf("tranche up --nodes %d: %v\n%s\n%s", nodes, err, out, tail(string(log), 30))
+	}
+	m := readyPID.FindSubmatch(out)
+	if m == nil {
+		b.Fatalf("tranche up did not say which process runs the cluster:\n%s", out)
+	}
+	c.pid, _ = strconv.Atoi(string(m[1]))
+	return c, elapsed
+}
+
+// stop runs `tranche down --purge`; it is idempotent.
+func (c *localCluster) stop() {
+	if c.dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), downTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, c.bin, "down", "--data-dir", c.dir, "--purge").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "tranche down --data-dir %s --purge: %v\n%s\n", c.dir, err, out)
+	}
+	os.RemoveAll(c.dir)
+	c.dir = ""
+}
+
+func (c *localCluster) kubeconfig() string { return filepath.Join(c.dir, "kubeconfig") }
+
+// descendants returns the processes below pid (children, grandchildren...), from the
+// parent links in /proc.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name, in parentheses, may hold spaces: the fields after it count
+		// from its closing parenthesis (state, then ppid).
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// cmdline returns a process's arguments.
+func cmdline(pid int) []string {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+}
+
+// memory is a process's resident memory in bytes: VmRSS from /proc/PID/status and Pss
+// from /proc/PID/smaps_rollup (shared pages divided among the processes mapping them).
+type memory struct {
+	rss, pss int64
+}
+
+// procMemory reads pid's memory (given in kB by the kernel).
+func procMemory(pid int) (memory, error) {
+	var m memory
+	read := func(file, key string, dst *int64) error {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/%s", pid, file))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), ":")
+			if !ok || k != key {
+				continue
+			}
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return fmt.Errorf("/proc/%d/%s %s %q: %w", pid, file, k, v, err)
+			}
+			*dst = kb << 10
+			return nil
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("/proc/%d/%s: no %s", pid, file, key)
+	}
+	if err := read("status", "VmRSS", &m.rss); err != nil {
+		return m, err
+	}
+	if err := read("smaps_rollup", "Pss", &m.pss); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cpuTimes is the CPU time (user + system) used by a cluster's processes.
+type cpuTimes struct {
+	up, agents, containers time.Duration
+}
+
+func (a cpuTimes) sub(b cpuTimes) cpuTimes {
+	return cpuTimes{up: a.up - b.up, agents: a.agents - b.agents, containers: a.containers - b.containers}
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times (100 on Linux
+// everywhere).
+const clockTicks = 100
+
+// procCPU returns a process's own CPU time and that of its reaped children.
+func procCPU(pid int) (own, children time.Duration) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// After the command: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+	if len(f) < 15 {
+		return 0, 0
+	}
+	tick := func(i int) time.Duration {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		return time.Duration(v) * time.Second / clockTicks
+	}
+	return tick(11) + tick(12), tick(13) + tick(14)
+}
+
+// clusterCPU adds up the CPU time of the up process, of its agents, and of the
+// container processes (everything below the agents, with what they reaped: the
+// start-up scripts' commands). Container processes that have exited are not counted.
+func clusterCPU(c *localCluster) cpuTimes {
+	var t cpuTimes
+	t.up, _ = procCPU(c.pid)
+	for _, p := range descendants(c.pid) {
+		own, reaped := procCPU(p)
+		if args := cmdline(p); len(args) > 1 && args[1] == "agent" {
+			t.agents += own
+			continue
+		}
+		t.containers += own + reaped
+	}
+	return t
+}
