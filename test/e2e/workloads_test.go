@@ -16,15 +16,15 @@ import (
 )
 
 // TestWorkloads runs seed 000's specialised reconcilers on their own `tranche up --nodes
-// 4` with the real kubectl: the DaemonSet follows the nodes, the StatefulSet creates its
-// pods in order with their own claims, Jobs complete or fail after backoffLimit, a
-// CronJob's Job can be started by hand, and a Deployment rolls out, back, restarts and
-// scales. The scenarios run in parallel on the one cluster, each in its namespace.
+// 4` with the real kubectl: the StatefulSet creates its postgres pods in order with their
+// own claims, Jobs complete or fail after backoffLimit, a CronJob's Job can be started by
+// hand, a Deployment rolls out, back, restarts and scales (these in parallel, each in its
+// namespace), then the DaemonSet follows the nodes.
 func TestWorkloads(t *testing.T) {
 	c := upOwn(t, "tw", 4)
 	seed := seedDocs(t, "testdata/000-ds-sts-job.yaml")
 	t.Run("scenarios", func(t *testing.T) {
-		t.Run("StatefulSetIdentityAndStorage", func(t *testing.T) { t.Parallel(); testStatefulSet(t, c) })
+		t.Run("StatefulSetIdentityAndStorage", func(t *testing.T) { t.Parallel(); testStatefulSet(t, c, seed["StatefulSet"]) })
 		t.Run("JobCompletes", func(t *testing.T) { t.Parallel(); testJobCompletes(t, c) })
 		t.Run("JobFailsAfterBackoffLimit", func(t *testing.T) { t.Parallel(); testJobFails(t, c) })
 		t.Run("CronJobManualRun", func(t *testing.T) { t.Parallel(); testCronJobManualRun(t, c) })
@@ -120,13 +120,17 @@ func testDaemonSetFollowsNodes(t *testing.T, c *localCluster, ds string) {
 	}
 }
 
-// stsBusybox is seed 000's postgres StatefulSet with busybox in place of postgres:16
-// (the image catalog's postgres runner is another branch's work) and its data claim
-// mounted on /mnt, which exists on the node's file system. The first container of each
-// ordinal writes a random row into its claim; every container prints the row it finds.
-// A slow readiness probe makes the ordering visible. The headless Service is the one
-// serviceName names.
-const stsBusybox = `apiVersion: v1
+// postgresSet is seed 000's postgres StatefulSet as written, with what the postgres
+// image needs and the seed leaves out: a superuser password (the image refuses to
+// initialise without one) and the headless Service its serviceName names; a readiness
+// probe on the port makes "Ready before the next ordinal" mean "accepts connections".
+func postgresSet(t *testing.T, seed string) string {
+	t.Helper()
+	const image = "          image: postgres:16\n"
+	if !strings.Contains(seed, image) {
+		t.Fatalf("the seed's StatefulSet no longer has %q", image)
+	}
+	return `apiVersion: v1
 kind: Service
 metadata:
   name: postgres
@@ -137,47 +141,19 @@ spec:
   ports:
   - port: 5432
 ---
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: postgres
-spec:
-  serviceName: postgres
-  replicas: 3
-  selector:
-    matchLabels:
-      app: postgres
-  template:
-    metadata:
-      labels:
-        app: postgres
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-        - name: postgres
-          image: busybox
-          command: ["sh", "-c", "test -f /mnt/row || echo row-$(cat /proc/sys/kernel/random/uuid) > /mnt/row; echo found $(cat /mnt/row); exec sleep 3600"]
+` + strings.Replace(seed, image, image+`          env:
+            - {name: POSTGRES_PASSWORD, value: s3cret}
           readinessProbe:
-            exec: {command: ["test", "-f", "/mnt/row"]}
-            initialDelaySeconds: 1
+            tcpSocket: {port: 5432}
             periodSeconds: 1
-          volumeMounts:
-            - name: data
-              mountPath: /mnt
-  volumeClaimTemplates:
-    - metadata:
-        name: data
-      spec:
-        accessModes: ["ReadWriteOnce"]
-        resources:
-          requests:
-            storage: 10Gi
-`
+`, 1)
+}
 
 // testStatefulSet: postgres-0, -1, -2 are created in order, each once the previous is
-// Ready, with claims data-postgres-0..2 Bound; deleting postgres-1 brings back a pod of
-// the same name, hostname and claim that finds the row its predecessor wrote.
-func testStatefulSet(t *testing.T, c *localCluster) {
+// Ready, with claims data-postgres-0..2 Bound; a row written in postgres-1 with psql
+// is read back from the postgres-1 that replaces it after `kubectl delete pod`, with
+// the same hostname and claim.
+func testStatefulSet(t *testing.T, c *localCluster, seed string) {
 	s := c.srv
 	ns := s.namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -187,7 +163,14 @@ func testStatefulSet(t *testing.T, c *localCluster) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	c.apply(t, ns, stsBusybox)
+	c.apply(t, ns, postgresSet(t, seed))
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i := range 3 {
+				t.Logf("postgres-%d output:\n%s", i, tail(c.podLog(t, ns, fmt.Sprintf("postgres-%d", i), "postgres"), 1500))
+			}
+		}
+	})
 	// Follow the pods as `kubectl get pods -w` would: a pod may appear only once
 	// its predecessor is Ready.
 	ready := map[string]bool{}
@@ -231,18 +214,17 @@ func testStatefulSet(t *testing.T, c *localCluster) {
 	if got := s.must(t, "get", "pod", "postgres-1", "-n", ns, "-o", "jsonpath={.spec.hostname} {.spec.subdomain}"); got != "postgres-1 postgres" {
 		t.Fatalf("hostname and subdomain of postgres-1: %q", got)
 	}
-	var row string
-	eventually(t, 20*time.Second, "postgres-1 prints its row", func() (bool, string) {
-		log := c.podLog(t, ns, "postgres-1", "postgres")
-		m := regexp.MustCompile(`stdout F found (row-\S+)`).FindStringSubmatch(log)
-		if m != nil {
-			row = m[1]
-		}
-		return m != nil, log
-	})
+	psql := func(sql string) (string, error) {
+		ip := s.must(t, "get", "pod", "postgres-1", "-n", ns, "-o", "jsonpath={.status.podIP}")
+		return c.inNodeNS(t, ns, "postgres-1", []string{"PGPASSWORD=s3cret", "PGCONNECT_TIMEOUT=5"},
+			"psql", "-h", ip, "-U", "postgres", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql)
+	}
+	if out, err := psql("CREATE TABLE kept (v text); INSERT INTO kept VALUES ('written in postgres-1');"); err != nil {
+		t.Fatalf("psql in postgres-1: %v\n%s", err, out)
+	}
 	oldUID := s.must(t, "get", "pod", "postgres-1", "-n", ns, "-o", "jsonpath={.metadata.uid}")
 	claimUID := s.must(t, "get", "pvc", "data-postgres-1", "-n", ns, "-o", "jsonpath={.metadata.uid}")
-	s.must(t, "delete", "pod", "postgres-1", "-n", ns, "--timeout=30s")
+	s.must(t, "delete", "pod", "postgres-1", "-n", ns, "--timeout=45s")
 	eventually(t, 60*time.Second, "a new postgres-1 Running and Ready", func() (bool, string) {
 		out, _, _ := s.kubectl(t, "", "get", "pod", "postgres-1", "-n", ns, "-o",
 			`jsonpath={.metadata.uid} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}`)
@@ -254,10 +236,9 @@ func testStatefulSet(t *testing.T, c *localCluster) {
 	if got := s.must(t, "get", "pvc", "data-postgres-1", "-n", ns, "-o", "jsonpath={.metadata.uid}"); got != claimUID {
 		t.Fatalf("data-postgres-1 was replaced (uid %s, was %s)", got, claimUID)
 	}
-	eventually(t, 20*time.Second, "the recreated postgres-1 finds the row "+row, func() (bool, string) {
-		log := c.podLog(t, ns, "postgres-1", "postgres")
-		return strings.Contains(log, "stdout F found "+row), log
-	})
+	if out, err := psql("SELECT v FROM kept;"); err != nil || strings.TrimSpace(out) != "written in postgres-1" {
+		t.Fatalf("the row from the recreated postgres-1: %v %q", err, out)
+	}
 }
 
 func podReady(pod *v1.Pod) bool {
