@@ -117,6 +117,8 @@ type observer struct {
 	mu      sync.Mutex
 	readyAt map[string]time.Time // pod name -> first seen Ready
 	nodeOf  map[string]string    // pod name -> spec.nodeName
+	addedAt map[string]time.Time // pod name -> seen created
+	boundAt map[string]time.Time // pod name -> first seen with a node
 	nodeAt  map[string]time.Time // node name -> first seen Ready
 	writes  map[string]int       // kind -> watch events
 	last    time.Time            // time of the last event of any kind
@@ -130,7 +132,7 @@ type observer struct {
 func (c *cluster) observe(b *testing.B, ns string) *observer {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	o := &observer{readyAt: map[string]time.Time{}, nodeOf: map[string]string{}, nodeAt: map[string]time.Time{}, writes: map[string]int{}, cancel: cancel, errs: make(chan error, 8)}
+	o := &observer{readyAt: map[string]time.Time{}, nodeOf: map[string]string{}, nodeAt: map[string]time.Time{}, addedAt: map[string]time.Time{}, boundAt: map[string]time.Time{}, writes: map[string]int{}, cancel: cancel, errs: make(chan error, 8)}
 	type lister func(context.Context, metav1.ListOptions) (string, error)
 	type watcher func(context.Context, metav1.ListOptions) (watch.Interface, error)
 	rv := func(l metav1.ListInterface, err error) (string, error) {
@@ -219,6 +221,12 @@ func (o *observer) record(kind string, ev watch.Event) {
 		return
 	}
 	o.nodeOf[pod.Name] = pod.Spec.NodeName
+	if _, seen := o.addedAt[pod.Name]; !seen {
+		o.addedAt[pod.Name] = now
+	}
+	if _, seen := o.boundAt[pod.Name]; !seen && pod.Spec.NodeName != "" {
+		o.boundAt[pod.Name] = now
+	}
 	if _, seen := o.readyAt[pod.Name]; !seen && podReady(pod) {
 		o.readyAt[pod.Name] = now
 	}
@@ -252,16 +260,26 @@ func (o *observer) ready() (int, time.Time) {
 	return len(o.readyAt), last
 }
 
-// readyOn returns when the first pod bound to node was seen Ready.
-func (o *observer) readyOn(node string) (time.Time, bool) {
+// times returns the times of the named pod; zero times for what was not seen.
+func (o *observer) times(name string) podTimes {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return podTimes{added: o.addedAt[name], bound: o.boundAt[name], ready: o.readyAt[name]}
+}
+
+// podTimes are when a pod was seen created, bound to a node and Ready.
+type podTimes struct{ added, bound, ready time.Time }
+
+// readyOn returns the times of the first pod bound to node that was seen Ready.
+func (o *observer) readyOn(node string) (podTimes, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for name, t := range o.readyAt {
 		if o.nodeOf[name] == node {
-			return t, true
+			return podTimes{added: o.addedAt[name], bound: o.boundAt[name], ready: t}, true
 		}
 	}
-	return time.Time{}, false
+	return podTimes{}, false
 }
 
 // settle waits until no write was observed for quiet (the controllers' last status
