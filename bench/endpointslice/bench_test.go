@@ -70,9 +70,8 @@ type firstSync struct {
 func BenchmarkEndpointSlice(b *testing.B) {
 	rp := newReport()
 	e := newEnv(b, rp)
-	stopAll := b.Cleanup
-	b.Run(fmt.Sprintf("first-sync-%dx%d-ns%d", services, podsPerService, e.namespaces), func(b *testing.B) { benchFirstSync(b, e, stopAll) })
-	b.Run(fmt.Sprintf("ready-flip-%d-ns%d", flips, e.namespaces), func(b *testing.B) { benchReadyFlip(b, e, stopAll) })
+	b.Run(fmt.Sprintf("first-sync-%dx%d-ns%d", services, podsPerService, e.namespaces), func(b *testing.B) { benchFirstSync(b, e) })
+	b.Run(fmt.Sprintf("ready-flip-%d-ns%d", flips, e.namespaces), func(b *testing.B) { benchReadyFlip(b, e) })
 	rp.print(os.Stdout)
 }
 
@@ -80,8 +79,8 @@ func BenchmarkEndpointSlice(b *testing.B) {
 // each: from the controller's start (every object already stored) to the moment a
 // watch shows every Service's slices with all its pods ready, and the EndpointSlice
 // writes the controller sent, against the services creates that are the minimum.
-func benchFirstSync(b *testing.B, e *env, cleanup func(func())) {
-	if err := e.runFirstSync(b, cleanup); err != nil {
+func benchFirstSync(b *testing.B, e *env) {
+	if err := e.runFirstSync(b); err != nil {
 		b.Fatal(err)
 	}
 	f := e.first
@@ -91,24 +90,25 @@ func benchFirstSync(b *testing.B, e *env, cleanup func(func())) {
 	b.ReportMetric(f.cache.Seconds(), "cache-s")
 	b.ReportMetric(f.idle.Seconds(), "idle-s")
 	b.ReportMetric(float64(f.writes), "writes")
-	b.ReportMetric(float64(f.writes)/services, "writes/min")
+	b.ReportMetric(float64(f.writes)/services, "writes-vs-min")
 }
 
 // runFirstSync loads the objects, measures the references, then starts the controller
 // and waits for its first sync. It runs once per env (the first sync happens once);
-// its controller keeps running for the other sub-benchmarks and is stopped by cleanup.
-func (e *env) runFirstSync(b *testing.B, cleanup func(func())) error {
-	e.syncOnce.Do(func() { e.syncErr = e.doFirstSync(b, cleanup) })
+// its controller keeps running for the other sub-benchmarks and is stopped when the
+// parent benchmark ends.
+func (e *env) runFirstSync(b *testing.B) error {
+	e.syncOnce.Do(func() { e.syncErr = e.doFirstSync(b) })
 	return e.syncErr
 }
 
-func (e *env) doFirstSync(b *testing.B, cleanup func(func())) error {
+func (e *env) doFirstSync(b *testing.B) error {
 	if err := e.load(b); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var stops []func()
-	cleanup(func() {
+	e.parent.Cleanup(func() {
 		cancel()
 		for _, stop := range stops {
 			stop()
@@ -148,8 +148,8 @@ func (e *env) doFirstSync(b *testing.B, cleanup func(func())) error {
 		ctrl.Run(ctx, controllerWorkers)
 	}()
 	stops = append(stops, func() {
-		closeWithin(b, "EndpointSlice controller", func() { <-ran })
-		closeWithin(b, "informers", factory.Shutdown)
+		closeWithin(e.parent, "EndpointSlice controller", func() { <-ran })
+		closeWithin(e.parent, "informers", factory.Shutdown)
 	})
 	cacheDone := make(chan time.Duration, 1)
 	go func() {
@@ -361,8 +361,8 @@ func counterValues(reg *prometheus.Registry, name string) string {
 // event that shows the change; after each pair it times the same write on a pod no
 // Service selects until its own watch event arrives: the floor one hop of the chain
 // costs on this server, measured under the same load.
-func benchReadyFlip(b *testing.B, e *env, cleanup func(func())) {
-	if err := e.runFirstSync(b, cleanup); err != nil {
+func benchReadyFlip(b *testing.B, e *env) {
+	if err := e.runFirstSync(b); err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeoutCause(context.Background(), flipsTimeout, fmt.Errorf("%d flips not done after %s", flips, flipsTimeout))

@@ -63,7 +63,9 @@ const (
 // with the ClusterIP/NodePort allocator, without authentication), on loopback over TLS
 // with HTTP/2. The controller under test runs in the same process, as in tranche server.
 type env struct {
-	srv        *httptest.Server
+	// parent is the top-level benchmark: what runs across sub-benchmarks (the
+	// controller) is stopped when it ends.
+	parent     *testing.B
 	base       *rest.Config
 	rp         *report
 	namespaces int
@@ -129,7 +131,7 @@ func newEnv(b *testing.B, rp *report) *env {
 		// (tranche server's own client has none either); contexts bound every call.
 		QPS: -1,
 	}
-	return &env{srv: hs, base: base, rp: rp, namespaces: *namespaces}
+	return &env{parent: b, base: base, rp: rp, namespaces: *namespaces}
 }
 
 // closeWithin runs stop and fails b if it has not returned after closeTimeout, instead
