@@ -63,6 +63,9 @@ type Controller struct {
 	nodes    corelisters.NodeLister
 	slices   discoverylisters.EndpointSliceLister
 	synced   []cache.InformerSynced
+	// podIndex and svcIndex are the informers' stores with the indexes of index.go.
+	podIndex cache.Indexer
+	svcIndex cache.Indexer
 
 	queue    workqueue.TypedRateLimitingInterface[string]
 	writes   *writeTracker
@@ -93,7 +96,10 @@ func New(cfg Config) *Controller {
 	podInf := cfg.Informers.Core().V1().Pods()
 	nodeInf := cfg.Informers.Core().V1().Nodes()
 	sliceInf := cfg.Informers.Discovery().V1().EndpointSlices()
+	addIndexers(podInf.Informer(), svcInf.Informer())
 	c := &Controller{
+		podIndex:    podInf.Informer().GetIndexer(),
+		svcIndex:    svcInf.Informer().GetIndexer(),
 		client:      cfg.Client,
 		logger:      logger.With("controller", "endpointslice"),
 		recorder:    cfg.Recorder,
@@ -228,7 +234,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	nodes := map[string]*v1.Node{}
 	var triggerTime time.Time
 	if svc != nil && svc.Spec.Selector != nil && svc.Spec.Type != v1.ServiceTypeExternalName {
-		pods, err = c.pods.Pods(ns).List(labels.Set(svc.Spec.Selector).AsSelectorPreValidated())
+		pods, err = c.selectedPods(ns, svc.Spec.Selector)
 		if err != nil {
 			return fmt.Errorf("listing Pods of Service %s: %w", key, err)
 		}
@@ -391,7 +397,7 @@ func podChanged(old, cur *v1.Pod) bool {
 
 // servicesFor returns the keys of the Services in ns selecting podLabels.
 func (c *Controller) servicesFor(ns string, podLabels map[string]string) []string {
-	services, err := c.services.Services(ns).List(labels.Everything())
+	services, err := c.candidateServices(ns, podLabels)
 	if err != nil {
 		c.logger.Error("listing services", "namespace", ns, "err", err)
 		return nil
@@ -427,15 +433,13 @@ func (c *Controller) onNode(old, cur *v1.Node) {
 	default:
 		return
 	}
-	pods, err := c.pods.List(labels.Everything())
+	pods, err := c.podsOnNode(name)
 	if err != nil {
-		c.logger.Error("listing pods", "err", err)
+		c.logger.Error("listing pods", "node", name, "err", err)
 		return
 	}
 	for _, pod := range pods {
-		if pod.Spec.NodeName == name {
-			c.onPod(nil, pod)
-		}
+		c.onPod(nil, pod)
 	}
 }
 
