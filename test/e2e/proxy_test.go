@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,8 +196,9 @@ func hits(nsName, url string, n int) map[string]int {
 // TestServiceProxy runs the proxy's scenarios on the shared 3-node cluster: ClusterIP
 // spreading over the seed's three pods on three nodes, readiness, the kubernetes
 // Service, NodePort on every node, session affinity, refusal without endpoints, ping,
-// hairpin, both traffic policies with the health check node port, and UDP conntrack
-// cleanup. Requests come from a busybox pod's network namespace (`ip netns exec`).
+// hairpin, both traffic policies with the health check node port, UDP conntrack
+// cleanup, and a rolling restart under continuous requests. Requests come from a
+// busybox pod's network namespace (`ip netns exec`, or sockets opened there).
 func TestServiceProxy(t *testing.T) {
 	c := up(t)
 	s := c.srv
@@ -436,5 +440,55 @@ func TestServiceProxy(t *testing.T) {
 		c.waitReady(t, ns, "solo-2")
 		s.must(t, "delete", "pod", "solo", "-n", ns, "--wait=false")
 		eventually(t, 20*time.Second, "solo-2 answering the same UDP flow", func() (bool, string) { a := ask(); return a == "solo-2", a })
+	})
+
+	t.Run("a rolling restart under continuous requests fails none", func(t *testing.T) {
+		// A new connection per request, as a client opening one per call would: each
+		// is a new choice of endpoint by the proxy.
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+				return netns.Dial(client, network, addr, 2*time.Second)
+			}}}
+		type result struct {
+			ok     int
+			failed []string
+		}
+		stop, done := make(chan struct{}), make(chan result)
+		go func() {
+			var r result
+			for {
+				select {
+				case <-stop:
+					done <- r
+					return
+				default:
+				}
+				resp, err := hc.Get(api)
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %s", resp.Status)
+					}
+				}
+				if err != nil {
+					r.failed = append(r.failed, err.Error())
+				} else {
+					r.ok++
+				}
+			}
+		}()
+		s.must(t, "rollout", "restart", "deployment", "api", "-n", ns)
+		s.must(t, "rollout", "status", "deployment", "api", "-n", ns, "--timeout=90s")
+		close(stop)
+		r := <-done
+		if len(r.failed) > 0 || r.ok < 20 {
+			t.Fatalf("%d requests succeeded, %d failed during the rollout: %v", r.ok, len(r.failed), r.failed)
+		}
+		body, err := fetch(client, api)
+		if err != nil || slices.Contains(apiPods, body) {
+			t.Fatalf("after the rollout an old pod answered, or none: %q %v", body, err)
+		}
+		t.Logf("%d requests, none failed", r.ok)
 	})
 }
