@@ -21,7 +21,7 @@ import (
 
 func agentCmd() *cobra.Command {
 	var cfg agent.NodeConfig
-	var kubeconfig, clusterFile, logLevel, dns, logMaxSize string
+	var kubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node: register it, run its pods as processes, keep its status",
@@ -47,6 +47,11 @@ func agentCmd() *cobra.Command {
 				}
 				cfg.ClusterDNS = append(cfg.ClusterDNS, s)
 			}
+			p, err := netip.ParsePrefix(serviceCIDR)
+			if err != nil || !p.Addr().Is4() {
+				return fmt.Errorf("--service-cluster-ip-range %q: want an IPv4 CIDR (e.g. 10.96.0.0/12)", serviceCIDR)
+			}
+			cfg.ServiceCIDR = p.Masked()
 			q, err := resource.ParseQuantity(logMaxSize)
 			if err != nil {
 				return fmt.Errorf("--container-log-max-size %q: %w", logMaxSize, err)
@@ -71,6 +76,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.Zone, "zone", "", "zone of this node (label topology.kubernetes.io/zone)")
 	f.StringVar(&dns, "cluster-dns", "10.96.0.10", "DNS Service address(es) written into pods' resolv.conf, comma-separated")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster domain")
+	f.StringVar(&serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range the node's service proxy serves (the API server's)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (kubelet's containerLogMaxSize)")
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/tranche/tranche/internal/agent/volumes"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/events"
+	"github.com/tranche/tranche/internal/proxy"
 )
 
 // NodeConfig is what `tranche agent` runs with.
@@ -33,6 +35,8 @@ type NodeConfig struct {
 	ClusterDomain   string
 	Client          kubernetes.Interface
 	Lookup          runtime.Lookup
+	// ServiceCIDR is the ClusterIP range the node's service proxy serves.
+	ServiceCIDR netip.Prefix
 	// Logs is the container log rotation (kubelet's defaults when zero).
 	Logs   runtime.LogPolicy
 	Logger *slog.Logger
@@ -65,6 +69,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if _, err := nodeAgent.Register(ctx); err != nil {
 		return err
 	}
+	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
+		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
+			ServiceCIDR: cfg.ServiceCIDR, PodCIDR: me.PodCIDR},
+		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy")})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := proxyRunner.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("service proxy stopped", "err", err)
+		}
+	}()
 	recorder := events.NewRecorder(ctx, cfg.Client, "kubelet")
 	rt, err := runtime.New(runtime.Config{Recorder: recorder, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, SelfExe: cfg.SelfExe,
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, Logger: log.With("component", "runtime")})

@@ -97,6 +97,7 @@ func newTestProxier(t testing.TB) (*Proxier, *knftables.Fake) {
 	fake := knftables.NewFake(knftables.IPv4Family, TableName)
 	cfg := DefaultConfig(testNode)
 	cfg.Zone = "zone-a"
+	cfg.PodCIDR = netip.MustParsePrefix("10.244.1.0/24")
 	p, err := NewProxier(fake, ProxierConfig{Config: cfg, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -156,10 +157,11 @@ func TestRules(t *testing.T) {
 				[]discoveryv1.EndpointPort{port("dns", 5353, v1.ProtocolUDP), port("dns-tcp", 5353, v1.ProtocolTCP)},
 				ready("10.244.1.2", testNode), ready("10.244.2.2", "node-b"))},
 			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.10", "udp", 53), "accept dnat 10.244.1.2:5353 | accept dnat 10.244.2.2:5353"},
-				{pkt("10.244.1.9", "10.96.0.10", "tcp", 53), "accept dnat 10.244.1.2:5353 | accept dnat 10.244.2.2:5353"},
+				{pkt("10.244.1.9", "10.96.0.10", "udp", 53), "accept dnat 10.244.1.2:5353 masquerade | accept dnat 10.244.2.2:5353"},
+				{pkt("10.244.1.9", "10.96.0.10", "tcp", 53), "accept dnat 10.244.1.2:5353 masquerade | accept dnat 10.244.2.2:5353"},
 				{pkt("10.240.0.9", "10.96.0.10", "tcp", 53), "accept dnat 10.244.1.2:5353 masquerade | accept dnat 10.244.2.2:5353 masquerade"},
 				{pkt("10.244.1.2", "10.96.0.10", "udp", 53), "accept dnat 10.244.1.2:5353 masquerade | accept dnat 10.244.2.2:5353"},
+				{pkt("10.244.3.9", "10.96.0.10", "udp", 53), "accept dnat 10.244.1.2:5353 | accept dnat 10.244.2.2:5353"},
 				{pkt("10.244.1.9", "10.96.0.10", "tcp", 80), "reject tcp-reset"},
 				{pkt("10.244.1.9", "10.96.0.10", "icmp", 0), "drop"},
 				{pkt("10.244.1.9", "10.96.0.99", "tcp", 53), "drop"},
@@ -202,7 +204,7 @@ func TestRules(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "sticky", "sticky-1", httpPorts,
 				ready("10.244.1.7", testNode), ready("10.244.2.7", "node-b"))},
 			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.40", "tcp", 80), "accept dnat 10.244.1.7:8080 | accept dnat 10.244.2.7:8080"},
+				{pkt("10.244.1.9", "10.96.0.40", "tcp", 80), "accept dnat 10.244.1.7:8080 masquerade | accept dnat 10.244.2.7:8080"},
 			},
 		},
 		{
@@ -225,8 +227,8 @@ func TestRules(t *testing.T) {
 			},
 			traces: []traceCase{
 				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080"},
-				{pkt("10.244.1.9", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080 | accept dnat 10.244.2.3:8080"},
-				{pkt("10.244.1.9", "10.96.0.51", "tcp", 80), "accept dnat 10.244.1.4:8080"},
+				{pkt("10.244.1.9", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080 masquerade | accept dnat 10.244.2.3:8080"},
+				{pkt("10.244.1.9", "10.96.0.51", "tcp", 80), "accept dnat 10.244.1.4:8080 masquerade"},
 				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30052), "drop"},
 				{pkt("10.244.1.9", "10.96.0.52", "tcp", 80), "accept dnat 10.244.2.6:8080"},
 			},
@@ -238,7 +240,7 @@ func TestRules(t *testing.T) {
 				ep{ip: "10.244.1.8", serving: true, terminating: true, node: testNode},
 				ep{ip: "10.244.2.8", serving: false, terminating: true, node: "node-b"})},
 			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.60", "tcp", 80), "accept dnat 10.244.1.8:8080"},
+				{pkt("10.244.1.9", "10.96.0.60", "tcp", 80), "accept dnat 10.244.1.8:8080 masquerade"},
 				{pkt("10.244.1.9", "10.96.0.61", "tcp", 80), "reject tcp-reset"},
 				{pkt("10.244.1.9", "10.96.0.61", "udp", 80), "reject"},
 			},
@@ -260,8 +262,8 @@ func TestRules(t *testing.T) {
 					ep{ip: "10.244.2.11", ready: true, serving: true, node: "node-b", zoneHints: []string{"zone-a"}, nodeHints: []string{"node-b"}}),
 			},
 			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.70", "tcp", 80), "accept dnat 10.244.1.10:8080 | accept dnat 10.244.2.10:8080"},
-				{pkt("10.244.1.9", "10.96.0.71", "tcp", 80), "accept dnat 10.244.1.11:8080"},
+				{pkt("10.244.1.9", "10.96.0.70", "tcp", 80), "accept dnat 10.244.1.10:8080 masquerade | accept dnat 10.244.2.10:8080"},
+				{pkt("10.244.1.9", "10.96.0.71", "tcp", 80), "accept dnat 10.244.1.11:8080 masquerade"},
 			},
 		},
 	}
@@ -303,13 +305,18 @@ func golden(t *testing.T, name, got string) {
 }
 
 // TestPartialSync checks that a sync after one endpoint change writes only that
-// service's objects, that a removed service is flushed then deleted a sync later, and
-// that no-op events cause no writes.
+// service's objects, that a removed service's chains are flushed then deleted a sync
+// later, and that no-op events cause no writes.
 func TestPartialSync(t *testing.T) {
 	p, fake := newTestProxier(t)
+	sticky := func(s *v1.Service) { s.Spec.SessionAffinity = v1.ServiceAffinityClientIP }
 	for i := range 3 {
 		name := fmt.Sprintf("svc-%d", i)
-		p.OnServiceAdd(makeService("ns", name, fmt.Sprintf("10.96.1.%d", i+1), nil))
+		var mutate func(*v1.Service)
+		if i == 2 {
+			mutate = sticky // a service with chains of its own
+		}
+		p.OnServiceAdd(makeService("ns", name, fmt.Sprintf("10.96.1.%d", i+1), mutate))
 		p.OnEndpointSliceAdd(makeSlice("ns", name, name+"-1", httpPorts, ready(fmt.Sprintf("10.244.1.%d", i+1), testNode)))
 	}
 	mustSync(t, p)
@@ -320,10 +327,10 @@ func TestPartialSync(t *testing.T) {
 	p.OnEndpointSliceUpdate(old, cur)
 	mustSync(t, p)
 	txt := fake.LastTransaction.String()
-	if strings.Contains(txt, "svc-0") || strings.Contains(txt, "svc-2") || !strings.Contains(txt, "ns/svc-1/") {
+	if strings.Contains(txt, "10.96.1.1 ") || strings.Contains(txt, "svc-2") || strings.Contains(txt, "10.96.1.3 ") || !strings.Contains(txt, "10.96.1.2 ") {
 		t.Errorf("partial sync touched other services or missed svc-1:\n%s", txt)
 	}
-	if got := trace(t, fake, pkt("10.244.1.9", "10.96.1.2", "tcp", 80)); got != "accept dnat 10.244.1.2:8080 | accept dnat 10.244.2.2:8080" {
+	if got := trace(t, fake, pkt("10.244.1.9", "10.96.1.2", "tcp", 80)); got != "accept dnat 10.244.1.2:8080 masquerade | accept dnat 10.244.2.2:8080" {
 		t.Errorf("after update: %s", got)
 	}
 
@@ -333,7 +340,7 @@ func TestPartialSync(t *testing.T) {
 		t.Errorf("no-op event wrote %d operations:\n%s", n, fake.LastTransaction)
 	}
 
-	p.OnServiceDelete(makeService("ns", "svc-2", "10.96.1.3", nil))
+	p.OnServiceDelete(makeService("ns", "svc-2", "10.96.1.3", sticky))
 	mustSync(t, p)
 	chain := clusterChainName(ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "svc-2"}, Port: "http", Protocol: v1.ProtocolTCP})
 	if fake.Table.Chains[chain] == nil || len(fake.Table.Chains[chain].Rules) != 0 {
@@ -419,4 +426,36 @@ func benchSlice(i, variant int) *discoveryv1.EndpointSlice {
 		eps[j] = ready(fmt.Sprintf("10.244.%d.%d", 1+j, 1+i%250), fmt.Sprintf("node-%d", j))
 	}
 	return makeSlice("bench", fmt.Sprintf("s%d", i), fmt.Sprintf("s%d-1", i), httpPorts, eps...)
+}
+
+// TestSharedPickerChains checks that the chain picking one of n endpoints lives as long
+// as some service uses it: a service leaving it does not flush it under another one.
+func TestSharedPickerChains(t *testing.T) {
+	p, fake := newTestProxier(t)
+	two := func(name, ip string, a, b string) {
+		p.OnServiceAdd(makeService("ns", name, ip, nil))
+		p.OnEndpointSliceAdd(makeSlice("ns", name, name+"-1", httpPorts, ready(a, testNode), ready(b, "node-b")))
+	}
+	two("a", "10.96.1.1", "10.244.1.1", "10.244.2.1")
+	two("b", "10.96.1.2", "10.244.1.2", "10.244.2.2")
+	mustSync(t, p)
+	picker := pickerChainName("tcp", 2)
+	p.OnServiceDelete(makeService("ns", "a", "10.96.1.1", nil))
+	mustSync(t, p)
+	mustSync(t, p)
+	if c := fake.Table.Chains[picker]; c == nil || len(c.Rules) != 2 {
+		t.Fatalf("%s lost while service b still uses it:\n%s", picker, fake.Dump())
+	}
+	if got := trace(t, fake, pkt("10.244.3.9", "10.96.1.2", "tcp", 80)); got != "accept dnat 10.244.1.2:8080 | accept dnat 10.244.2.2:8080" {
+		t.Errorf("service b: %s", got)
+	}
+	p.OnServiceDelete(makeService("ns", "b", "10.96.1.2", nil))
+	mustSync(t, p)
+	if c := fake.Table.Chains[picker]; c == nil || len(c.Rules) != 0 {
+		t.Errorf("unused %s should be flushed and kept for one sync", picker)
+	}
+	mustSync(t, p)
+	if fake.Table.Chains[picker] != nil {
+		t.Errorf("unused %s not deleted by the next sync", picker)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 )
 
@@ -52,6 +53,12 @@ type Config struct {
 	ClusterCIDR netip.Prefix
 	// ServiceCIDR is the ClusterIP range: unallocated addresses in it are dropped.
 	ServiceCIDR netip.Prefix
+	// PodCIDR is this node's own pod subnet when its pods share a bridge that does not
+	// pass bridged frames through IP netfilter (no br_netfilter, as in tranche's node
+	// namespaces): DNATed traffic between two of its pods is then masqueraded, so that
+	// the reply goes back through the node to be translated instead of being bridged
+	// straight to the client. The zero value adds no such rule.
+	PodCIDR netip.Prefix
 }
 
 // DefaultConfig returns the cluster's default address plan for a node.
@@ -76,8 +83,9 @@ type skeletonChain struct {
 type skeletonSet struct {
 	name  string
 	isMap bool
-	typ   string
-	flags []knftables.SetFlag
+	// typ is the key (: value) type, or typeOf its nft expression form.
+	typ, typeOf string
+	flags       []knftables.SetFlag
 }
 
 // skeleton is the fixed part of the table as data: base chains with their hooks and
@@ -85,6 +93,15 @@ type skeletonSet struct {
 // per-service decision. README.md explains each entry.
 func skeleton(cfg Config) ([]skeletonChain, []skeletonSet) {
 	newJump := func(chain string) string { return "ct state new jump " + chain }
+	masquerading := []string{"ct status dnat ip saddr . ip daddr @" + hairpinSet + " masquerade fully-random"}
+	if cfg.PodCIDR.IsValid() {
+		local := cfg.PodCIDR.Masked().String()
+		masquerading = append(masquerading, "ct status dnat ip saddr "+local+" ip daddr "+local+" masquerade fully-random")
+	}
+	masquerading = append(masquerading,
+		"meta mark & "+masqueradeMark+" == 0 return",
+		"meta mark set meta mark xor "+masqueradeMark,
+		"masquerade fully-random")
 	chains := []skeletonChain{
 		{name: "filter-prerouting", typ: knftables.FilterType, hook: knftables.PreroutingHook, priority: "dstnat-10",
 			rules: []string{newJump(firewallCheckChain)}},
@@ -126,12 +143,7 @@ func skeleton(cfg Config) ([]skeletonChain, []skeletonSet) {
 		{name: markMasqChain, rules: []string{
 			"meta mark set meta mark or " + masqueradeMark,
 		}},
-		{name: masqueradingChain, rules: []string{
-			"ct status dnat ip saddr . ip daddr @" + hairpinSet + " masquerade fully-random",
-			"meta mark & " + masqueradeMark + " == 0 return",
-			"meta mark set meta mark xor " + masqueradeMark,
-			"masquerade fully-random",
-		}},
+		{name: masqueradingChain, rules: masquerading},
 	}
 	sets := []skeletonSet{
 		{name: serviceIPsMap, isMap: true, typ: "ipv4_addr . inet_proto . inet_service : verdict"},
@@ -143,6 +155,14 @@ func skeleton(cfg Config) ([]skeletonChain, []skeletonSet) {
 		{name: clusterIPsSet, typ: "ipv4_addr"},
 		{name: hairpinSet, typ: "ipv4_addr . ipv4_addr"},
 	}
+	// One endpoints map per protocol. Only types matter in these typeofs (the modulus is
+	// each picker's own), but the value must name the protocol: nft 1.0.6 cannot read
+	// "ip daddr . th dport" back from the kernel, and when it reads "tcp dport" back it
+	// makes every rule using the map match TCP only.
+	for _, proto := range []string{"tcp", "udp", "sctp"} {
+		sets = append(sets, skeletonSet{name: endpointsMapName(proto), isMap: true,
+			typeOf: "ip daddr . meta l4proto . th dport . numgen random mod 1 : ip daddr . " + proto + " dport"})
+	}
 	return chains, sets
 }
 
@@ -152,7 +172,7 @@ func isSkeletonMap(name string) bool {
 	case serviceIPsMap, serviceNodePortsMap, noEndpointServicesMap, noEndpointNodePortsMap:
 		return true
 	}
-	return false
+	return strings.HasPrefix(name, endpointsMapPrefix)
 }
 
 // objectName returns a per-service object name: prefix, a hash of id, then id itself,
@@ -200,13 +220,22 @@ type serviceRules struct {
 	chains   map[string][]string
 	sets     map[string]time.Duration
 	elements map[elemKey]string
+	// shared are the shared chains the service uses (name → rules, which depend on the
+	// name only): the endpoint pickers.
+	shared map[string][]string
+	// udp lists the UDP frontends and the endpoints they send to, for the conntrack
+	// cleanup; it is not written to the table.
+	udp []frontend
+	// noLocalInternal and noLocalExternal count the ports whose Local policy finds no
+	// endpoint on this node although the service has some elsewhere.
+	noLocalInternal, noLocalExternal int
 }
 
 // buildService is the pure rule generator for one service: from its ports and merged
 // endpoints to the chains, sets and elements that implement it on this node. A service
 // with no ports yields empty rules (its objects are then removed).
 func buildService(cfg Config, ports map[ServicePortName]*ServicePort, eps map[ServicePortName][]Endpoint) *serviceRules {
-	r := &serviceRules{chains: map[string][]string{}, sets: map[string]time.Duration{}, elements: map[elemKey]string{}}
+	r := &serviceRules{chains: map[string][]string{}, sets: map[string]time.Duration{}, elements: map[elemKey]string{}, shared: map[string][]string{}}
 	names := make([]ServicePortName, 0, len(ports))
 	for n := range ports {
 		names = append(names, n)
@@ -237,14 +266,26 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 		external = set.local
 	}
 	useCluster, useLocal := false, false
+	if spn.Protocol == v1.ProtocolUDP {
+		r.addFrontends(sp, internal, external)
+	}
+	if set.hasAny && sp.InternalPolicyLocal && len(set.local) == 0 {
+		r.noLocalInternal++
+	}
+	if set.hasAny && sp.ExternalPolicyLocal && len(set.local) == 0 {
+		r.noLocalExternal++
+	}
 
 	r.elem(clusterIPsSet, sp.ClusterIP.String(), "")
 	ipKey := func(ip netip.Addr) string { return fmt.Sprintf("%s . %s . %d", ip, proto, sp.Port) }
-	if len(internal) > 0 {
+	switch {
+	case len(internal) > 0 && sp.AffinityTimeout == 0:
+		r.pickEndpoint(cfg, sp, internal)
+	case len(internal) > 0:
 		r.elem(serviceIPsMap, ipKey(sp.ClusterIP), "goto "+internalChain)
 		useCluster = useCluster || !sp.InternalPolicyLocal
 		useLocal = useLocal || sp.InternalPolicyLocal
-	} else {
+	default:
 		r.elem(noEndpointServicesMap, ipKey(sp.ClusterIP), noEndpointVerdict(sp.InternalPolicyLocal && set.hasAny))
 	}
 
@@ -303,15 +344,77 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 	}
 }
 
+// endpointsMapPrefix starts the names of the per-protocol endpoints maps.
+const endpointsMapPrefix = "endpoints-"
+
+// endpointsMapName is the endpoints map of a protocol ("tcp", "udp", "sctp").
+func endpointsMapName(proto string) string { return endpointsMapPrefix + proto }
+
+// pickerChainName is the shared chain that picks one of n endpoints of a protocol.
+func pickerChainName(proto string, n int) string { return fmt.Sprintf("pick-%s-1-of-%d", proto, n) }
+
+// pickEndpoint sends ClusterIP traffic of a port without session affinity to the
+// shared chain that picks one of its n endpoints: that chain looks the endpoint up in
+// the protocol's endpoints map by destination and a random index. The port then costs map
+// elements only, no chain of its own, which is what keeps 10,000 services cheap to
+// load and one more cheap to add.
+func (r *serviceRules) pickEndpoint(cfg Config, sp *ServicePort, eps []Endpoint) {
+	proto := protoName(sp.Name.Protocol)
+	chain, m := pickerChainName(proto, len(eps)), endpointsMapName(proto)
+	r.shared[chain] = []string{
+		"ip saddr != " + cfg.ClusterCIDR.String() + " jump " + markMasqChain,
+		fmt.Sprintf("dnat ip to ip daddr . meta l4proto . th dport . numgen random mod %d map @%s", len(eps), m),
+	}
+	key := fmt.Sprintf("%s . %s . %d", sp.ClusterIP, proto, sp.Port)
+	r.elem(serviceIPsMap, key, "goto "+chain)
+	for i, e := range eps {
+		r.elem(m, fmt.Sprintf("%s . %d", key, i), fmt.Sprintf("%s . %d", e.IP, e.Port))
+	}
+	r.hairpin(cfg, eps)
+}
+
+// hairpin lets this node's endpoints reach themselves: only the client's node
+// translates, so only its own pods can be DNATed to themselves here. Endpoints without
+// a node name may be local.
+func (r *serviceRules) hairpin(cfg Config, eps []Endpoint) {
+	for _, e := range eps {
+		if e.NodeName == cfg.NodeName || e.NodeName == "" {
+			r.elem(hairpinSet, e.IP.String()+" . "+e.IP.String(), "")
+		}
+	}
+}
+
+// addFrontends records the UDP frontends of a port: its ClusterIP sends to the
+// internal endpoints, its external addresses and NodePort to the external ones.
+func (r *serviceRules) addFrontends(sp *ServicePort, internal, external []Endpoint) {
+	targets := func(eps []Endpoint) []netip.AddrPort {
+		out := make([]netip.AddrPort, len(eps))
+		for i, e := range eps {
+			out[i] = netip.AddrPortFrom(e.IP, uint16(e.Port))
+		}
+		return out
+	}
+	port := uint16(sp.Port)
+	r.udp = append(r.udp, frontend{dst: sp.ClusterIP, port: port, endpoints: targets(internal)})
+	if !sp.externallyAccessible() {
+		return
+	}
+	ext := targets(external)
+	for _, ip := range slices.Concat(sp.ExternalIPs, sp.LoadBalancerIPs) {
+		r.udp = append(r.udp, frontend{dst: ip, port: port, endpoints: ext})
+	}
+	if sp.NodePort != 0 {
+		r.udp = append(r.udp, frontend{port: uint16(sp.NodePort), endpoints: ext})
+	}
+}
+
 // endpointRules fills one endpoint-choosing chain: masquerade ClusterIP traffic from
 // outside the pod network, then pick an endpoint at random (or the client's previous
 // one under session affinity) and DNAT to it.
 func (r *serviceRules) endpointRules(cfg Config, sp *ServicePort, eps []Endpoint) []string {
 	proto := protoName(sp.Name.Protocol)
 	rules := []string{fmt.Sprintf("ip daddr %s ip saddr != %s jump %s", sp.ClusterIP, cfg.ClusterCIDR, markMasqChain)}
-	for _, e := range eps {
-		r.elem(hairpinSet, e.IP.String()+" . "+e.IP.String(), "")
-	}
+	r.hairpin(cfg, eps)
 	dnat := func(e Endpoint) string { return fmt.Sprintf("meta l4proto %s dnat ip to %s", proto, e) }
 	if sp.AffinityTimeout == 0 {
 		if len(eps) == 1 {

@@ -24,6 +24,8 @@ type elemState struct {
 type tableState struct {
 	services map[types.NamespacedName]*serviceRules
 	elements map[elemKey]*elemState
+	// shared counts the services using each shared chain (endpoint pickers).
+	shared map[string]int
 	// staleChains and staleSets were flushed and are deleted a sync later, once no
 	// element or rule can still refer to them.
 	staleChains map[string]bool
@@ -34,6 +36,7 @@ func newTableState() *tableState {
 	return &tableState{
 		services:    map[types.NamespacedName]*serviceRules{},
 		elements:    map[elemKey]*elemState{},
+		shared:      map[string]int{},
 		staleChains: map[string]bool{},
 		staleSets:   map[string]bool{},
 	}
@@ -68,6 +71,9 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 		for c := range changed[n].chains {
 			tx.Add(&knftables.Chain{Name: c})
 		}
+		for c := range changed[n].shared {
+			tx.Add(&knftables.Chain{Name: c})
+		}
 		for s, timeout := range changed[n].sets {
 			tx.Add(&knftables.Set{Name: s, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.DynamicFlag}, Timeout: &timeout})
 		}
@@ -84,9 +90,15 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 			before[k] = elemState{}
 		}
 	}
-	var flushChains []string
+	// Chains and sets this sync stops using: rules of this very transaction may still
+	// refer to them until their chains are flushed, so they are deleted a sync later.
+	var flushChains, staleSets []string
+	oldShared := map[types.NamespacedName]map[string][]string{}
 	for _, n := range names {
 		old, cur := st.services[n], changed[n]
+		if old != nil {
+			oldShared[n] = old.shared
+		}
 		for _, c := range slices.Sorted(maps.Keys(cur.chains)) {
 			delete(st.staleChains, c)
 			_, had := old.chainsOrNil()[c]
@@ -111,7 +123,7 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 			}
 			for s := range old.sets {
 				if _, ok := cur.sets[s]; !ok {
-					st.staleSets[s] = true
+					staleSets = append(staleSets, s)
 				}
 			}
 			for k := range old.elements {
@@ -138,6 +150,7 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 			st.services[n] = cur
 		}
 	}
+	flushChains = append(flushChains, planShared(tx, st, oldShared, changed, names, ex != nil)...)
 
 	// Element changes: deletions before additions, so a changed map value is a
 	// delete and an add of the same key.
@@ -176,6 +189,50 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 		tx.Flush(&knftables.Chain{Name: c})
 		st.staleChains[c] = true
 	}
+	for _, s := range staleSets {
+		st.staleSets[s] = true
+	}
+}
+
+// planShared writes the shared chains the changed services start using and returns
+// those no service uses any more (to be flushed now and deleted a sync later). Their
+// rules depend only on their name, so a chain already in use is left alone.
+func planShared(tx *knftables.Transaction, st *tableState, oldShared map[types.NamespacedName]map[string][]string,
+	changed map[types.NamespacedName]*serviceRules, names []types.NamespacedName, full bool) []string {
+	before := map[string]int{}
+	rules := map[string][]string{}
+	for _, n := range names {
+		for c := range oldShared[n] {
+			if _, ok := before[c]; !ok {
+				before[c] = st.shared[c]
+			}
+			st.shared[c]--
+		}
+		for c, r := range changed[n].shared {
+			if _, ok := before[c]; !ok {
+				before[c] = st.shared[c]
+			}
+			st.shared[c]++
+			rules[c] = r
+		}
+	}
+	var unused []string
+	for _, c := range slices.Sorted(maps.Keys(before)) {
+		switch now := st.shared[c]; {
+		case now > 0 && (before[c] == 0 || full):
+			delete(st.staleChains, c)
+			tx.Flush(&knftables.Chain{Name: c})
+			for _, r := range rules[c] {
+				tx.Add(&knftables.Rule{Chain: c, Rule: r})
+			}
+		case now <= 0:
+			delete(st.shared, c)
+			if before[c] > 0 {
+				unused = append(unused, c)
+			}
+		}
+	}
+	return unused
 }
 
 // chainsOrNil lets callers index the chains of a service that may not exist yet.
@@ -218,7 +275,7 @@ func writeSkeleton(tx *knftables.Transaction, cfg Config) {
 	}
 	for _, s := range sets {
 		if s.isMap {
-			m := &knftables.Map{Name: s.name, Type: s.typ, Flags: s.flags}
+			m := &knftables.Map{Name: s.name, Type: s.typ, TypeOf: s.typeOf, Flags: s.flags}
 			tx.Add(m)
 			tx.Flush(m)
 		} else {

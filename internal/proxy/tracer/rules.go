@@ -310,8 +310,37 @@ func noMatchOr(err error) (string, error) {
 	return noMatch, nil
 }
 
-// dnat applies `dnat ip to A:P` or `dnat ip to numgen random mod N map { i : A . P ... }`;
-// the rule must end there. A DNAT ends the nat base chain.
+// lookupKey evaluates a concatenation of packet fields and `numgen random mod N`
+// (every choice explored) into the key of a named-map lookup.
+func lookupKey(tok []string, st *state, b *brancher) ([]string, error) {
+	var key []string
+	for i := 0; ; {
+		if has(tok, i, "numgen", "random", "mod") && i+3 < len(tok) {
+			n, err := strconv.Atoi(tok[i+3])
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("bad numgen modulus %q", tok[i+3])
+			}
+			key = append(key, strconv.Itoa(b.choose(n)))
+			i += 4
+		} else if v, ok := field(tok, i, st); ok {
+			key = append(key, v)
+			i += 2
+		} else {
+			return nil, fmt.Errorf("unsupported lookup key at %q", strings.Join(tok[i:], " "))
+		}
+		if i == len(tok) {
+			return key, nil
+		}
+		if !has(tok, i, ".") {
+			return nil, fmt.Errorf("unexpected %q in a lookup key", strings.Join(tok[i:], " "))
+		}
+		i++
+	}
+}
+
+// dnat applies `dnat ip to A:P`, `dnat ip to numgen random mod N map { i : A . P ... }`
+// or `dnat ip to <fields> . numgen random mod N map @M` (an endpoint picker); the rule
+// must end there. A DNAT ends the nat base chain.
 func (t *Tracer) dnat(tok []string, st *state, b *brancher) (string, error) {
 	if st.proto == "icmp" {
 		return "", fmt.Errorf("dnat with a port for an icmp packet")
@@ -335,6 +364,23 @@ func (t *Tracer) dnat(tok []string, st *state, b *brancher) (string, error) {
 		ip, port, ok := strings.Cut(entries[strconv.Itoa(b.choose(n))], " . ")
 		if !ok {
 			return "", fmt.Errorf("dnat map value is not ip . port")
+		}
+		target = ip + ":" + port
+	case len(tok) >= 6 && tok[len(tok)-2] == "map" && strings.HasPrefix(tok[len(tok)-1], "@"):
+		key, err := lookupKey(tok[:len(tok)-2], st, b)
+		if err != nil {
+			return "", err
+		}
+		v, ok, err := t.lookup(tok[len(tok)-1][1:], key)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", fmt.Errorf("no element %s in %s: the lookup fails", strings.Join(key, " . "), tok[len(tok)-1])
+		}
+		ip, port, ok := strings.Cut(v, " . ")
+		if !ok {
+			return "", fmt.Errorf("dnat map value %q is not ip . port", v)
 		}
 		target = ip + ":" + port
 	default:
