@@ -3,6 +3,7 @@ package dns
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -130,15 +131,14 @@ func stripPod(obj any) (any, error) {
 	out.Name, out.Namespace, out.UID, out.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	out.Spec.HostNetwork = p.Spec.HostNetwork
 	out.Spec.DNSPolicy = p.Spec.DNSPolicy
-	if standardSearch(p) {
-		out.Annotations = map[string]string{standardSearchMark: "true"}
-	}
+	out.Annotations = map[string]string{standardSearchMark: strconv.FormatBool(standardSearch(p))}
 	out.Status.PodIP = p.Status.PodIP
 	out.Status.PodIPs = p.Status.PodIPs
 	return out, nil
 }
 
-// standardSearchMark marks a stripped pod whose resolv.conf is the cluster default.
+// standardSearchMark records on a stripped pod whether its resolv.conf is the
+// cluster default (stripPod drops the fields that decide it).
 const standardSearchMark = "dns.tranche.dev/standard-search"
 
 func standardSearch(p *v1.Pod) bool {
@@ -207,8 +207,7 @@ func (s *stores) PodByIP(ip netip.Addr) (PodInfo, bool) {
 		return PodInfo{}, false
 	}
 	p := pods[0]
-	std := p.Annotations[standardSearchMark] == "true" || (p.Annotations == nil && standardSearch(p))
-	return PodInfo{Namespace: p.Namespace, Name: p.Name, StandardSearch: std}, true
+	return PodInfo{Namespace: p.Namespace, Name: p.Name, StandardSearch: p.Annotations[standardSearchMark] == "true"}, true
 }
 
 func (s *stores) NamespaceExists(name string) bool {
