@@ -154,7 +154,7 @@ func standardSearch(p *v1.Pod) bool {
 
 // indexers are the indexes each store needs.
 var (
-	serviceIndexers = cache.Indexers{byClusterIP: serviceIPIndex, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	serviceIndexers = cache.Indexers{byClusterIP: serviceIPIndex}
 	sliceIndexers   = cache.Indexers{byService: sliceServiceIndex, byAddress: sliceAddressIndex}
 	podIndexers     = cache.Indexers{byPodIP: podIPIndex}
 )
@@ -167,7 +167,12 @@ type stores struct {
 }
 
 func newIndexers() (svc, slices, pods, ns cache.Indexer) {
-	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, serviceIndexers),
+	// Informers from a shared factory index by namespace already; the fake does too.
+	svc = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := svc.AddIndexers(serviceIndexers); err != nil {
+		panic(err) // programmer error: conflicting index names
+	}
+	return svc,
 		cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
 		cache.NewIndexer(cache.MetaNamespaceKeyFunc, podIndexers),
 		cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
