@@ -75,6 +75,9 @@ type Config struct {
 	// StopGrace is how long agents and leftover processes get to exit after SIGTERM
 	// before SIGKILL; 0 means 10 seconds.
 	StopGrace time.Duration
+	// UpstreamDNS are the resolvers (IP:port) the cluster DNS relay forwards to; empty
+	// means the host's, from /etc/resolv.conf.
+	UpstreamDNS []string
 }
 
 func (c Config) paths() paths { return paths{dir: c.DataDir} }

@@ -58,7 +58,9 @@ type Config struct {
 	// AdvertiseAddress is the address the kubernetes Service's endpoints point at (the
 	// cluster network listener, 10.240.0.1).
 	AdvertiseAddress netip.Addr
-	Logger           *slog.Logger
+	// DNS configures the cluster DNS Deployment the server creates (bootstrap.go).
+	DNS    DNSConfig
+	Logger *slog.Logger
 }
 
 // paths of files under DataDir.
