@@ -58,6 +58,8 @@ type Config struct {
 	// AdvertiseAddress is the address the kubernetes Service's endpoints point at (the
 	// cluster network listener, 10.240.0.1).
 	AdvertiseAddress netip.Addr
+	// AdvertisePort is the port of those endpoints; 0 means Listen's port.
+	AdvertisePort int
 	// DNS configures the cluster DNS Deployment the server creates (bootstrap.go).
 	DNS    DNSConfig
 	Logger *slog.Logger
