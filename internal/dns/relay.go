@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // Relay passes DNS messages unchanged between clients and upstream resolvers, over
@@ -87,7 +89,9 @@ func (r *Relay) serveUDP(pc net.PacketConn, log *slog.Logger) {
 			resp, err := r.exchange("udp", msg)
 			if err != nil {
 				log.Debug("DNS relay", "err", err)
-				return
+				if resp = serverFailure(msg); resp == nil {
+					return
+				}
 			}
 			_, _ = pc.WriteTo(resp, from)
 		}()
@@ -115,7 +119,9 @@ func (r *Relay) serveTCP(ln net.Listener, log *slog.Logger) {
 				resp, err := r.exchange("tcp", msg)
 				if err != nil {
 					log.Debug("DNS relay", "err", err)
-					return
+					if resp = serverFailure(msg); resp == nil {
+						return
+					}
 				}
 				if writeTCPMsg(c, resp) != nil {
 					return
@@ -219,4 +225,21 @@ func ResolvConfUpstreams(path string) ([]string, error) {
 		return nil, fmt.Errorf("%s names no nameserver", path)
 	}
 	return out, nil
+}
+
+// serverFailure is the SERVFAIL answer to msg, telling the client at once that no
+// upstream answered (rather than letting it time out); nil when msg does not parse.
+func serverFailure(msg []byte) []byte {
+	req := new(dns.Msg)
+	if req.Unpack(msg) != nil || req.Response {
+		return nil
+	}
+	resp := new(dns.Msg)
+	resp.SetRcode(req, dns.RcodeServerFailure)
+	resp.RecursionAvailable = true
+	out, err := resp.Pack()
+	if err != nil {
+		return nil
+	}
+	return out
 }

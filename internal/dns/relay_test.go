@@ -39,6 +39,21 @@ func TestRelay(t *testing.T) {
 			t.Error(err)
 		}
 	}()
+	r2 := &Relay{Upstreams: []string{deadAddr}}
+	pc2, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = r2.Serve(ctx, pc2, ln2) }()
+	resp, _, err := (&dns.Client{}).Exchange(query(t, "api.example.com. A", 0), pc2.LocalAddr().String())
+	if err != nil {
+		t.Fatalf("no upstream answers: want SERVFAIL at once, got %v", err)
+	}
+	diff(t, "no upstream", "SERVFAIL ra", resp)
 	for _, tc := range []struct{ net, addr string }{{"udp", pc.LocalAddr().String()}, {"tcp", ln.Addr().String()}} {
 		c := &dns.Client{Net: tc.net}
 		resp, _, err := c.Exchange(query(t, "api.example.com. A", 0), tc.addr)
