@@ -168,12 +168,14 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 		}
 		return err
 	}
-	nodeNS := state.Topology.NodeNamespace(state.Topology.Nodes[0].Name)
-	if err := waitDNS(ctx, client, nodeNS, cfg.readyTimeout(), out); err != nil {
-		if ctx.Err() != nil {
-			return nil
+	if !cfg.NoDNSWait {
+		nodeNS := state.Topology.NodeNamespace(state.Topology.Nodes[0].Name)
+		if err := waitDNS(ctx, client, nodeNS, cfg.readyTimeout(), out); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
-		return err
 	}
 	fmt.Fprintf(out, "cluster ready in %.1fs\n\nexport KUBECONFIG=%s\n\n", time.Since(start).Seconds(), filepath.Join(dataDir, "kubeconfig"))
 	if ready != nil {
@@ -258,7 +260,8 @@ func startDNSRelay(cfg Config, topo clusternet.Topology) (server.DNSConfig, func
 	if len(ups) == 0 {
 		var err error
 		if ups, err = dns.ResolvConfUpstreams("/etc/resolv.conf"); err != nil {
-			return server.DNSConfig{}, nil, fmt.Errorf("cluster DNS relay: %w (give --upstream-dns)", err)
+			fmt.Fprintf(cfg.out(), "no upstream DNS (%v): the cluster DNS refuses names outside the cluster; give --upstream-dns\n", err)
+			return server.DNSConfig{}, func() {}, nil
 		}
 	}
 	addr := netip.AddrPortFrom(topo.APIAddress, 53).String()

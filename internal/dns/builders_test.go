@@ -132,6 +132,8 @@ func fakeCluster(t testing.TB) *Fake {
 			p.Spec.DNSConfig = &v1.PodDNSConfig{Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("1")}}}
 		}),
 		makePod("signalements", "sig-0", "10.244.2.9", nil),
+		// A finished pod whose address the running demo/client now holds.
+		makePod("other", "done", "10.244.1.9", func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded }),
 	}
 	if err := f.Add(objs...); err != nil {
 		t.Fatal(err)

@@ -103,7 +103,8 @@ func podIPIndex(obj any) ([]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("pod index: unexpected %T", obj)
 	}
-	if p.Spec.HostNetwork {
+	if p.Spec.HostNetwork || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		// The node's address, or one a finished pod no longer holds.
 		return nil, nil
 	}
 	var keys []string
@@ -132,6 +133,7 @@ func stripPod(obj any) (any, error) {
 	out.Spec.HostNetwork = p.Spec.HostNetwork
 	out.Spec.DNSPolicy = p.Spec.DNSPolicy
 	out.Annotations = map[string]string{standardSearchMark: strconv.FormatBool(standardSearch(p))}
+	out.Status.Phase = p.Status.Phase
 	out.Status.PodIP = p.Status.PodIP
 	out.Status.PodIPs = p.Status.PodIPs
 	return out, nil

@@ -43,8 +43,13 @@ func up(t *testing.T) *localCluster {
 			return
 		}
 		c := &localCluster{dataDir: dir, prefix: fmt.Sprintf("te%d-", os.Getpid()%1000), listen: addr}
+		upstream, err := fakeUpstreamDNS() // never the host's resolvers (dns_test.go)
+		if err != nil {
+			clusterErr = err
+			return
+		}
 		out, err := exec.Command(trancheBin, "up", "--nodes", "3", "--zones", "a,b", "--detach", "--data-dir", dir,
-			"--listen", addr, "--netns-prefix", c.prefix).CombinedOutput()
+			"--listen", addr, "--netns-prefix", c.prefix, "--upstream-dns", upstream).CombinedOutput()
 		theCluster = c
 		if err != nil {
 			log, _ := os.ReadFile(filepath.Join(dir, "tranche.log"))
@@ -455,7 +460,8 @@ func TestZZDownAndUpAgain(t *testing.T) {
 	if strings.Contains(string(mounts), c.dataDir) {
 		t.Fatalf("down left mounts under %s", c.dataDir)
 	}
-	out, err = exec.Command(trancheBin, "up", "--detach", "--data-dir", c.dataDir, "--listen", c.listen).CombinedOutput()
+	upstream, _ := fakeUpstreamDNS()
+	out, err = exec.Command(trancheBin, "up", "--detach", "--data-dir", c.dataDir, "--listen", c.listen, "--upstream-dns", upstream).CombinedOutput()
 	if err != nil {
 		t.Fatalf("up again: %v\n%s", err, out)
 	}
