@@ -154,12 +154,12 @@ func standardSearch(p *v1.Pod) bool {
 	return c == nil || (len(c.Searches) == 0 && len(c.Options) == 0 && len(c.Nameservers) == 0)
 }
 
-// indexers are the indexes each store needs.
-var (
-	serviceIndexers = cache.Indexers{byClusterIP: serviceIPIndex}
-	sliceIndexers   = cache.Indexers{byService: sliceServiceIndex, byAddress: sliceAddressIndex}
-	podIndexers     = cache.Indexers{byPodIP: podIPIndex}
-)
+// The indexes each store needs (functions, so no map is shared between caches).
+func serviceIndexers() cache.Indexers { return cache.Indexers{byClusterIP: serviceIPIndex} }
+func sliceIndexers() cache.Indexers {
+	return cache.Indexers{byService: sliceServiceIndex, byAddress: sliceAddressIndex}
+}
+func podIndexers() cache.Indexers { return cache.Indexers{byPodIP: podIPIndex} }
 
 // stores answers the Cache lookups over client-go indexers; the informer cache and the
 // fake differ only in how the indexers are fed.
@@ -171,12 +171,12 @@ type stores struct {
 func newIndexers() (svc, slices, pods, ns cache.Indexer) {
 	// Informers from a shared factory index by namespace already; the fake does too.
 	svc = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if err := svc.AddIndexers(serviceIndexers); err != nil {
+	if err := svc.AddIndexers(serviceIndexers()); err != nil {
 		panic(err) // programmer error: conflicting index names
 	}
 	return svc,
-		cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
-		cache.NewIndexer(cache.MetaNamespaceKeyFunc, podIndexers),
+		cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers()),
+		cache.NewIndexer(cache.MetaNamespaceKeyFunc, podIndexers()),
 		cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 }
 

@@ -36,7 +36,7 @@ func NewInformerCache(ctx context.Context, client kubernetes.Interface) (Cache, 
 	for _, x := range []struct {
 		inf cache.SharedIndexInformer
 		idx cache.Indexers
-	}{{svc, serviceIndexers}, {slices, sliceIndexers}, {pods, podIndexers}} {
+	}{{svc, serviceIndexers()}, {slices, sliceIndexers()}, {pods, podIndexers()}} {
 		if err := x.inf.AddIndexers(x.idx); err != nil {
 			return nil, err
 		}
