@@ -149,30 +149,51 @@ func ensureClusterDNS(ctx context.Context, client kubernetes.Interface, cfg Conf
 			},
 		},
 	}
-	creates := []struct {
+	// Get before Create: on a restart the Service's address is allocated already, and
+	// the allocator refuses it before storage could say AlreadyExists.
+	objects := []struct {
 		what   string
+		get    func() error
 		create func() error
 	}{
 		{"serviceaccount " + dnsNamespace + "/" + dnsAppName, func() error {
+			_, err := client.CoreV1().ServiceAccounts(dnsNamespace).Get(ctx, sa.Name, metav1.GetOptions{})
+			return err
+		}, func() error {
 			_, err := client.CoreV1().ServiceAccounts(dnsNamespace).Create(ctx, sa, metav1.CreateOptions{})
 			return err
 		}},
 		{"clusterrolebinding " + dnsRoleName, func() error {
+			_, err := client.RbacV1().ClusterRoleBindings().Get(ctx, binding.Name, metav1.GetOptions{})
+			return err
+		}, func() error {
 			_, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
 			return err
 		}},
 		{"service " + dnsNamespace + "/" + dnsServiceName, func() error {
+			_, err := client.CoreV1().Services(dnsNamespace).Get(ctx, svc.Name, metav1.GetOptions{})
+			return err
+		}, func() error {
 			_, err := client.CoreV1().Services(dnsNamespace).Create(ctx, svc, metav1.CreateOptions{})
 			return err
 		}},
 		{"deployment " + dnsNamespace + "/" + dnsAppName, func() error {
+			_, err := client.AppsV1().Deployments(dnsNamespace).Get(ctx, deploy.Name, metav1.GetOptions{})
+			return err
+		}, func() error {
 			_, err := client.AppsV1().Deployments(dnsNamespace).Create(ctx, deploy, metav1.CreateOptions{})
 			return err
 		}},
 	}
-	for _, c := range creates {
-		if err := c.create(); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("cluster DNS: %s: %w", c.what, err)
+	for _, o := range objects {
+		err := o.get()
+		if apierrors.IsNotFound(err) {
+			if err = o.create(); apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("cluster DNS: %s: %w", o.what, err)
 		}
 	}
 	return nil

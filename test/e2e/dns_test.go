@@ -206,6 +206,37 @@ func TestClusterDNS(t *testing.T) {
 			t.Fatalf("nslookup %s:\n%s", apiIP, out)
 		}
 	})
+	t.Run("parallel A and AAAA from one socket both answered (conntrack race)", func(t *testing.T) {
+		// glibc sends A and AAAA at once from one socket; where both packets race to
+		// create the conntrack entry and get different DNAT choices, one can be dropped
+		// and the resolver stalls 5 s. 200 such pairs through 10.96.0.10 must all come back.
+		lost := 0
+		for i := range 200 {
+			conn, err := netns.Dial(client, "udp", "10.96.0.10:53", 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dc := &dns.Conn{Conn: conn}
+			a, aaaa := new(dns.Msg), new(dns.Msg)
+			a.SetQuestion("api-svc."+ns+".svc.cluster.local.", dns.TypeA)
+			aaaa.SetQuestion("api-svc."+ns+".svc.cluster.local.", dns.TypeAAAA)
+			a.Id, aaaa.Id = uint16(2*i+1), uint16(2*i+2)
+			if dc.WriteMsg(a) != nil || dc.WriteMsg(aaaa) != nil {
+				t.Fatal("write")
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+			for range 2 {
+				if _, err := dc.ReadMsg(); err != nil {
+					lost++
+					break
+				}
+			}
+			conn.Close()
+		}
+		if lost > 0 {
+			t.Fatalf("%d of 200 A/AAAA pairs lost an answer (a resolver would stall 5 s each time)", lost)
+		}
+	})
 	t.Run("ndots:5 walk for an external name: queries before and after acceleration", func(t *testing.T) {
 		// The walk a stub resolver does (search domains in order, A and AAAA for each,
 		// stop at the first answer), sent from inside each pod's network namespace.
