@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -252,19 +254,36 @@ func TestClusterDNS(t *testing.T) {
 	})
 }
 
+// The main goroutine keeps the main thread: internal/netns switches namespaces on
+// locked threads that the runtime then ends, but the main thread cannot end, so a
+// switch that ran there would leave this test binary inside a pod's network namespace
+// for good (found in `ip netns pids`, and killed with the pod's processes).
+func init() { runtime.LockOSThread() }
+
 // runInPod runs a command in the pod's network, mount and UTS namespaces (so with the
-// pod's /etc/resolv.conf), through the first process of its network namespace.
+// pod's /etc/resolv.conf), through a process of the pod: one in its network namespace
+// with a mount namespace other than ours.
 func runInPod(t *testing.T, podNS string, args ...string) string {
 	t.Helper()
-	pids, err := exec.Command("ip", "netns", "pids", podNS).Output()
-	if err != nil || len(strings.Fields(string(pids))) == 0 {
-		t.Fatalf("no process in %s: %v", podNS, err)
+	out, err := exec.Command("ip", "netns", "pids", podNS).Output()
+	if err != nil {
+		t.Fatalf("processes of %s: %v", podNS, err)
 	}
-	pid := strings.Fields(string(pids))[0]
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	pid := ""
+	for _, p := range strings.Fields(string(out)) {
+		if mnt, err := os.Readlink("/proc/" + p + "/ns/mnt"); err == nil && mnt != self {
+			pid = p
+			break
+		}
+	}
+	if pid == "" {
+		t.Fatalf("no process of the pod in %s (pids %q)", podNS, out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out, _ := exec.CommandContext(ctx, "nsenter", append([]string{"-t", pid, "-n", "-m", "-u", "--"}, args...)...).CombinedOutput()
-	return string(out)
+	res, _ := exec.CommandContext(ctx, "nsenter", append([]string{"-t", pid, "-n", "-m", "-u", "--"}, args...)...).CombinedOutput()
+	return string(res)
 }
 
 var answerAddr = regexp.MustCompile(`(?m)^Address: (\S+)$`)
