@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sync/singleflight"
 )
 
 // Bounds of the forwarding cache: answers are kept for their TTL, at most a day
@@ -27,6 +29,7 @@ type forwarder struct {
 	timeout   time.Duration
 	next      atomic.Uint32 // round robin start
 	cache     *answerCache
+	inflight  singleflight.Group
 	m         *metrics
 	now       func() time.Time
 }
@@ -59,6 +62,20 @@ func (f *forwarder) resolve(ctx context.Context, name string, qtype uint16) (*dn
 		return m, nil
 	}
 	f.m.cacheMisses.WithLabelValues(f.m.server, f.m.zoneCacheName, "").Inc()
+	// Questions asked at once (a burst of pods, a resolver's retries) share one upstream
+	// exchange.
+	v, err, _ := f.inflight.Do(name+"/"+strconv.Itoa(int(qtype)), func() (any, error) {
+		return f.fetch(ctx, key, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*dns.Msg).Copy(), nil
+}
+
+// fetch asks the upstreams in turn and caches the answer.
+func (f *forwarder) fetch(ctx context.Context, key cacheKey, now time.Time) (*dns.Msg, error) {
+	name, qtype := key.name, key.qtype
 	req := new(dns.Msg)
 	req.SetQuestion(name, qtype)
 	req.RecursionDesired = true
@@ -83,7 +100,7 @@ func (f *forwarder) resolve(ctx context.Context, name string, qtype uint16) (*dn
 			f.m.cacheEntries.WithLabelValues(f.m.server, "success", f.m.zoneCacheName, "").Set(float64(f.cache.count(false)))
 			f.m.cacheEntries.WithLabelValues(f.m.server, "denial", f.m.zoneCacheName, "").Set(float64(f.cache.count(true)))
 		}
-		return resp.Copy(), nil
+		return resp, nil
 	}
 	return nil, fmt.Errorf("%w for %s %s: %w", errNoUpstream, name, dns.TypeToString[qtype], errors.Join(errs...))
 }

@@ -1,7 +1,9 @@
 package dns
 
 import (
+	"context"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ type fakeUpstream struct {
 	records map[string][]dns.RR // "name type" → records
 	asked   map[string]int
 	total   atomic.Int64
+	delay   atomic.Int64 // nanoseconds each answer waits
 }
 
 func newFakeUpstream(t testing.TB, lines ...string) *fakeUpstream {
@@ -67,6 +70,7 @@ func (u *fakeUpstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	u.mu.Unlock()
 	u.total.Add(1)
+	time.Sleep(time.Duration(u.delay.Load()))
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.RecursionAvailable = true
@@ -257,4 +261,27 @@ func seriesCount(t *testing.T, reg *prometheus.Registry, name string) int {
 		}
 	}
 	return 0
+}
+
+// TestConcurrentQuestionsShareOneExchange: a burst of the same question asks the
+// upstream once.
+func TestConcurrentQuestionsShareOneExchange(t *testing.T) {
+	up := newFakeUpstream(t, "api.example.com. 60 IN A 192.0.2.10")
+	up.delay.Store(int64(200 * time.Millisecond))
+	h := newTestHandler(t, NewFake(), Config{Upstreams: []string{up.addr}})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := h.Respond(context.Background(), query(t, "api.example.com. A", 0), netip.Addr{}, true)
+			if resp == nil || len(resp.Answer) != 1 {
+				t.Errorf("answer: %v", resp)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := up.count("api.example.com. A"); n != 1 {
+		t.Fatalf("upstream asked %d times for one burst, want 1", n)
+	}
 }
