@@ -122,9 +122,15 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if resp == nil {
 		return
 	}
+	// Counted before the answer leaves, so a client that got it sees it counted.
+	h.count(req, resp, proto, from, start)
 	if err := w.WriteMsg(resp); err != nil {
 		h.log.Debug("writing a DNS answer", "to", w.RemoteAddr(), "err", err)
 	}
+}
+
+// count records one answered request in CoreDNS's request metrics.
+func (h *Handler) count(req, resp *dns.Msg, proto string, from netip.Addr, start time.Time) {
 	family := "1"
 	if from.Is6() && !from.Is4In6() {
 		family = "2"
