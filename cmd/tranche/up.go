@@ -55,6 +55,7 @@ func upCmd() *cobra.Command {
 	f.StringVar(&cfg.Server.Listen, "listen", "127.0.0.1:6443", "HTTPS address of the API server on the host")
 	f.BoolVar(&detach, "detach", false, "return once the cluster is ready and keep it running in the background")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringSliceVar(&cfg.UpstreamDNS, "upstream-dns", nil, "resolvers IP:port the cluster DNS forwards other names to (default: the host's, from /etc/resolv.conf)")
 	// Tests run clusters beside a developer's own with a unique namespace prefix.
 	f.StringVar(&cfg.Prefix, "netns-prefix", "", "prefix of the cluster's network namespace names (default tr-, or the one recorded in the data dir)")
 	_ = f.MarkHidden("netns-prefix")

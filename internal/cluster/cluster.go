@@ -75,6 +75,12 @@ type Config struct {
 	// StopGrace is how long agents and leftover processes get to exit after SIGTERM
 	// before SIGKILL; 0 means 10 seconds.
 	StopGrace time.Duration
+	// UpstreamDNS are the resolvers (IP:port) the cluster DNS relay forwards to; empty
+	// means the host's, from /etc/resolv.conf.
+	UpstreamDNS []string
+	// NoDNSWait makes the cluster ready without waiting for the cluster DNS to answer
+	// (tests whose stand-in agents run no pods).
+	NoDNSWait bool
 }
 
 func (c Config) paths() paths { return paths{dir: c.DataDir} }

@@ -146,6 +146,7 @@ func testConfig(t *testing.T, prefix, dataDir string, out *syncBuffer) Config {
 		Out:          out,
 		ReadyTimeout: 30 * time.Second,
 		StopGrace:    2 * time.Second,
+		NoDNSWait:    true, // the stand-in agents run no pods
 	}
 }
 

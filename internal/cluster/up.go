@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -11,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/dns"
 	"github.com/tranche/tranche/internal/netns"
 	"github.com/tranche/tranche/internal/server"
 )
@@ -111,6 +115,13 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	if err != nil {
 		return err
 	}
+	dnsCfg, stopRelay, err := startDNSRelay(cfg, state.Topology)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopRelay()
+	dnsCfg.APIServer = "https://" + lnAddr
 	sc := cfg.Server
 	sc.DataDir = cfg.DataDir
 	if sc.Listen == "" {
@@ -118,6 +129,7 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	}
 	sc.Listeners = []net.Listener{ln}
 	sc.AdvertiseAddress = state.Topology.APIAddress
+	sc.DNS = dnsCfg
 	sc.AdvertisePort = APIPort
 	if !sc.ClusterCIDR.IsValid() {
 		sc.ClusterCIDR = state.Topology.ClusterCIDR
@@ -155,6 +167,15 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 			return nil
 		}
 		return err
+	}
+	if !cfg.NoDNSWait {
+		nodeNS := state.Topology.NodeNamespace(state.Topology.Nodes[0].Name)
+		if err := waitDNS(ctx, client, nodeNS, cfg.readyTimeout(), out); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 	}
 	fmt.Fprintf(out, "cluster ready in %.1fs\n\nexport KUBECONFIG=%s\n\n", time.Since(start).Seconds(), filepath.Join(dataDir, "kubeconfig"))
 	if ready != nil {
@@ -229,4 +250,51 @@ func writeState(p paths, s State) error {
 func firstField(s string) string {
 	f, _, _ := strings.Cut(s, " ")
 	return f
+}
+
+// startDNSRelay opens the relay the cluster DNS forwards other names to, on port 53
+// of the API server's underlay address (pods have no route out of the cluster
+// network), towards cfg.UpstreamDNS or the host's resolvers.
+func startDNSRelay(cfg Config, topo clusternet.Topology) (server.DNSConfig, func(), error) {
+	ups := cfg.UpstreamDNS
+	if len(ups) == 0 {
+		var err error
+		if ups, err = dns.ResolvConfUpstreams("/etc/resolv.conf"); err != nil {
+			fmt.Fprintf(cfg.out(), "no upstream DNS (%v): the cluster DNS refuses names outside the cluster; give --upstream-dns\n", err)
+			return server.DNSConfig{}, func() {}, nil
+		}
+	}
+	addr := netip.AddrPortFrom(topo.APIAddress, 53).String()
+	pc, err := netns.ListenPacket(topo.Underlay(), "udp", addr)
+	if err != nil {
+		return server.DNSConfig{}, nil, fmt.Errorf("cluster DNS relay: %w", err)
+	}
+	ln, err := netns.Listen(topo.Underlay(), "tcp", addr)
+	if err != nil {
+		pc.Close()
+		return server.DNSConfig{}, nil, fmt.Errorf("cluster DNS relay: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		_ = (&dns.Relay{Upstreams: ups, Logger: cfg.logger().With("component", "dns-relay")}).Serve(ctx, pc, ln)
+		close(done)
+	}()
+	return server.DNSConfig{Upstreams: []string{addr}}, func() { cancel(); <-done }, nil
+}
+
+// waitDNS waits until the cluster DNS answers kubernetes.default from a node.
+func waitDNS(ctx context.Context, client kubernetes.Interface, nodeNS string, timeout time.Duration, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	dial := func(network, addr string, t time.Duration) (net.Conn, error) {
+		return netns.Dial(nodeNS, network, addr, t)
+	}
+	addrs := func(ctx context.Context) []string { return dns.KubeDNSAddrs(ctx, client) }
+	at, err := dns.WaitAnswers(ctx, dial, addrs, "kubernetes.default.svc.cluster.local.")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "cluster DNS answers (%s)\n", at)
+	return nil
 }

@@ -60,7 +60,9 @@ type Config struct {
 	AdvertiseAddress netip.Addr
 	// AdvertisePort is the port of those endpoints; 0 means Listen's port.
 	AdvertisePort int
-	Logger        *slog.Logger
+	// DNS configures the cluster DNS Deployment the server creates (bootstrap.go).
+	DNS    DNSConfig
+	Logger *slog.Logger
 }
 
 // paths of files under DataDir.

@@ -46,7 +46,12 @@ func startLocalCluster(tag string, nodes int, zones string) (*localCluster, erro
 		return nil, err
 	}
 	c := &localCluster{dataDir: dir, prefix: fmt.Sprintf("%s%d-", tag, os.Getpid()%1000), listen: addr}
-	args := []string{"up", "--nodes", strconv.Itoa(nodes), "--detach", "--data-dir", dir, "--listen", addr, "--netns-prefix", c.prefix}
+	upstream, err := fakeUpstreamDNS() // never the host's resolvers (dns_test.go)
+	if err != nil {
+		return c, err
+	}
+	args := []string{"up", "--nodes", strconv.Itoa(nodes), "--detach", "--data-dir", dir, "--listen", addr,
+		"--netns-prefix", c.prefix, "--upstream-dns", upstream}
 	if zones != "" {
 		args = append(args, "--zones", zones)
 	}
@@ -509,7 +514,8 @@ func TestZZDownAndUpAgain(t *testing.T) {
 	if strings.Contains(string(mounts), c.dataDir) {
 		t.Fatalf("down left mounts under %s", c.dataDir)
 	}
-	out, err = exec.Command(trancheBin, "up", "--detach", "--data-dir", c.dataDir, "--listen", c.listen).CombinedOutput()
+	upstream, _ := fakeUpstreamDNS()
+	out, err = exec.Command(trancheBin, "up", "--detach", "--data-dir", c.dataDir, "--listen", c.listen, "--upstream-dns", upstream).CombinedOutput()
 	if err != nil {
 		t.Fatalf("up again: %v\n%s", err, out)
 	}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/tranche/tranche/internal/dns"
+)
+
+func dnsCmd() *cobra.Command {
+	var cfg dns.RunConfig
+	var upstreams []string
+	var ttl uint32
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "dns",
+		Short: "Serve the cluster's DNS: the Kubernetes DNS specification for the cluster zone, other names forwarded",
+		Long: "Serve the cluster DNS (kube-system/tranche-dns behind the kube-dns Service). In a pod it reads the API\n" +
+			"with its service account; elsewhere give --kubeconfig. Names outside the cluster domain go to --upstream.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, u := range upstreams {
+				for _, s := range strings.Split(u, ",") {
+					if s = strings.TrimSpace(s); s == "" {
+						continue
+					}
+					if _, err := netip.ParseAddrPort(s); err != nil {
+						if a, err2 := netip.ParseAddr(s); err2 == nil {
+							s = netip.AddrPortFrom(a, 53).String()
+						} else {
+							return fmt.Errorf("--upstream %q: want IP or IP:port", s)
+						}
+					}
+					cfg.Upstreams = append(cfg.Upstreams, s)
+				}
+			}
+			if ttl == 0 {
+				return fmt.Errorf("--ttl must be at least 1 second")
+			}
+			cfg.TTL = ttl
+			cfg.Logger = newLogger(logLevel).With("component", "dns")
+			klog.SetSlogLogger(cfg.Logger) // client-go's reflector errors go to the same log
+			return dns.Run(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig to read the API with (default: the pod's service account)")
+	f.StringVar(&cfg.APIServer, "api-server", "", "API server URL (default: from the kubeconfig, or KUBERNETES_SERVICE_HOST/PORT in a pod)")
+	f.StringVar(&cfg.Listen, "listen", ":53", "UDP and TCP address to answer on")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", ":9153", "address of /metrics, /ready and /health (empty: none)")
+	f.StringVar(&cfg.Zone, "cluster-domain", "cluster.local", "the cluster's DNS domain")
+	f.StringSliceVar(&upstreams, "upstream", nil, "resolvers for other names, IP[:port], repeatable or comma-separated (none: such names are refused)")
+	f.Uint32Var(&ttl, "ttl", 5, "TTL in seconds of the cluster zone's records and negative answers")
+	f.IntVar(&cfg.CacheEntries, "cache-size", 10000, "most answers from upstreams kept")
+	f.BoolVar(&cfg.NoAutopath, "no-autopath", false, "do not answer pods' search-expanded names on the first query")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

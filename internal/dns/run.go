@@ -1,0 +1,164 @@
+package dns
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// NewInformerCache returns the production Cache: shared informers on Services,
+// EndpointSlices, Namespaces and Pods (stripped to their addresses and namespace as
+// they arrive), indexed as the lookups need. It starts them; Synced turns true once
+// all four have listed.
+func NewInformerCache(ctx context.Context, client kubernetes.Interface) (Cache, error) {
+	f := informers.NewSharedInformerFactory(client, 0)
+	svc := f.Core().V1().Services().Informer()
+	slices := f.Discovery().V1().EndpointSlices().Informer()
+	ns := f.Core().V1().Namespaces().Informer()
+	pods := f.Core().V1().Pods().Informer()
+	if err := pods.SetTransform(stripPod); err != nil {
+		return nil, err
+	}
+	for _, x := range []struct {
+		inf cache.SharedIndexInformer
+		idx cache.Indexers
+	}{{svc, serviceIndexers()}, {slices, sliceIndexers()}, {pods, podIndexers()}} {
+		if err := x.inf.AddIndexers(x.idx); err != nil {
+			return nil, err
+		}
+	}
+	f.Start(ctx.Done())
+	s := &stores{services: svc.GetIndexer(), slices: slices.GetIndexer(), pods: pods.GetIndexer(), namespaces: ns.GetIndexer()}
+	s.synced = func() bool {
+		return svc.HasSynced() && slices.HasSynced() && ns.HasSynced() && pods.HasSynced()
+	}
+	return s, nil
+}
+
+// RunConfig is `tranche dns`'s configuration.
+type RunConfig struct {
+	Config
+	// Kubeconfig is a kubeconfig file; empty means in-cluster (the pod's service
+	// account token and CA).
+	Kubeconfig string
+	// APIServer overrides the API server's URL (in-cluster: instead of
+	// KUBERNETES_SERVICE_HOST/PORT).
+	APIServer string
+	// Listen is the UDP and TCP address of the DNS server (:53).
+	Listen string
+	// MetricsListen serves /metrics, /ready (200 once the caches synced) and /health.
+	MetricsListen string
+}
+
+// serviceAccountDir is where a pod finds its token and the cluster CA.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// Run serves DNS until ctx ends.
+func Run(ctx context.Context, cfg RunConfig) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+		cfg.Logger = log
+	}
+	restCfg, err := restConfig(cfg.Kubeconfig, cfg.APIServer)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	pc, err := net.ListenPacket("udp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		pc.Close()
+		return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
+	}
+	var mln net.Listener
+	if cfg.MetricsListen != "" {
+		if mln, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			pc.Close()
+			ln.Close()
+			return fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := NewInformerCache(ctx, client)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Metrics = reg
+	if cfg.ServerLabel == "" {
+		cfg.ServerLabel = "dns://" + cfg.Listen
+	}
+	h, err := NewHandler(cfg.Config, c)
+	if err != nil {
+		return err
+	}
+	if mln != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
+		mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+			if !c.Synced() {
+				http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("OK"))
+		})
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = hs.Serve(mln) }()
+		defer hs.Close()
+	}
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), c.Synced) {
+			log.Info("caches synced: answering the cluster zone", "zone", h.zone.origin)
+		}
+	}()
+	log.Info("serving DNS", "listen", cfg.Listen, "zone", h.zone.origin, "upstreams", cfg.Upstreams, "metrics", cfg.MetricsListen)
+	return Serve(ctx, h, pc, ln)
+}
+
+// restConfig reads a kubeconfig, or else the pod's service account.
+func restConfig(kubeconfig, apiServer string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags(apiServer, kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+		}
+		return c, nil
+	}
+	if apiServer == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster (give --kubeconfig or --api-server): %w", err)
+		}
+		return c, nil
+	}
+	token := filepath.Join(serviceAccountDir, "token")
+	if _, err := os.Stat(token); err != nil {
+		return nil, fmt.Errorf("--api-server without --kubeconfig needs the pod's service account token: %w", err)
+	}
+	return &rest.Config{Host: apiServer, BearerTokenFile: token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(serviceAccountDir, "ca.crt")}}, nil
+}
