@@ -21,6 +21,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// init keeps the main goroutine on the main thread for the life of every program that
+// uses this package. runLocked discards the thread it entered a namespace on by
+// returning with the thread still locked, but Go cannot end the main thread: if
+// runLocked's goroutine happened to run there, the main thread would stay in the
+// entered namespace, the whole process would show up in `ip netns pids` for it and be
+// killed along with a pod's processes. Locked to main, it can never be picked.
+func init() { runtime.LockOSThread() }
+
 // runLocked runs fn on a fresh locked thread that has joined the namespace open in
 // target (closed here), or, when target is nil, stays in the namespace new threads start
 // in (only Create uses that, before it unshares). A panic in fn is re-raised in the
