@@ -118,6 +118,7 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	}
 	sc.Listeners = []net.Listener{ln}
 	sc.AdvertiseAddress = state.Topology.APIAddress
+	sc.AdvertisePort = APIPort
 	if !sc.ClusterCIDR.IsValid() {
 		sc.ClusterCIDR = state.Topology.ClusterCIDR
 	}

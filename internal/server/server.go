@@ -62,7 +62,9 @@ type Config struct {
 	// AdvertiseAddress is the address the kubernetes Service's endpoints point at (the
 	// cluster network listener, 10.240.0.1).
 	AdvertiseAddress netip.Addr
-	Logger           *slog.Logger
+	// AdvertisePort is the port of those endpoints; 0 means Listen's port.
+	AdvertisePort int
+	Logger        *slog.Logger
 }
 
 // paths of files under DataDir.
