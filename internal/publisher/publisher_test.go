@@ -38,7 +38,7 @@ func freePort(t *testing.T, addr netip.Addr) uint16 {
 }
 
 // tcpBackend answers each connection with "NAME <first line received>".
-func tcpBackend(t *testing.T, name string) string {
+func tcpBackend(t testing.TB, name string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
