@@ -48,11 +48,28 @@ spec:
       targetPort: 80
 `
 
+// directLB has no node ports: the publisher forwards to the endpoints themselves.
+const directLB = `apiVersion: v1
+kind: Service
+metadata:
+  name: lb-direct
+spec:
+  type: LoadBalancer
+  allocateLoadBalancerNodePorts: false
+  selector:
+    app: svc-example
+  ports:
+    - protocol: TCP
+      port: 8081
+      targetPort: 80
+`
+
 // TestHostPublisher: seed 003's Services from the host of `tranche up`. svc-nodeport
 // answers on 127.0.0.1:30080; svc-loadbalancer gets an EXTERNAL-IP of 127.0.10.0/24
 // and answers there; a Service asking for the same address and port stays <pending>
 // with an Event naming the holder; deleting svc-loadbalancer stops its listener and
-// frees the address, which the waiting Service then gets and serves.
+// frees the address, which the waiting Service then gets and serves. A LoadBalancer
+// without node ports (allocateLoadBalancerNodePorts: false) answers too.
 func TestHostPublisher(t *testing.T) {
 	c := up(t)
 	s := c.srv
@@ -85,6 +102,23 @@ func TestHostPublisher(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "http://"+ip+"/ answers from the host", func() (bool, string) {
 		out, code := curlHost("http://" + ip + "/")
+		return code == 0 && servedByNginx(out), tail(out, 300)
+	})
+
+	if _, errOut, err := s.kubectl(t, directLB, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply lb-direct: %v %s", err, errOut)
+	}
+	directRow := regexp.MustCompile(`(?m)^lb-direct\s+LoadBalancer\s+10\.\S+\s+(127\.0\.10\.\d+)\s+8081/TCP\s`)
+	var directIP string
+	eventually(t, 30*time.Second, "lb-direct gets an EXTERNAL-IP and no node port", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "svc", "lb-direct", "-n", ns)
+		if m := directRow.FindStringSubmatch(out); m != nil {
+			directIP = m[1]
+		}
+		return directIP != "", out
+	})
+	eventually(t, 30*time.Second, "http://"+directIP+":8081/ answers from the host", func() (bool, string) {
+		out, code := curlHost("http://" + directIP + ":8081/")
 		return code == 0 && servedByNginx(out), tail(out, 300)
 	})
 
