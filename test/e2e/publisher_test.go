@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -150,4 +152,82 @@ func TestHostPublisher(t *testing.T) {
 		out, code := curlHost("http://" + ip + "/")
 		return code == 7, tail(out, 300)
 	})
+}
+
+const localUDPApp = `apiVersion: v1
+kind: Pod
+metadata:
+  name: netexec
+  labels: {app: netexec}
+spec:
+  containers:
+  - name: netexec
+    image: registry.k8s.io/e2e-test-images/agnhost:2.52
+    args: ["netexec", "--http-port=8080", "--udp-port=8081"]
+    ports:
+    - {containerPort: 8080, protocol: TCP}
+    - {containerPort: 8081, protocol: UDP}
+    readinessProbe:
+      httpGet: {path: /healthz, port: 8080}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: netexec
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: netexec}
+  ports:
+  - {name: http, protocol: TCP, port: 8080, targetPort: 8080}
+  - {name: udp, protocol: UDP, port: 8081, targetPort: 8081}
+`
+
+// udpHost sends one datagram from the host to addr and returns the answer.
+func udpHost(addr, msg string) (string, error) {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	return string(buf[:n]), err
+}
+
+// TestHostPublisherUDPAndLocal: a LoadBalancer with TCP and UDP ports and
+// externalTrafficPolicy Local, its one pod on one of three nodes. Every request from
+// the host reaches the pod, TCP and UDP: the publisher sends them only to the pod's
+// node (the others' proxies drop Local traffic they have no endpoint for).
+func TestHostPublisherUDPAndLocal(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	if _, errOut, err := s.kubectl(t, localUDPApp, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	c.waitReady(t, ns, "netexec")
+	var ip string
+	eventually(t, 30*time.Second, "netexec gets an EXTERNAL-IP", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "svc", "netexec", "-n", ns, "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		ip = out
+		return strings.HasPrefix(ip, "127.0.10."), out
+	})
+	eventually(t, 30*time.Second, "UDP "+ip+":8081 answers from the host", func() (bool, string) {
+		got, err := udpHost(ip+":8081", "hostname")
+		return got == "netexec", fmt.Sprintf("%q %v", got, err)
+	})
+	for i := range 10 {
+		if got, err := udpHost(ip+":8081", "hostname"); got != "netexec" {
+			t.Fatalf("UDP request %d: %q %v", i, got, err)
+		}
+		if out, code := curlHost("http://" + ip + ":8080/hostname"); code != 0 || !strings.HasSuffix(out, "\r\n\r\nnetexec") {
+			t.Fatalf("TCP request %d: curl exit %d:\n%s", i, code, out)
+		}
+	}
 }
