@@ -209,14 +209,18 @@ func (c *Controller) apply(ctx context.Context, svc *v1.Service, a Assignment) e
 	c.written[key] = pendingWrite{over: svc.ResourceVersion, ingress: want}
 	if a.IP.IsValid() {
 		c.log.Info("assigned load-balancer address", "service", svc.Namespace+"/"+svc.Name, "ip", a.IP)
+		if c.recorder != nil {
+			c.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned %s from the load-balancer pool %s", a.IP, c.pool)
+		}
 	} else {
 		c.log.Info("load-balancer address pending", "service", svc.Namespace+"/"+svc.Name, "reason", a.Pending)
 	}
 	return nil
 }
 
-// report records an Event for every Service whose assignment changed since the
-// previous plan, so a collision is told once, not at every sync.
+// report records a Warning Event for every pending Service whose reason changed since
+// the previous plan, so a collision is told once, not at every sync. (Assignments are
+// told by apply, when the status is written: a restart announces nothing new.)
 func (c *Controller) report(svcs []*v1.Service, plan Plan) {
 	if c.recorder == nil {
 		return
@@ -224,17 +228,13 @@ func (c *Controller) report(svcs []*v1.Service, plan Plan) {
 	for _, svc := range svcs {
 		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 		a, ok := plan[key]
-		if !ok {
+		if !ok || a.IP.IsValid() {
 			continue
 		}
-		if p, seen := c.prev[key]; seen && p.IP == a.IP && p.Pending == a.Pending {
+		if p, seen := c.prev[key]; seen && p.Pending == a.Pending {
 			continue
 		}
-		if a.IP.IsValid() {
-			c.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned %s from the load-balancer pool %s", a.IP, c.pool)
-		} else {
-			c.recorder.Eventf(svc, v1.EventTypeWarning, ReasonPending, "No load-balancer address: %s", a.Pending)
-		}
+		c.recorder.Eventf(svc, v1.EventTypeWarning, ReasonPending, "No load-balancer address: %s", a.Pending)
 	}
 }
 

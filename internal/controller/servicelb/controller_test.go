@@ -174,3 +174,12 @@ func TestOtherClassesAreLeftAlone(t *testing.T) {
 	f := start(t, DefaultPool, foreign, makeService("ours", 2, withClass(LoadBalancerClass)))
 	f.waitWrites(t, "ours 127.0.10.1/Proxy")
 }
+
+func TestRestartAnnouncesNothingNew(t *testing.T) {
+	f := start(t, "127.0.10.1", makeService("holder", 1, withStatus("127.0.10.1")), makeService("later", 2, nil))
+	f.waitEvent(t, "Warning", ReasonPending, "port TCP/80 of 127.0.10.1 is already used by Service default/holder")
+	if w := f.statusWrites(); len(w) != 0 {
+		t.Fatalf("a restart wrote statuses: %q", w)
+	}
+	f.noEvent(t)
+}

@@ -35,7 +35,9 @@ func tcp(port int32) v1.ServicePort { return v1.ServicePort{Protocol: v1.Protoco
 func udp(port int32) v1.ServicePort { return v1.ServicePort{Protocol: v1.ProtocolUDP, Port: port} }
 
 func withStatus(ip string) func(*v1.Service) {
-	return func(s *v1.Service) { s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}} }
+	return func(s *v1.Service) {
+		s.Status.LoadBalancer.Ingress = Ingress(Assignment{IP: netip.MustParseAddr(ip)})
+	}
 }
 
 func withRequest(ip string) func(*v1.Service) {
