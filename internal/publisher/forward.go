@@ -45,7 +45,8 @@ func (l *live) start() {
 	}
 }
 
-// close stops the listener, ends its connections and waits for its goroutines.
+// close stops the listener at once and ends its connections; their goroutines finish
+// on their own (a dial in progress cannot be interrupted), wait waits for them.
 func (l *live) close() {
 	l.mu.Lock()
 	l.closed = true
@@ -58,8 +59,10 @@ func (l *live) close() {
 	} else {
 		l.pc.Close()
 	}
-	l.wg.Wait()
 }
+
+// wait waits until the goroutines of a closed listener have finished.
+func (l *live) wait() { l.wg.Wait() }
 
 // track records c so close ends it; it returns false (and closes c) once the listener
 // is closing.

@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -100,6 +101,9 @@ type Publisher struct {
 	live   map[Listener]*live
 	failed map[Listener]string // the error last reported for a listener that is not open
 	lost   map[Conflict]bool   // conflicts already reported
+
+	// closing counts unpublished listeners whose connections are still ending.
+	closing sync.WaitGroup
 }
 
 // New builds a publisher and registers its informers' handlers. It panics when
@@ -218,7 +222,13 @@ func (p *Publisher) sync() {
 		NodePortAddress: p.cfg.NodePortAddress, Publishable: p.cfg.Publishable})
 	for l, lv := range p.live {
 		if _, ok := want[l]; !ok {
+			// Not waited for here: a dial in progress would hold up every other change.
 			lv.close()
+			p.closing.Add(1)
+			go func() {
+				defer p.closing.Done()
+				lv.wait()
+			}()
 			delete(p.live, l)
 			p.log.Info("unpublished", "listener", l, "service", lv.target.Load().Service.String())
 		}
@@ -282,12 +292,15 @@ func (p *Publisher) open(l Listener, t *Target) (*live, error) {
 	return lv, nil
 }
 
-// closeAll closes every listener (when Run ends).
+// closeAll closes every listener and waits for their connections to end (when Run
+// ends).
 func (p *Publisher) closeAll() {
 	for l, lv := range p.live {
 		lv.close()
+		lv.wait()
 		delete(p.live, l)
 	}
+	p.closing.Wait()
 }
 
 // event records an Event on a Service.

@@ -324,3 +324,49 @@ func TestUDP(t *testing.T) {
 		return got == "node0 ping", fmt.Sprintf("%q %v", got, err)
 	})
 }
+
+// TestSlowDialHoldsUpNothing: a connection stuck dialling its backend does not stop
+// the publisher from unpublishing its Service or publishing another one.
+func TestSlowDialHoldsUpNothing(t *testing.T) {
+	stuck, other := freePort(t, netip.MustParseAddr("127.0.0.1")), freePort(t, netip.MustParseAddr("127.0.0.1"))
+	release := make(chan struct{})
+	dialing := make(chan struct{}, 1)
+	otherBackend := tcpBackend(t, "other")
+	client := fake.NewClientset(readyNode("n0", "10.240.0.10"),
+		makeService("stuck", 1, func(s *v1.Service) { s.Spec.Ports[0].NodePort = int32(stuck) }))
+	p := New(Config{Client: client, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == fmt.Sprintf("10.240.0.10:%d", stuck) {
+			dialing <- struct{}{}
+			<-release // a dial that cannot be interrupted, like netns.Dial's connect
+			return nil, errors.New("gave up")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, otherBackend)
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	t.Cleanup(func() { close(release) }) // before the one above: Run waits for the dial
+	stuckAddr := fmt.Sprintf("127.0.0.1:%d", stuck)
+	var conn net.Conn
+	until(t, stuckAddr+" accepts", func() (bool, string) {
+		c, err := net.Dial("tcp", stuckAddr)
+		conn = c
+		return err == nil, fmt.Sprint(err)
+	})
+	defer conn.Close()
+	<-dialing
+	if err := client.CoreV1().Services("default").Delete(context.Background(), "stuck", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Services("default").Create(context.Background(),
+		makeService("other", 2, func(s *v1.Service) { s.Spec.Ports[0].NodePort = int32(other) }), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	answers(t, fmt.Sprintf("127.0.0.1:%d", other), "other hi\n")
+	refuses(t, stuckAddr)
+}
