@@ -149,7 +149,9 @@ func (l *live) forwardTCP(client net.Conn) {
 	backend, err := l.dialBackend(ctx, t, "tcp")
 	cancel()
 	if err != nil {
-		l.log.Info("connection refused", "listener", l.listener, "service", t.Service.String(), "err", err)
+		// Per connection, so at debug level: a client retrying in a loop would flood
+		// the log. The listener's Event says where its traffic goes.
+		l.log.Debug("connection refused", "listener", l.listener, "service", t.Service.String(), "err", err)
 		reset(client)
 		return
 	}
@@ -225,7 +227,7 @@ func (l *live) serveUDP() {
 			conn, err := l.dialBackend(ctx, t, "udp")
 			cancel()
 			if err != nil {
-				l.log.Info("udp datagram dropped", "listener", l.listener, "service", t.Service.String(), "err", err)
+				l.log.Debug("udp datagram dropped", "listener", l.listener, "service", t.Service.String(), "err", err)
 				continue
 			}
 			f = &udpFlow{conn: conn, client: from}
