@@ -150,6 +150,11 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	if err != nil {
 		return err
 	}
+	pubCtx, stopPublisher := context.WithCancel(srvCtx)
+	defer stopPublisher()
+	if err := startPublisher(pubCtx, p, state.Topology.Underlay(), sc.LoadBalancerPool, cfg.logger()); err != nil {
+		return err
+	}
 	var procs []*agentProc
 	for _, n := range state.Topology.Nodes {
 		if err := prepareNode(p, state.Topology, n.Name); err != nil {
