@@ -118,6 +118,10 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	}
 	sc.Listeners = []net.Listener{ln}
 	sc.AdvertiseAddress = state.Topology.APIAddress
+	underlay := state.Topology.Underlay()
+	sc.ClusterDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return netns.Dial(underlay, network, addr, 10*time.Second)
+	}
 	if !sc.ClusterCIDR.IsValid() {
 		sc.ClusterCIDR = state.Topology.ClusterCIDR
 	}

@@ -58,7 +58,10 @@ type Config struct {
 	// AdvertiseAddress is the address the kubernetes Service's endpoints point at (the
 	// cluster network listener, 10.240.0.1).
 	AdvertiseAddress netip.Addr
-	Logger           *slog.Logger
+	// ClusterDial reaches node agents and pods (logs, exec, port-forward, proxy); nil
+	// dials directly. `tranche up` dials from its underlay namespace.
+	ClusterDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Logger      *slog.Logger
 }
 
 // paths of files under DataDir.
@@ -102,6 +105,15 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err != nil {
 		return err
 	}
+	// The identity the API server presents to node agents' streaming endpoints.
+	nodeCert, nodeKey, err := pki.EnsureClient(cfg.pkiDir(), ca, "apiserver-kubelet-client", "kube-apiserver-kubelet-client", nil)
+	if err != nil {
+		return err
+	}
+	nodePair, err := tls.X509KeyPair(nodeCert, nodeKey)
+	if err != nil {
+		return fmt.Errorf("kubelet client certificate: %w", err)
+	}
 	server := "https://" + net.JoinHostPort(loopbackHost(host), portStr)
 	if err := pki.WriteKubeconfig(cfg.kubeconfigPath(), server, ca.CertPEM, adminCert, adminKey, ""); err != nil {
 		return err
@@ -131,6 +143,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Guard:     sec,
 		OpenAPI:   docs.Handler(),
 		Extra:     rv.handlers(),
+		Nodes: &apiserver.Nodes{Dial: cfg.ClusterDial,
+			TLS: &tls.Config{Certificates: []tls.Certificate{nodePair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}, //nolint:gosec // see apiserver.Nodes.TLS.
 		Ready: func() error {
 			if !isReady.Load() {
 				return errors.New("bootstrap not finished")
