@@ -157,6 +157,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Verb = strings.ToLower(r.Method)
 	}
 	if s.cfg.Guard != nil {
+		if create, ok := upgradeCreateCheck(req); ok {
+			// On a copy: the guard consumes the request's impersonation headers.
+			if _, err := s.cfg.Guard.Check(r.Clone(r.Context()), create); err != nil {
+				writeError(w, s.log, err)
+				return
+			}
+		}
 		nr, err := s.cfg.Guard.Check(r, req)
 		if err != nil {
 			writeError(w, s.log, err)

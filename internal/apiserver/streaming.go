@@ -259,9 +259,6 @@ func (s *Server) podCommand(ctx context.Context, w http.ResponseWriter, r *http.
 	if ri.Verb != "get" && ri.Verb != "create" {
 		return apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "pods/" + kind}, ri.Verb)
 	}
-	if err := s.authorizeUpgrade(r, ri); err != nil {
-		return err
-	}
 	t, err := s.transports()
 	if err != nil {
 		return err
@@ -303,9 +300,6 @@ func (s *Server) podPortForward(ctx context.Context, w http.ResponseWriter, r *h
 	if ri.Verb != "get" && ri.Verb != "create" {
 		return apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "pods/portforward"}, ri.Verb)
 	}
-	if err := s.authorizeUpgrade(r, ri); err != nil {
-		return err
-	}
 	t, err := s.transports()
 	if err != nil {
 		return err
@@ -327,15 +321,19 @@ func (s *Server) podPortForward(ctx context.Context, w http.ResponseWriter, r *h
 	return nil
 }
 
-// authorizeUpgrade also requires "create" for a WebSocket (GET) exec, attach or
-// port-forward, so that read-only access to pods never runs commands.
-func (s *Server) authorizeUpgrade(r *http.Request, ri *requestInfo) error {
-	if s.cfg.Guard == nil || ri.Verb == "create" {
-		return nil
+// upgradeCreateCheck is the extra authorization a WebSocket (GET) exec, attach or
+// port-forward needs: create, as its SPDY (POST) form does, so that read access to
+// pods never runs commands.
+func upgradeCreateCheck(req Request) (Request, bool) {
+	if req.Verb != "get" || req.APIGroup != "" || req.Resource != "pods" {
+		return req, false
 	}
-	_, err := s.cfg.Guard.Check(r, Request{Verb: "create", APIGroup: ri.APIGroup, APIVersion: ri.APIVersion, Namespace: ri.Namespace,
-		Resource: ri.Resource, Subresource: ri.Subresource, Name: ri.Name, Path: r.URL.Path, IsResourceRequest: true})
-	return err
+	switch req.Subresource {
+	case "exec", "attach", "portforward":
+		req.Verb = "create"
+		return req, true
+	}
+	return req, false
 }
 
 // proxyTarget splits a proxy name "[scheme:]name[:port]".
