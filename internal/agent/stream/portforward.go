@@ -25,6 +25,9 @@ import (
 const (
 	portForwardProtocol = "portforward.k8s.io"
 	tunnelPrefix        = "SPDY/3.1+"
+	// copyBuffer is the read size of a forwarded connection: one SPDY data frame per
+	// read, so larger reads mean fewer frames for both ends to handle.
+	copyBuffer = 256 << 10
 )
 
 // dialPod connects to localhost:port inside a pod's network namespace, as kubelet's
@@ -158,12 +161,12 @@ func (pf *forwarder) forward(p *streamPair) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(c, p.dataStream)
+		_, _ = io.CopyBuffer(c, p.dataStream, make([]byte, copyBuffer))
 		if tc, ok := c.(interface{ CloseWrite() error }); ok {
 			_ = tc.CloseWrite()
 		}
 	}()
-	_, _ = io.Copy(p.dataStream, c)
+	_, _ = io.CopyBuffer(p.dataStream, c, make([]byte, copyBuffer))
 	c.Close()
 	<-done
 }
