@@ -349,18 +349,14 @@ func proxyTarget(id string) (scheme, name, port string) {
 	}
 }
 
-// proxyRest is what follows ".../NAME/proxy" in the request path ("/" when nothing).
-func proxyRest(r *http.Request, ri *requestInfo) string {
-	marker := "/" + ri.Name + "/proxy"
-	i := strings.Index(r.URL.Path, marker)
-	if i < 0 {
+// proxyRest is what follows /api/v1/namespaces/NS/RESOURCE/NAME/proxy in the request
+// path ("/" when nothing does).
+func proxyRest(r *http.Request) string {
+	parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 8)
+	if len(parts) < 8 || parts[7] == "" {
 		return "/"
 	}
-	rest := r.URL.Path[i+len(marker):]
-	if rest == "" {
-		return "/"
-	}
-	return rest
+	return "/" + parts[7]
 }
 
 // podProxy serves pods/NAME[:PORT]/proxy/...: HTTP to the pod's address.
@@ -396,7 +392,7 @@ func (s *Server) podProxy(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if scheme == "" {
 		scheme = "http"
 	}
-	target := &url.URL{Scheme: scheme, Host: net.JoinHostPort(pod.Status.PodIP, port), Path: proxyRest(r, ri), RawQuery: r.URL.RawQuery}
+	target := &url.URL{Scheme: scheme, Host: net.JoinHostPort(pod.Status.PodIP, port), Path: proxyRest(r), RawQuery: r.URL.RawQuery}
 	s.forward(w, r, target, t.pod, "error trying to reach pod")
 	return nil
 }
@@ -454,7 +450,7 @@ func (s *Server) serviceProxy(ctx context.Context, w http.ResponseWriter, r *htt
 	if scheme == "" {
 		scheme = "http"
 	}
-	target := &url.URL{Scheme: scheme, Host: hosts[rand.IntN(len(hosts))], Path: proxyRest(r, ri), RawQuery: r.URL.RawQuery}
+	target := &url.URL{Scheme: scheme, Host: hosts[rand.IntN(len(hosts))], Path: proxyRest(r), RawQuery: r.URL.RawQuery}
 	s.forward(w, r, target, t.pod, "error trying to reach service")
 	return nil
 }

@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 
@@ -86,6 +88,20 @@ func TestProxyTarget(t *testing.T) {
 		s, n, p := proxyTarget(in)
 		if [3]string{s, n, p} != want {
 			t.Errorf("%s: %q %q %q, want %q", in, s, n, p, want)
+		}
+	}
+}
+
+func TestProxyRest(t *testing.T) {
+	for path, want := range map[string]string{
+		"/api/v1/namespaces/web/services/web/proxy":                   "/",
+		"/api/v1/namespaces/web/services/web:http/proxy/":             "/",
+		"/api/v1/namespaces/a/pods/proxy/proxy/proxy/x/web/proxy/y":   "/proxy/x/web/proxy/y",
+		"/api/v1/namespaces/a/services/https:web:443/proxy/healthz/a": "/healthz/a",
+	} {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		if got := proxyRest(r); got != want {
+			t.Errorf("%s: %q, want %q", path, got, want)
 		}
 	}
 }
