@@ -79,6 +79,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		if err := startStream(ctx, cfg, rt, me.Underlay.String(), log); err != nil {
 			return err
 		}
+	} else {
+		log.Warn("no cluster CA to check the API server's certificate against: logs, exec, attach and port-forward are off on this node")
 	}
 	pods, err := cfg.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()})
 	if err != nil {

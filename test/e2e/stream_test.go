@@ -577,3 +577,36 @@ subjects: [{kind: ServiceAccount, name: robot}]
 		return code == 0 && out == "allowed\n", errOut
 	})
 }
+
+// TestStreamAttach: kubectl attach -i feeds a running container's stdin (stdinOnce
+// closes it after the session) and shows what it writes, over WebSocket and SPDY.
+func TestStreamAttach(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	pod := `apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: echo
+    image: busybox:1.37
+    stdin: true
+    stdinOnce: true
+    command: ["sh", "-c", "while read l; do echo got-$l; done; echo stdin-closed"]
+`
+	for i, env := range [][]string{nil, {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false"}} {
+		name := fmt.Sprintf("reader-%d", i)
+		applyManifest(t, s, ns, fmt.Sprintf(pod, name))
+		c.waitReady(t, ns, name)
+		out, errOut, code := kubectlEnv(t, s, env, "bonjour\nsalut\n", "attach", "-i", name, "-n", ns)
+		if code != 0 || !strings.Contains(out, "got-bonjour\ngot-salut\n") {
+			t.Fatalf("kubectl attach -i (%v): exit %d, stdout %q, stderr %q", env, code, out, errOut)
+		}
+		eventually(t, 30*time.Second, name+" succeeded once its stdin closed", func() (bool, string) {
+			out, _, _ := s.kubectl(t, "", "get", "pod", name, "-n", ns, "-o", "jsonpath={.status.phase}")
+			return out == "Succeeded", out
+		})
+	}
+}
