@@ -167,6 +167,9 @@ func (pf *forwarder) forward(p *streamPair) {
 		}
 	}()
 	_, _ = io.CopyBuffer(p.dataStream, c, make([]byte, copyBuffer))
+	// The pod's side ended: say so to the client (a half-close of the stream), whose
+	// own end of the stream then ends the copy above.
+	p.dataStream.Close()
 	c.Close()
 	<-done
 }

@@ -416,12 +416,31 @@ func TestPortForward(t *testing.T) {
 			}()
 		}
 	}()
+	// goodbye answers and closes, as a server that ends the conversation does.
+	goodbye, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer goodbye.Close()
+	go func() {
+		for {
+			c, err := goodbye.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "bye")
+			c.Close()
+		}
+	}()
 	var dialedNS []string
 	var mu sync.Mutex
 	srv, _ := New(Config{Runtime: &fakeRuntime{running: true}, DialPod: func(ns string, port uint16) (net.Conn, error) {
 		mu.Lock()
 		dialedNS = append(dialedNS, fmt.Sprintf("%s:%d", ns, port))
 		mu.Unlock()
+		if port == 7070 {
+			return net.Dial("tcp", goodbye.Addr().String())
+		}
 		return net.Dial("tcp", echo.Addr().String())
 	}})
 	ts := httptest.NewServer(srv.Handler())
@@ -442,7 +461,7 @@ func TestPortForward(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			stop, ready := make(chan struct{}), make(chan struct{})
-			pf, err := portforward.New(dialer, []string{"0:8080", "0:9090"}, stop, ready, io.Discard, io.Discard)
+			pf, err := portforward.New(dialer, []string{"0:8080", "0:9090", "0:7070"}, stop, ready, io.Discard, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -456,7 +475,7 @@ func TestPortForward(t *testing.T) {
 			}()
 			<-ready
 			ports, err := pf.GetPorts()
-			if err != nil || len(ports) != 2 {
+			if err != nil || len(ports) != 3 {
 				t.Fatalf("ports %v, %v", ports, err)
 			}
 			var wg sync.WaitGroup
@@ -480,11 +499,21 @@ func TestPortForward(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			// The pod closing its side reaches the client as an end of stream.
+			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[2].Local))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			if got, err := io.ReadAll(c); err != nil || string(got) != "bye" {
+				t.Fatalf("from a server that closes: %q, %v; want bye and the end", got, err)
+			}
 		})
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(dialedNS) != 16 || dialedNS[0] != "pod-ns:8080" && dialedNS[0] != "pod-ns:9090" {
-		t.Fatalf("dialled %v, want 16 connections into pod-ns", dialedNS)
+	if len(dialedNS) != 18 || dialedNS[0] != "pod-ns:8080" && dialedNS[0] != "pod-ns:9090" {
+		t.Fatalf("dialled %v, want 18 connections into pod-ns", dialedNS)
 	}
 }
