@@ -5,7 +5,7 @@ PKGS    := ./...
 DEBS    := nftables iproute2 busybox conntrack dnsutils etcd-server curl ca-certificates nginx postgresql
 KUBECTL ?= $(shell command -v kubectl)
 
-.PHONY: all build deps up test test-unit test-e2e bench bench-api fuzz clean
+.PHONY: all build deps up test test-unit test-e2e bench bench-api bench-stream fuzz clean
 
 all: build
 
@@ -34,10 +34,13 @@ test-unit:
 test-e2e: build
 	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./test/e2e/...
 
-bench: bench-api
+bench: bench-api bench-stream
 
 bench-api: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/api/
+
+bench-stream: build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./bench/stream/
 
 clean:
 	rm -rf bin

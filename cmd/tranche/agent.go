@@ -60,6 +60,11 @@ func agentCmd() *cobra.Command {
 			if cfg.SelfExe, err = os.Executable(); err != nil {
 				return err
 			}
+			if cfg.ClientCA = rc.TLSClientConfig.CAData; len(cfg.ClientCA) == 0 && rc.TLSClientConfig.CAFile != "" {
+				if cfg.ClientCA, err = os.ReadFile(rc.TLSClientConfig.CAFile); err != nil {
+					return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+				}
+			}
 			cfg.ClusterFile = clusterFile
 			cfg.Client = client
 			cfg.Lookup = apiLookup(client)

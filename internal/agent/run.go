@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/tranche/tranche/internal/agent/node"
 	"github.com/tranche/tranche/internal/agent/runtime"
+	"github.com/tranche/tranche/internal/agent/stream"
 	"github.com/tranche/tranche/internal/agent/volumes"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/events"
@@ -38,8 +41,12 @@ type NodeConfig struct {
 	// ServiceCIDR is the ClusterIP range the node's service proxy serves.
 	ServiceCIDR netip.Prefix
 	// Logs is the container log rotation (kubelet's defaults when zero).
-	Logs   runtime.LogPolicy
-	Logger *slog.Logger
+	Logs runtime.LogPolicy
+	// ClientCA (PEM) is the cluster CA: the streaming endpoint (logs, exec, attach,
+	// port-forward on the node's address, port 10250) accepts the API server's client
+	// certificate from it. Empty means no endpoint.
+	ClientCA []byte
+	Logger   *slog.Logger
 }
 
 // clusterState is the part of DATA/cluster.json the agent reads.
@@ -86,6 +93,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, Logger: log.With("component", "runtime")})
 	if err != nil {
 		return err
+	}
+	if len(cfg.ClientCA) > 0 {
+		if err := startStream(ctx, cfg, rt, me.Underlay.String(), log); err != nil {
+			return err
+		}
+	} else {
+		log.Warn("no cluster CA to check the API server's certificate against: logs, exec, attach and port-forward are off on this node")
 	}
 	pods, err := cfg.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()})
 	if err != nil {
@@ -145,4 +159,23 @@ func refreshVolumes(ctx context.Context, vols *volumes.Manager, log *slog.Logger
 			}
 		}
 	}
+}
+
+// startStream serves the node's streaming endpoint on addr:10250 until ctx ends.
+func startStream(ctx context.Context, cfg NodeConfig, rt *runtime.Manager, addr string, log *slog.Logger) error {
+	srv, err := stream.New(stream.Config{Runtime: rt, ClientCA: cfg.ClientCA, AllowedClients: []string{stream.APIServerClientName},
+		Logger: log.With("component", "stream")})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(node.KubeletPort)))
+	if err != nil {
+		return fmt.Errorf("streaming endpoint: %w", err)
+	}
+	go func() {
+		if err := srv.Serve(ctx, ln); err != nil {
+			log.Error("streaming endpoint stopped", "err", err)
+		}
+	}()
+	return nil
 }

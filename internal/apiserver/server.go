@@ -42,6 +42,9 @@ type Config struct {
 	Extra map[string]SubresourceHandler
 	// Ready reports readiness for /readyz; nil means always ready.
 	Ready func() error
+	// Nodes reaches node agents and pods for logs, exec, attach, port-forward and
+	// proxy; nil makes those subresources answer 503.
+	Nodes *Nodes
 }
 
 // SubresourceHandler serves one extra subresource.
@@ -71,6 +74,8 @@ type Server struct {
 	// bg bounds the background storage watches of the caches; Close cancels it.
 	bg     context.Context
 	stopBG context.CancelFunc
+	// streams carry streaming and proxy subresources (nil without Config.Nodes).
+	streams *streamTransports
 }
 
 // New builds the handler for cfg.Resources.
@@ -83,6 +88,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, byGVR: map[schema.GroupVersionResource]*entry{}, admitters: cfg.Admitters}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
+	s.streams = newStreamTransports(cfg.Nodes)
 	for i := range cfg.Resources {
 		res := &cfg.Resources[i]
 		gvr := res.GVR()
@@ -151,6 +157,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Verb = strings.ToLower(r.Method)
 	}
 	if s.cfg.Guard != nil {
+		if create, ok := upgradeCreateCheck(req); ok {
+			// On a copy: the guard consumes the request's impersonation headers.
+			if _, err := s.cfg.Guard.Check(r.Clone(r.Context()), create); err != nil {
+				writeError(w, s.log, err)
+				return
+			}
+		}
 		nr, err := s.cfg.Guard.Check(r, req)
 		if err != nil {
 			writeError(w, s.log, err)
@@ -244,6 +257,9 @@ func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r 
 	}
 	if h := s.cfg.Extra[key]; h != nil {
 		return h(ctx, w, r, req)
+	}
+	if h := streamHandlers[key]; h != nil {
+		return h(s, ctx, w, r, ri, e)
 	}
 	switch {
 	case ri.Subresource == "status" && e.res.Status != nil:

@@ -131,6 +131,10 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	sc.AdvertiseAddress = state.Topology.APIAddress
 	sc.DNS = dnsCfg
 	sc.AdvertisePort = APIPort
+	underlay := state.Topology.Underlay()
+	sc.ClusterDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return netns.Dial(underlay, network, addr, 10*time.Second)
+	}
 	if !sc.ClusterCIDR.IsValid() {
 		sc.ClusterCIDR = state.Topology.ClusterCIDR
 	}

@@ -65,8 +65,11 @@ type Config struct {
 	// AdvertisePort is the port of those endpoints; 0 means Listen's port.
 	AdvertisePort int
 	// DNS configures the cluster DNS Deployment the server creates (bootstrap.go).
-	DNS    DNSConfig
-	Logger *slog.Logger
+	DNS DNSConfig
+	// ClusterDial reaches node agents and pods (logs, exec, port-forward, proxy); nil
+	// dials directly. `tranche up` dials from its underlay namespace.
+	ClusterDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Logger      *slog.Logger
 }
 
 // paths of files under DataDir.
@@ -110,6 +113,15 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err != nil {
 		return err
 	}
+	// The identity the API server presents to node agents' streaming endpoints.
+	nodeCert, nodeKey, err := pki.EnsureClient(cfg.pkiDir(), ca, "apiserver-kubelet-client", "kube-apiserver-kubelet-client", nil)
+	if err != nil {
+		return err
+	}
+	nodePair, err := tls.X509KeyPair(nodeCert, nodeKey)
+	if err != nil {
+		return fmt.Errorf("kubelet client certificate: %w", err)
+	}
 	server := "https://" + net.JoinHostPort(loopbackHost(host), portStr)
 	if err := pki.WriteKubeconfig(cfg.kubeconfigPath(), server, ca.CertPEM, adminCert, adminKey, ""); err != nil {
 		return err
@@ -139,6 +151,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Guard:     sec,
 		OpenAPI:   docs.Handler(),
 		Extra:     rv.handlers(),
+		Nodes: &apiserver.Nodes{Dial: cfg.ClusterDial,
+			TLS: &tls.Config{Certificates: []tls.Certificate{nodePair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}, //nolint:gosec // see apiserver.Nodes.TLS.
 		Ready: func() error {
 			if !isReady.Load() {
 				return errors.New("bootstrap not finished")

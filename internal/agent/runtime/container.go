@@ -56,6 +56,8 @@ type instance struct {
 	done       chan struct{}
 	stop       context.CancelFunc
 	probe      map[probe.Kind]*probe.Worker
+	// console is the instance's stdio for attach.
+	console *console
 }
 
 // credential is the user a container runs as.
@@ -232,6 +234,12 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	}
 	stdout := &streamWriter{log: log, stream: "stdout"}
 	stderr := &streamWriter{log: log, stream: "stderr"}
+	con, err := newConsole(spec, stdout, stderr)
+	if err != nil {
+		log.close()
+		m.startFailed(ps, c, err.Error())
+		return
+	}
 	cmd := &exec.Cmd{
 		Path:   m.cfg.Catalog.Busybox,
 		Args:   []string{"sh", "-c", script + " " + shellJoin(m.withUser(cred, argv))},
@@ -245,13 +253,16 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 			Pdeathsig:    syscall.SIGKILL,
 		},
 	}
+	con.configure(cmd)
 	if err := netns.StartProcess(ps.netns, cmd); err != nil {
+		con.abort()
 		log.close()
 		m.startFailed(ps, c, err.Error())
 		return
 	}
+	con.started()
 	pctx, stop := context.WithCancel(ps.ctx)
-	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, stopSignal: plan.StopSignal, done: make(chan struct{}), stop: stop}
+	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, stopSignal: plan.StopSignal, done: make(chan struct{}), stop: stop, console: con}
 	c.inst, c.startedAt = inst, m.cfg.Clock.Now()
 	m.event(pod, v1.EventTypeNormal, "Created", "Created container: "+spec.Name)
 	m.event(pod, v1.EventTypeNormal, "Started", "Started container "+spec.Name)
@@ -530,6 +541,7 @@ func (m *Manager) credential(pod *v1.Pod, spec *v1.Container, planUser string) (
 // wait reaps an instance, records how it ended and notifies the agent.
 func (m *Manager) wait(ps *podState, c *container, inst *instance, cmd *exec.Cmd, stdout, stderr *streamWriter, log *criLog) {
 	err := cmd.Wait()
+	inst.console.finish()
 	stdout.flush()
 	stderr.flush()
 	log.close()

@@ -1,0 +1,199 @@
+package runtime
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// console is a container instance's stdio as `kubectl attach` sees it. Output always
+// goes to the instance's log; attached clients get a copy from the moment they attach.
+// A container with tty gets a pseudo-terminal as its controlling terminal (it leads
+// its own session); a container with stdin gets a pipe (or the terminal) that attached
+// clients write into.
+type console struct {
+	tty, stdinOnce bool
+	logOut, logErr io.Writer
+	// master and slave are the pseudo-terminal of a tty container; the slave is closed
+	// in the agent once the process has it.
+	master, slave *os.File
+	// stdinR is the child's end of a stdin pipe; input is where clients' input goes
+	// (the pipe's other end, or the terminal), nil without stdin.
+	stdinR *os.File
+	input  io.Writer
+	pump   sync.WaitGroup
+
+	mu      sync.Mutex
+	clients map[*attachment]bool
+	fed     bool
+}
+
+// attachment is one attached client.
+type attachment struct {
+	stdout, stderr io.Writer
+	failed         chan struct{}
+	once           sync.Once
+}
+
+func (a *attachment) fail() { a.once.Do(func() { close(a.failed) }) }
+
+// newConsole prepares the stdio of a new instance of spec, whose output is logged
+// through logOut and logErr.
+func newConsole(spec *v1.Container, logOut, logErr io.Writer) (*console, error) {
+	con := &console{tty: spec.TTY, stdinOnce: spec.StdinOnce, logOut: logOut, logErr: logErr, clients: map[*attachment]bool{}}
+	switch {
+	case spec.TTY:
+		master, slave, err := openPTY()
+		if err != nil {
+			return nil, err
+		}
+		con.master, con.slave = master, slave
+		if spec.Stdin {
+			con.input = master
+		}
+	case spec.Stdin:
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		con.stdinR, con.input = r, w
+	}
+	return con, nil
+}
+
+// configure sets cmd's stdio (and, with a terminal, a new session controlled by it).
+func (con *console) configure(cmd *exec.Cmd) {
+	if con.tty {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = con.slave, con.slave, con.slave
+		attr := cmd.SysProcAttr
+		attr.Setpgid, attr.Setsid, attr.Setctty, attr.Ctty = false, true, true, 0
+		return
+	}
+	cmd.Stdout = &teeWriter{con: con, log: con.logOut, stderr: false}
+	cmd.Stderr = &teeWriter{con: con, log: con.logErr, stderr: true}
+	if con.stdinR != nil {
+		cmd.Stdin = con.stdinR
+	}
+}
+
+// started closes the child's ends in the agent and starts copying terminal output.
+func (con *console) started() {
+	if con.stdinR != nil {
+		con.stdinR.Close()
+	}
+	if con.slave != nil {
+		con.slave.Close()
+		con.pump.Go(func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := con.master.Read(buf)
+				if n > 0 {
+					con.write(buf[:n], false, con.logOut)
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+}
+
+// abort releases everything when the process could not be started.
+func (con *console) abort() {
+	for _, f := range []*os.File{con.stdinR, con.slave, con.master} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if c, ok := con.input.(io.Closer); ok {
+		c.Close()
+	}
+}
+
+// finish waits (briefly) for the terminal's last output after the process exited and
+// closes the console; the log may be flushed afterwards.
+func (con *console) finish() {
+	if con.master != nil {
+		done := make(chan struct{})
+		go func() { con.pump.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			con.master.Close()
+			<-done
+		}
+		con.master.Close()
+	}
+	if c, ok := con.input.(io.Closer); ok {
+		c.Close()
+	}
+}
+
+// write logs p and copies it to every attached client; a client that cannot take it
+// is detached.
+func (con *console) write(p []byte, stderr bool, log io.Writer) {
+	_, _ = log.Write(p)
+	con.mu.Lock()
+	defer con.mu.Unlock()
+	for a := range con.clients {
+		w := a.stdout
+		if stderr {
+			w = a.stderr
+		}
+		if w == nil {
+			continue
+		}
+		if _, err := w.Write(p); err != nil {
+			a.fail()
+			delete(con.clients, a)
+		}
+	}
+}
+
+func (con *console) attach(stdout, stderr io.Writer) *attachment {
+	a := &attachment{stdout: stdout, stderr: stderr, failed: make(chan struct{})}
+	con.mu.Lock()
+	con.clients[a] = true
+	con.mu.Unlock()
+	return a
+}
+
+func (con *console) detach(a *attachment) {
+	con.mu.Lock()
+	delete(con.clients, a)
+	con.mu.Unlock()
+}
+
+// feed copies a client's input to the container. With stdinOnce, only the first
+// client feeds it, and the container's stdin is closed when that input ends.
+func (con *console) feed(in io.Reader) {
+	con.mu.Lock()
+	if con.stdinOnce && con.fed {
+		con.mu.Unlock()
+		return
+	}
+	con.fed = true
+	con.mu.Unlock()
+	_, _ = io.Copy(con.input, in)
+	if con.stdinOnce && !con.tty {
+		if c, ok := con.input.(io.Closer); ok {
+			c.Close()
+		}
+	}
+}
+
+// teeWriter is one output stream of a container without a terminal.
+type teeWriter struct {
+	con    *console
+	log    io.Writer
+	stderr bool
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	t.con.write(p, t.stderr, t.log)
+	return len(p), nil
+}

@@ -1,0 +1,256 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TermSize is a terminal's size in characters.
+type TermSize struct {
+	Width, Height uint16
+}
+
+// Streams are the client side of an exec or attach session. Nil readers and writers
+// are not connected. With TTY, the command gets a pseudo-terminal as stdin, stdout and
+// stderr, everything it writes goes to Stdout, and Resize (may be nil) changes the
+// terminal's size.
+type Streams struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	TTY            bool
+	Resize         <-chan TermSize
+}
+
+// ErrNotRunning is wrapped by the errors of ExecStream and Attach for a container that
+// has no running instance.
+var ErrNotRunning = errors.New("container not running")
+
+// running returns the running instance of a pod's container.
+func (m *Manager) running(uid types.UID, name string) (*instance, error) {
+	m.mu.Lock()
+	ps := m.pods[uid]
+	m.mu.Unlock()
+	if ps == nil {
+		return nil, fmt.Errorf("pod %s is not running on this node: %w", uid, ErrNotRunning)
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	c := ps.containers[name]
+	if c == nil {
+		c = ps.inits[name]
+	}
+	if c == nil || c.inst == nil {
+		return nil, fmt.Errorf("container %q of pod %s: %w", name, uid, ErrNotRunning)
+	}
+	return c.inst, nil
+}
+
+// ContainerRunning reports whether the container has a running instance.
+func (m *Manager) ContainerRunning(uid types.UID, name string) bool {
+	_, err := m.running(uid, name)
+	return err == nil
+}
+
+// PodNetNS returns the name of a running pod's network namespace.
+func (m *Manager) PodNetNS(uid types.UID) (string, bool) {
+	m.mu.Lock()
+	ps := m.pods[uid]
+	m.mu.Unlock()
+	if ps == nil {
+		return "", false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.netns, ps.sandboxReady
+}
+
+// ExecStream runs argv in a running container's namespaces, environment and user with
+// the client's streams, as Exec does, and returns its exit code. When ctx ends the
+// command's process group (its session with a TTY) is killed.
+func (m *Manager) ExecStream(ctx context.Context, uid types.UID, name string, argv []string, s Streams) (int, error) {
+	if len(argv) == 0 {
+		return -1, errors.New("exec: no command given")
+	}
+	inst, err := m.running(uid, name)
+	if err != nil {
+		return -1, err
+	}
+	args := append([]string(nil), m.nsenter[1:]...)
+	args = append(args, "-t", fmt.Sprint(inst.pid), "-m", "-u", "-i", "-n", "-p", "-w")
+	if inst.cred != nil {
+		args = append(args, "-S", fmt.Sprint(inst.cred.uid), "-G", fmt.Sprint(inst.cred.gid))
+	}
+	args = append(append(args, "--"), argv...)
+	cmd := exec.CommandContext(ctx, m.nsenter[0], args...)
+	cmd.Env = inst.env
+	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	var pumps sync.WaitGroup
+	var master *os.File
+	if s.TTY {
+		var slave *os.File
+		master, slave, err = openPTY()
+		if err != nil {
+			return -1, fmt.Errorf("exec in container %q of pod %s: %w", name, uid, err)
+		}
+		defer master.Close()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		err = cmd.Start()
+		slave.Close()
+		if err != nil {
+			return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, err)
+		}
+		if s.Stdout != nil {
+			pumps.Go(func() { _, _ = io.Copy(s.Stdout, master) })
+		}
+		if s.Stdin != nil {
+			go func() { _, _ = io.Copy(master, s.Stdin) }()
+		}
+		if s.Resize != nil {
+			go resizeLoop(ctx, master, s.Resize)
+		}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
+		var stdin io.WriteCloser
+		if s.Stdin != nil {
+			if stdin, err = cmd.StdinPipe(); err != nil {
+				return -1, err
+			}
+		}
+		if err := cmd.Start(); err != nil {
+			return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, err)
+		}
+		if stdin != nil {
+			// Not waited for: a client that never closes stdin must not hold the
+			// session once the command is gone.
+			go func() {
+				_, _ = io.Copy(stdin, s.Stdin)
+				stdin.Close()
+			}()
+		}
+	}
+	err = cmd.Wait()
+	if master != nil {
+		// The output still buffered in the terminal, then EIO once it is drained.
+		done := make(chan struct{})
+		go func() { pumps.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			master.Close()
+			<-done
+		}
+	}
+	if ctx.Err() != nil {
+		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, ctx.Err())
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, err)
+	}
+	return 0, nil
+}
+
+// Attach connects s to the stdio of a running container until ctx ends or the
+// instance exits: the client receives what the container writes from now on and, when
+// the container was created with stdin, its input goes to the container. A container
+// with stdinOnce has its stdin closed when the first attached client's input ends.
+func (m *Manager) Attach(ctx context.Context, uid types.UID, name string, s Streams) error {
+	inst, err := m.running(uid, name)
+	if err != nil {
+		return err
+	}
+	con := inst.console
+	if con == nil {
+		return fmt.Errorf("container %q of pod %s: %w", name, uid, ErrNotRunning)
+	}
+	stdout, stderr := s.Stdout, s.Stderr
+	if con.tty {
+		stderr = nil
+	}
+	a := con.attach(stdout, stderr)
+	defer con.detach(a)
+	if s.Stdin != nil && con.input != nil {
+		go con.feed(s.Stdin)
+	}
+	if s.Resize != nil && con.master != nil {
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go resizeLoop(rctx, con.master, s.Resize)
+	}
+	select {
+	case <-ctx.Done():
+	case <-inst.done:
+	case <-a.failed:
+	}
+	return nil
+}
+
+// resizeLoop applies terminal sizes to a pseudo-terminal until ctx ends or sizes
+// closes.
+func resizeLoop(ctx context.Context, master *os.File, sizes <-chan TermSize) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sz, ok := <-sizes:
+			if !ok {
+				return
+			}
+			setWinsize(master, sz)
+		}
+	}
+}
+
+func setWinsize(master *os.File, sz TermSize) {
+	if sz.Width == 0 || sz.Height == 0 {
+		return
+	}
+	rc, err := master.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
+	})
+}
+
+// openPTY opens a new pseudo-terminal pair. The master is non-blocking (closing it
+// interrupts a pending read); the slave is handed to a child process.
+func openPTY() (master, slave *os.File, err error) {
+	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(fd)
+		return nil, nil, fmt.Errorf("unlocking a pseudo-terminal: %w", err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, fmt.Errorf("naming a pseudo-terminal: %w", err)
+	}
+	master = os.NewFile(uintptr(fd), "/dev/ptmx")
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
+	}
+	return master, slave, nil
+}
