@@ -254,12 +254,25 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		},
 	}
 	con.configure(cmd)
-	if err := netns.StartProcess(ps.netns, cmd); err != nil {
+	startedR, startedW, err := os.Pipe()
+	if err != nil {
 		con.abort()
 		log.close()
 		m.startFailed(ps, c, err.Error())
 		return
 	}
+	cmd.ExtraFiles = []*os.File{startedW} // fd 3 = startedFD
+	err = netns.StartProcess(ps.netns, cmd)
+	startedW.Close()
+	if err != nil {
+		startedR.Close()
+		con.abort()
+		log.close()
+		m.startFailed(ps, c, err.Error())
+		return
+	}
+	waitStarted(startedR, setupTimeout)
+	startedR.Close()
 	con.started()
 	pctx, stop := context.WithCancel(ps.ctx)
 	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, stopSignal: plan.StopSignal, done: make(chan struct{}), stop: stop, console: con}
@@ -471,9 +484,17 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 			fmt.Fprintf(&s, "%s mount -o remount,bind,ro %s\n", bb, shellQuote(m.target))
 		}
 	}
-	if spec.WorkingDir != "" {
-		fmt.Fprintf(&s, "cd %s\n", shellQuote(spec.WorkingDir))
+	// Without a workingDir a container starts in / (the images' usual WORKDIR), not
+	// in the agent's own directory.
+	wd := spec.WorkingDir
+	if wd == "" {
+		wd = "/"
 	}
+	fmt.Fprintf(&s, "cd %s\n", shellQuote(wd))
+	// From here the container counts as started (startedFD): its mounts are in place,
+	// so a preStop hook or kubectl exec sees the container's file system, never the
+	// node's. What follows (the image's setup, then its program) is the entrypoint.
+	fmt.Fprintf(&s, "echo >&%d; exec %d>&-\n", startedFD, startedFD)
 	for _, d := range plan.OwnedDirs {
 		// In double quotes, not single: the image's directories name its variables ($PGDATA).
 		fmt.Fprintf(&s, "%s mkdir -p \"%s\"\n", bb, d)
@@ -486,6 +507,21 @@ func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, c
 	}
 	s.WriteString("exec")
 	return s.String(), cred, nil
+}
+
+// startedFD is the descriptor on which a container's start-up script says that its
+// mounts are done; setupTimeout bounds the wait for it.
+const (
+	startedFD    = 3
+	setupTimeout = 10 * time.Second
+)
+
+// waitStarted waits until the start-up script writes to r, closes it (it failed before:
+// the process's exit tells why) or timeout passes.
+func waitStarted(r *os.File, timeout time.Duration) {
+	_ = r.SetReadDeadline(time.Now().Add(timeout))
+	var b [1]byte
+	_, _ = r.Read(b[:])
 }
 
 // credential is the user the container runs as: securityContext runAsUser/runAsGroup

@@ -367,6 +367,32 @@ func TestRuntime(t *testing.T) {
 		}
 	})
 
+	t.Run("an exec at once after start sees the container's mounts and working directory", func(t *testing.T) {
+		vol := filepath.Join(e.dir, "early-vol")
+		if err := os.MkdirAll(vol, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(vol, "inside"), []byte("yes"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := makePod("early", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/mnt"}}
+		})
+		// Exec as soon as the first sync returns, as a preStop hook of a pod deleted
+		// at once would: the container's mounts must already be there.
+		if _, err := e.m.SyncPod(context.Background(), p, map[string]string{"v": vol}); err != nil {
+			t.Fatal(err)
+		}
+		e.syncUntil(p, "running", 10*time.Second, running("c"))
+		if out, code := e.exec(p, "c", "sh", "-c", "cat /mnt/inside; echo; pwd"); code != 0 || out != "yes\n/\n" {
+			t.Fatalf("exec right after start: exit %d, output %q; want the volume's file and /", code, out)
+		}
+		if err := e.m.KillPod(context.Background(), p, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("kill runs preStop then SIGTERM and removes everything", func(t *testing.T) {
 		ns := e.m.pods[a.UID].netns
 		if err := e.m.KillPod(context.Background(), a, 5*time.Second); err != nil {
