@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"testing"
 	"time"
@@ -120,3 +121,5 @@ func tlsSecret(t testing.TB, ns, name string, hosts ...string) *v1.Secret {
 	return &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: v1.SecretTypeTLS,
 		Data: map[string][]byte{v1.TLSCertKey: c, v1.TLSPrivateKeyKey: k}}
 }
+
+var slogDiscard = slog.New(slog.DiscardHandler)
