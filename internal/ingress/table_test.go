@@ -268,3 +268,31 @@ func TestCertificates(t *testing.T) {
 		t.Errorf("Problems (-want +got):\n%s", diff)
 	}
 }
+
+func TestStatusUpdates(t *testing.T) {
+	lb := makeService("kube-system", "tranche-ingress", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "127.0.10.1"}}
+	})
+	done := makeIngress("default", "done", 0, func(ing *networkingv1.Ingress) {
+		ing.Spec.DefaultBackend = ptr.To(svcBackend("s", 80))
+		ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "127.0.10.1"}}
+	})
+	todo := makeIngress("default", "todo", 1, func(ing *networkingv1.Ingress) { ing.Spec.DefaultBackend = ptr.To(svcBackend("s", 80)) })
+	notOurs := makeIngress("default", "theirs", 2, func(ing *networkingv1.Ingress) {
+		ing.Spec.IngressClassName = ptr.To("other")
+		ing.Spec.DefaultBackend = ptr.To(svcBackend("s", 80))
+	})
+	f := NewFake(defaultClass(), lb, done, todo, notOurs)
+	tab := Build(f)
+	got := StatusUpdates(f, tab, "kube-system/tranche-ingress")
+	if len(got) != 1 || got[0].Name != "todo" || got[0].Status.LoadBalancer.Ingress[0].IP != "127.0.10.1" {
+		t.Errorf("StatusUpdates = %+v, want only todo with 127.0.10.1", got)
+	}
+	if todo.Status.LoadBalancer.Ingress != nil {
+		t.Error("StatusUpdates modified the cached object")
+	}
+	if got := StatusUpdates(f, tab, "kube-system/absent"); got != nil {
+		t.Errorf("absent publish Service: %+v, want nothing", got)
+	}
+}
