@@ -45,6 +45,9 @@ func bootstrapObjects(ctx context.Context, restCfg *rest.Config, cfg Config, log
 	if err := ensureAPIService(ctx, client, cfg); err != nil {
 		return err
 	}
+	if err := ensureIngress(ctx, client, cfg); err != nil {
+		return err
+	}
 	log.Debug("bootstrap objects present")
 	return nil
 }
