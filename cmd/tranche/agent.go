@@ -20,7 +20,7 @@ import (
 
 func agentCmd() *cobra.Command {
 	var cfg agent.NodeConfig
-	var kubeconfig, clusterFile, logLevel, dns string
+	var kubeconfig, clusterFile, logLevel, dns, serviceCIDR string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node: register it, run its pods as processes, keep its status",
@@ -46,6 +46,11 @@ func agentCmd() *cobra.Command {
 				}
 				cfg.ClusterDNS = append(cfg.ClusterDNS, s)
 			}
+			p, err := netip.ParsePrefix(serviceCIDR)
+			if err != nil || !p.Addr().Is4() {
+				return fmt.Errorf("--service-cluster-ip-range %q: want an IPv4 CIDR (e.g. 10.96.0.0/12)", serviceCIDR)
+			}
+			cfg.ServiceCIDR = p.Masked()
 			if cfg.SelfExe, err = os.Executable(); err != nil {
 				return err
 			}
@@ -65,6 +70,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.Zone, "zone", "", "zone of this node (label topology.kubernetes.io/zone)")
 	f.StringVar(&dns, "cluster-dns", "10.96.0.10", "DNS Service address(es) written into pods' resolv.conf, comma-separated")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster domain")
+	f.StringVar(&serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range the node's service proxy serves (the API server's)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.PreRun = func(*cobra.Command, []string) {
 		if cfg.PVRoot == "" && cfg.RootDir != "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tranche/tranche/internal/allocator"
+	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/server"
 )
 
@@ -69,7 +70,7 @@ func serverCmd() *cobra.Command {
 
 // serviceNetFlags are the address flags `server` and `up` share.
 type serviceNetFlags struct {
-	serviceCIDR, nodePorts, advertise, clusterCIDR string
+	serviceCIDR, nodePorts, advertise, clusterCIDR, lbPool string
 }
 
 func (n *serviceNetFlags) register(cmd *cobra.Command) {
@@ -78,6 +79,8 @@ func (n *serviceNetFlags) register(cmd *cobra.Command) {
 	f.StringVar(&n.nodePorts, "service-node-port-range", "30000-32767", "range NodePorts are allocated from")
 	f.StringVar(&n.advertise, "advertise-address", "10.240.0.1", "address the kubernetes Service's endpoints point at")
 	f.StringVar(&n.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod range; each node gets a /24 of it")
+	f.StringVar(&n.lbPool, "loadbalancer-pool", servicelb.DefaultPool,
+		"addresses for LoadBalancer Services: comma-separated addresses, CIDRs and FIRST-LAST ranges; empty leaves them to another controller")
 }
 
 func (n *serviceNetFlags) apply(cfg *server.Config) error {
@@ -94,6 +97,9 @@ func (n *serviceNetFlags) apply(cfg *server.Config) error {
 		return fmt.Errorf("--cluster-cidr %q: want an IPv4 CIDR of /24 or larger (e.g. 10.244.0.0/16)", n.clusterCIDR)
 	}
 	cfg.ClusterCIDR = c.Masked()
+	if cfg.LoadBalancerPool, err = servicelb.ParsePool(n.lbPool); err != nil {
+		return fmt.Errorf("--loadbalancer-pool: %w", err)
+	}
 	if cfg.AdvertiseAddress, err = netip.ParseAddr(n.advertise); err != nil {
 		return fmt.Errorf("--advertise-address %q: %w", n.advertise, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/tranche/tranche/internal/agent/volumes"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/events"
+	"github.com/tranche/tranche/internal/proxy"
 )
 
 // NodeConfig is what `tranche agent` runs with.
@@ -34,6 +36,8 @@ type NodeConfig struct {
 	Client          kubernetes.Interface
 	Lookup          runtime.Lookup
 	Logger          *slog.Logger
+	// ServiceCIDR is the ClusterIP range the node's service proxy serves.
+	ServiceCIDR netip.Prefix
 }
 
 // clusterState is the part of DATA/cluster.json the agent reads.
@@ -63,6 +67,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if _, err := nodeAgent.Register(ctx); err != nil {
 		return err
 	}
+	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
+		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
+			ServiceCIDR: cfg.ServiceCIDR, PodCIDR: me.PodCIDR},
+		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy")})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := proxyRunner.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("service proxy stopped", "err", err)
+		}
+	}()
 	rt, err := runtime.New(runtime.Config{NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, SelfExe: cfg.SelfExe,
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logger: log.With("component", "runtime")})
 	if err != nil {

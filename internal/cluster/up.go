@@ -118,6 +118,7 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	}
 	sc.Listeners = []net.Listener{ln}
 	sc.AdvertiseAddress = state.Topology.APIAddress
+	sc.AdvertisePort = APIPort
 	if !sc.ClusterCIDR.IsValid() {
 		sc.ClusterCIDR = state.Topology.ClusterCIDR
 	}
@@ -135,6 +136,11 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 
 	client, err := adminClient(p)
 	if err != nil {
+		return err
+	}
+	pubCtx, stopPublisher := context.WithCancel(srvCtx)
+	defer stopPublisher()
+	if err := startPublisher(pubCtx, p, state.Topology.Underlay(), sc.LoadBalancerPool, cfg.logger()); err != nil {
 		return err
 	}
 	var procs []*agentProc

@@ -76,6 +76,13 @@ func (t *ServiceChangeTracker) Drain() sets.Set[types.NamespacedName] {
 	return out
 }
 
+// PendingCount returns how many services have changes not yet drained.
+func (t *ServiceChangeTracker) PendingCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending)
+}
+
 // Ports returns the current ports of one service (nil when it is not proxied). The
 // result is shared: callers must not modify it.
 func (t *ServiceChangeTracker) Ports(name types.NamespacedName) map[ServicePortName]*ServicePort {
@@ -180,6 +187,13 @@ func (t *EndpointsChangeTracker) Drain() (sets.Set[types.NamespacedName], []time
 	clear(t.pending)
 	clear(t.triggers)
 	return out, times
+}
+
+// PendingCount returns how many services have endpoint changes not yet drained.
+func (t *EndpointsChangeTracker) PendingCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending)
 }
 
 // Endpoints returns the merged endpoints of one service port, sorted. The result is

@@ -46,6 +46,9 @@ type ServicePort struct {
 	InternalPolicyLocal bool
 	// TrafficDistribution is the service's spec.trafficDistribution ("" when unset).
 	TrafficDistribution string
+	// HealthCheckNodePort is the service's spec.healthCheckNodePort (0 when none): the
+	// node answers on it whether it has local endpoints, for external load balancers.
+	HealthCheckNodePort int32
 }
 
 // externallyAccessible reports whether traffic can reach the port other than through
@@ -170,6 +173,10 @@ func servicePorts(svc *v1.Service) map[ServicePortName]*ServicePort {
 			AffinityTimeout:     affinity,
 			InternalPolicyLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
 			TrafficDistribution: distribution,
+		}
+		if hc := svc.Spec.HealthCheckNodePort; hc >= 1 && hc <= 65535 && external &&
+			svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
+			sp.HealthCheckNodePort = hc
 		}
 		if svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer {
 			if p.NodePort >= 1 && p.NodePort <= 65535 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -33,6 +34,16 @@ type ProxierConfig struct {
 	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Health is told about queued changes and successful syncs (nil: nobody).
+	Health SyncRecorder
+	// ServiceHealth serves the healthCheckNodePorts of externalTrafficPolicy Local
+	// services; it gets every such service after each sync that changed one (nil: none).
+	ServiceHealth interface {
+		Sync(map[types.NamespacedName]ServiceHealth) error
+	}
+	// Conntrack deletes UDP conntrack entries that point at endpoints no longer used
+	// (nil: entries are left to time out).
+	Conntrack Conntrack
 }
 
 // Proxier turns Service and EndpointSlice events into the node's nftables table. Event
@@ -50,6 +61,10 @@ type Proxier struct {
 	st       *tableState
 	needFull bool
 	lastFull time.Time
+	// health holds the healthCheckNodePort state of every service that has one;
+	// noLocal the ports of each service whose Local policy finds no local endpoint.
+	health  map[types.NamespacedName]ServiceHealth
+	noLocal map[types.NamespacedName][2]int
 }
 
 // NewProxier returns a Proxier writing to nft, whose family and table must be ip and
@@ -81,6 +96,7 @@ func NewProxier(nft knftables.Interface, cfg ProxierConfig) (*Proxier, error) {
 		cfg: cfg, nft: nft, metrics: m,
 		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(),
 		wake: make(chan struct{}, 1), st: newTableState(), needFull: true,
+		health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
 	}, nil
 }
 
@@ -109,8 +125,13 @@ func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
 }
 
 func (p *Proxier) noteChange(changed bool) {
+	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
+	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
 	if !changed {
 		return
+	}
+	if p.cfg.Health != nil {
+		p.cfg.Health.QueuedUpdate()
 	}
 	p.metrics.lastQueued.Set(float64(p.cfg.Now().UnixNano()) / 1e9)
 	select {
@@ -186,9 +207,13 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		changed = changed.Union(p.svcs.Names()).Union(p.stateNames())
 	}
 	desired := make(map[types.NamespacedName]*serviceRules, changed.Len())
+	previous := make(map[types.NamespacedName]*serviceRules, changed.Len())
 	for n := range changed {
 		desired[n] = buildService(p.cfg.Config, p.svcs.Ports(n), p.eps.Endpoints(n))
+		previous[n] = p.st.services[n]
 	}
+	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
+	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
 	tx := p.nft.NewTransaction()
 	planSync(tx, p.cfg.Config, p.st, desired, ex)
 	if err := p.nft.Run(ctx, tx); err != nil {
@@ -212,8 +237,84 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		p.metrics.programmingLatency.Observe(end.Sub(t).Seconds())
 	}
 	p.metrics.lastSync.Set(float64(end.UnixNano()) / 1e9)
+	if p.cfg.Health != nil {
+		p.cfg.Health.Updated()
+		if p.svcs.PendingCount()+p.eps.PendingCount() > 0 {
+			p.cfg.Health.QueuedUpdate() // arrived during this sync
+		}
+	}
+	p.afterSync(desired, previous)
 	p.cfg.Logger.Debug("synced proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired), "operations", tx.NumOperations(), "seconds", elapsed)
 	return nil
+}
+
+// afterSync does what follows a successful write of the changed services: delete the
+// UDP conntrack entries of endpoints no longer used, update the health check ports and
+// the no-local-endpoints gauges.
+func (p *Proxier) afterSync(desired, previous map[types.NamespacedName]*serviceRules) {
+	var stale []StaleFlow
+	healthChanged := false
+	for n, cur := range desired {
+		var oldUDP []frontend
+		if old := previous[n]; old != nil {
+			oldUDP = old.udp
+		}
+		stale = append(stale, staleFlows(oldUDP, cur.udp)...)
+		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
+		if was, had := p.health[n]; had != ok || was != h {
+			healthChanged = true
+			if ok {
+				p.health[n] = h
+			} else {
+				delete(p.health, n)
+			}
+		}
+		if cur.noLocalInternal+cur.noLocalExternal > 0 {
+			p.noLocal[n] = [2]int{cur.noLocalInternal, cur.noLocalExternal}
+		} else {
+			delete(p.noLocal, n)
+		}
+	}
+	if len(stale) > 0 && p.cfg.Conntrack != nil {
+		n, err := p.cfg.Conntrack.DeleteUDP(stale)
+		if err != nil {
+			p.cfg.Logger.Warn("cleaning up UDP conntrack entries", "node", p.cfg.NodeName, "flows", fmt.Sprint(stale), "err", err)
+		} else {
+			p.cfg.Logger.Debug("deleted stale UDP conntrack entries", "node", p.cfg.NodeName, "flows", fmt.Sprint(stale), "entries", n)
+		}
+	}
+	if healthChanged && p.cfg.ServiceHealth != nil {
+		if err := p.cfg.ServiceHealth.Sync(cloneHealth(p.health)); err != nil {
+			p.cfg.Logger.Warn("serving health check node ports", "node", p.cfg.NodeName, "err", err)
+		}
+	}
+	var internal, external int
+	for _, c := range p.noLocal {
+		internal += c[0]
+		external += c[1]
+	}
+	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(internal))
+	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(external))
+}
+
+// serviceHealth returns what a service's healthCheckNodePort says on node: the number
+// of the node's ready endpoints (each address once, whatever the port). ok is false
+// when the service has no such port.
+func serviceHealth(ports map[ServicePortName]*ServicePort, eps map[ServicePortName][]Endpoint, node string) (h ServiceHealth, ok bool) {
+	local := sets.New[netip.Addr]()
+	for spn, sp := range ports {
+		if sp.HealthCheckNodePort == 0 {
+			continue
+		}
+		h.Port, ok = sp.HealthCheckNodePort, true
+		for _, e := range eps[spn] {
+			if e.Ready && e.NodeName == node {
+				local.Insert(e.IP)
+			}
+		}
+	}
+	h.LocalEndpoints = local.Len()
+	return h, ok
 }
 
 func (p *Proxier) stateNames() sets.Set[types.NamespacedName] {
@@ -225,6 +326,8 @@ type metrics struct {
 	syncDuration, fullSyncDuration, partialSyncDuration prometheus.Histogram
 	programmingLatency                                  prometheus.Histogram
 	lastSync, lastQueued                                prometheus.Gauge
+	servicesPending, endpointsPending                   prometheus.Gauge
+	noLocalEndpoints                                    *prometheus.GaugeVec
 	failures, serviceChanges, endpointChanges           prometheus.Counter
 }
 
@@ -249,12 +352,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Cumulative proxy rules Service changes"}),
 		endpointChanges: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_endpoint_changes_total",
 			Help: "Cumulative proxy rules Endpoint changes"}),
+		servicesPending: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_service_changes_pending",
+			Help: "Pending proxy rules Service changes"}),
+		endpointsPending: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_endpoint_changes_pending",
+			Help: "Pending proxy rules Endpoint changes"}),
+		noLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "kubeproxy", Name: "sync_proxy_rules_no_local_endpoints_total",
+			Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programmingLatency,
-		m.lastSync, m.lastQueued, m.failures, m.serviceChanges, m.endpointChanges} {
+		m.lastSync, m.lastQueued, m.servicesPending, m.endpointsPending, m.noLocalEndpoints, m.failures, m.serviceChanges, m.endpointChanges} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering proxy metrics: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 )
 
@@ -52,6 +53,12 @@ type Config struct {
 	ClusterCIDR netip.Prefix
 	// ServiceCIDR is the ClusterIP range: unallocated addresses in it are dropped.
 	ServiceCIDR netip.Prefix
+	// PodCIDR is this node's own pod subnet when its pods share a bridge that does not
+	// pass bridged frames through IP netfilter (no br_netfilter, as in tranche's node
+	// namespaces): DNATed traffic between two of its pods is then masqueraded, so that
+	// the reply goes back through the node to be translated instead of being bridged
+	// straight to the client. The zero value adds no such rule.
+	PodCIDR netip.Prefix
 }
 
 // DefaultConfig returns the cluster's default address plan for a node.
@@ -85,6 +92,15 @@ type skeletonSet struct {
 // per-service decision. README.md explains each entry.
 func skeleton(cfg Config) ([]skeletonChain, []skeletonSet) {
 	newJump := func(chain string) string { return "ct state new jump " + chain }
+	masquerading := []string{"ct status dnat ip saddr . ip daddr @" + hairpinSet + " masquerade fully-random"}
+	if cfg.PodCIDR.IsValid() {
+		local := cfg.PodCIDR.Masked().String()
+		masquerading = append(masquerading, "ct status dnat ip saddr "+local+" ip daddr "+local+" masquerade fully-random")
+	}
+	masquerading = append(masquerading,
+		"meta mark & "+masqueradeMark+" == 0 return",
+		"meta mark set meta mark xor "+masqueradeMark,
+		"masquerade fully-random")
 	chains := []skeletonChain{
 		{name: "filter-prerouting", typ: knftables.FilterType, hook: knftables.PreroutingHook, priority: "dstnat-10",
 			rules: []string{newJump(firewallCheckChain)}},
@@ -126,12 +142,7 @@ func skeleton(cfg Config) ([]skeletonChain, []skeletonSet) {
 		{name: markMasqChain, rules: []string{
 			"meta mark set meta mark or " + masqueradeMark,
 		}},
-		{name: masqueradingChain, rules: []string{
-			"ct status dnat ip saddr . ip daddr @" + hairpinSet + " masquerade fully-random",
-			"meta mark & " + masqueradeMark + " == 0 return",
-			"meta mark set meta mark xor " + masqueradeMark,
-			"masquerade fully-random",
-		}},
+		{name: masqueradingChain, rules: masquerading},
 	}
 	sets := []skeletonSet{
 		{name: serviceIPsMap, isMap: true, typ: "ipv4_addr . inet_proto . inet_service : verdict"},
@@ -200,6 +211,12 @@ type serviceRules struct {
 	chains   map[string][]string
 	sets     map[string]time.Duration
 	elements map[elemKey]string
+	// udp lists the UDP frontends and the endpoints they send to, for the conntrack
+	// cleanup; it is not written to the table.
+	udp []frontend
+	// noLocalInternal and noLocalExternal count the ports whose Local policy finds no
+	// endpoint on this node although the service has some elsewhere.
+	noLocalInternal, noLocalExternal int
 }
 
 // buildService is the pure rule generator for one service: from its ports and merged
@@ -237,6 +254,15 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 		external = set.local
 	}
 	useCluster, useLocal := false, false
+	if spn.Protocol == v1.ProtocolUDP {
+		r.addFrontends(sp, internal, external)
+	}
+	if set.hasAny && sp.InternalPolicyLocal && len(set.local) == 0 {
+		r.noLocalInternal++
+	}
+	if set.hasAny && sp.ExternalPolicyLocal && len(set.local) == 0 {
+		r.noLocalExternal++
+	}
 
 	r.elem(clusterIPsSet, sp.ClusterIP.String(), "")
 	ipKey := func(ip netip.Addr) string { return fmt.Sprintf("%s . %s . %d", ip, proto, sp.Port) }
@@ -303,6 +329,30 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 	}
 }
 
+// addFrontends records the UDP frontends of a port: its ClusterIP sends to the
+// internal endpoints, its external addresses and NodePort to the external ones.
+func (r *serviceRules) addFrontends(sp *ServicePort, internal, external []Endpoint) {
+	targets := func(eps []Endpoint) []netip.AddrPort {
+		out := make([]netip.AddrPort, len(eps))
+		for i, e := range eps {
+			out[i] = netip.AddrPortFrom(e.IP, uint16(e.Port))
+		}
+		return out
+	}
+	port := uint16(sp.Port)
+	r.udp = append(r.udp, frontend{dst: sp.ClusterIP, port: port, endpoints: targets(internal)})
+	if !sp.externallyAccessible() {
+		return
+	}
+	ext := targets(external)
+	for _, ip := range slices.Concat(sp.ExternalIPs, sp.LoadBalancerIPs) {
+		r.udp = append(r.udp, frontend{dst: ip, port: port, endpoints: ext})
+	}
+	if sp.NodePort != 0 {
+		r.udp = append(r.udp, frontend{port: uint16(sp.NodePort), endpoints: ext})
+	}
+}
+
 // endpointRules fills one endpoint-choosing chain: masquerade ClusterIP traffic from
 // outside the pod network, then pick an endpoint at random (or the client's previous
 // one under session affinity) and DNAT to it.
@@ -310,7 +360,11 @@ func (r *serviceRules) endpointRules(cfg Config, sp *ServicePort, eps []Endpoint
 	proto := protoName(sp.Name.Protocol)
 	rules := []string{fmt.Sprintf("ip daddr %s ip saddr != %s jump %s", sp.ClusterIP, cfg.ClusterCIDR, markMasqChain)}
 	for _, e := range eps {
-		r.elem(hairpinSet, e.IP.String()+" . "+e.IP.String(), "")
+		// Only a pod of this node can be DNATed to itself here: its own node does the
+		// translation. Endpoints without a node name may be local.
+		if e.NodeName == cfg.NodeName || e.NodeName == "" {
+			r.elem(hairpinSet, e.IP.String()+" . "+e.IP.String(), "")
+		}
 	}
 	dnat := func(e Endpoint) string { return fmt.Sprintf("meta l4proto %s dnat ip to %s", proto, e) }
 	if sp.AffinityTimeout == 0 {

@@ -84,7 +84,9 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 			before[k] = elemState{}
 		}
 	}
-	var flushChains []string
+	// Chains and sets this sync stops using: rules of this very transaction may still
+	// refer to them until their chains are flushed, so they are deleted a sync later.
+	var flushChains, staleSets []string
 	for _, n := range names {
 		old, cur := st.services[n], changed[n]
 		for _, c := range slices.Sorted(maps.Keys(cur.chains)) {
@@ -111,7 +113,7 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 			}
 			for s := range old.sets {
 				if _, ok := cur.sets[s]; !ok {
-					st.staleSets[s] = true
+					staleSets = append(staleSets, s)
 				}
 			}
 			for k := range old.elements {
@@ -175,6 +177,9 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 	for _, c := range flushChains {
 		tx.Flush(&knftables.Chain{Name: c})
 		st.staleChains[c] = true
+	}
+	for _, s := range staleSets {
+		st.staleSets[s] = true
 	}
 }
 

@@ -29,8 +29,7 @@ const (
 // ensureAPIService creates default/kubernetes with the first address of the service
 // range and port 443 → the API server's port.
 func ensureAPIService(ctx context.Context, client kubernetes.Interface, cfg Config) error {
-	_, port, _ := net.SplitHostPort(cfg.Listen)
-	p, _ := strconv.Atoi(port)
+	p := advertisedPort(cfg)
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: apiServiceName, Namespace: metav1.NamespaceDefault,
 			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
@@ -66,9 +65,18 @@ func keepAPIEndpoints(ctx context.Context, client kubernetes.Interface, cfg Conf
 	}
 }
 
-func syncAPIEndpoints(ctx context.Context, client kubernetes.Interface, cfg Config) error {
+// advertisedPort is the port the kubernetes Service's endpoints point at.
+func advertisedPort(cfg Config) int {
+	if cfg.AdvertisePort != 0 {
+		return cfg.AdvertisePort
+	}
 	_, port, _ := net.SplitHostPort(cfg.Listen)
 	p, _ := strconv.Atoi(port)
+	return p
+}
+
+func syncAPIEndpoints(ctx context.Context, client kubernetes.Interface, cfg Config) error {
+	p := advertisedPort(cfg)
 	ip := cfg.AdvertiseAddress.String()
 	ep := &v1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: apiServiceName, Namespace: metav1.NamespaceDefault,

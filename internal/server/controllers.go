@@ -26,14 +26,16 @@ import (
 	"github.com/tranche/tranche/internal/controller/nodelifecycle"
 	"github.com/tranche/tranche/internal/controller/perns"
 	"github.com/tranche/tranche/internal/controller/replicaset"
+	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/controller/statefulset"
 	"github.com/tranche/tranche/internal/events"
 	"github.com/tranche/tranche/internal/scheduler"
 )
 
 // startControllers starts the control-plane controllers in this process; they stop
-// when ctx ends. Metrics are registered on reg.
-func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, caPEM []byte, pvRoot string, reg prometheus.Registerer, log *slog.Logger) error {
+// when ctx ends. Metrics are registered on reg. An empty lbPool leaves LoadBalancer
+// Services to another implementation.
+func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, lbPool servicelb.Pool, caPEM []byte, pvRoot string, reg prometheus.Registerer, log *slog.Logger) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -80,6 +82,10 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 	}
 	pv := localpv.New(localpv.Config{Client: client, Informers: factory, PVRoot: pvRoot, Logger: log.With("controller", "localpv"),
 		Recorder: events.NewRecorder(ctx, client, "tranche.dev/local")})
+	if !lbPool.Empty() {
+		go servicelb.New(servicelb.Config{Client: client, Informers: factory, Pool: lbPool,
+			Recorder: events.NewRecorder(ctx, client, "service-lb-controller"), Logger: log.With("controller", "servicelb")}).Run(ctx)
+	}
 	factory.Start(ctx.Done())
 	go pv.Run(ctx)
 	go rs.Run(ctx, 4)

@@ -26,6 +26,7 @@ import (
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/apiserver/openapi"
 	"github.com/tranche/tranche/internal/auth/pki"
+	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/registry/all"
 	"github.com/tranche/tranche/internal/storage"
 	"github.com/tranche/tranche/internal/storage/embedded"
@@ -55,10 +56,15 @@ type Config struct {
 	ClusterCIDR netip.Prefix
 	// NodePorts is the NodePort range (30000-32767).
 	NodePorts allocator.PortRange
+	// LoadBalancerPool is where LoadBalancer Services get their address from
+	// (servicelb.DefaultPool on a local cluster); empty runs no load-balancer controller.
+	LoadBalancerPool servicelb.Pool
 	// AdvertiseAddress is the address the kubernetes Service's endpoints point at (the
 	// cluster network listener, 10.240.0.1).
 	AdvertiseAddress netip.Addr
-	Logger           *slog.Logger
+	// AdvertisePort is the port of those endpoints; 0 means Listen's port.
+	AdvertisePort int
+	Logger        *slog.Logger
 }
 
 // paths of files under DataDir.
@@ -198,7 +204,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
-	if err := startControllers(ctx, loop, cfg.ClusterCIDR, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), prometheus.NewRegistry(), log); err != nil {
+	if err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), prometheus.NewRegistry(), log); err != nil {
 		return err
 	}
 	select {

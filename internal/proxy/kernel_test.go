@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/knftables"
+
+	"github.com/tranche/tranche/internal/netns"
+)
+
+// kernelProxier is a Proxier writing to the real kernel, in a network namespace of its
+// own, next to one writing to a fake: both get the same events.
+type kernelProxier struct {
+	ns         string
+	real, fake *Proxier
+	nft        knftables.Interface
+	fakeNFT    *knftables.Fake
+}
+
+func newKernelProxier(t *testing.T) *kernelProxier {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a network namespace and nft)")
+	}
+	ns := fmt.Sprintf("tp%03d-kernel", os.Getpid()%1000)
+	if err := netns.Create(ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := netns.Delete(ns); err != nil {
+			t.Error(err)
+		}
+	})
+	k := &kernelProxier{ns: ns}
+	if err := netns.Do(ns, func() error {
+		var err error
+		k.nft, err = knftables.New(knftables.IPv4Family, TableName)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig(testNode)
+	cfg.PodCIDR = netip.MustParsePrefix("10.244.1.0/24")
+	var err error
+	if k.real, err = NewProxier(k.nft, ProxierConfig{Config: cfg, Registerer: prometheus.NewRegistry()}); err != nil {
+		t.Fatal(err)
+	}
+	k.fakeNFT = knftables.NewFake(knftables.IPv4Family, TableName)
+	if k.fake, err = NewProxier(k.fakeNFT, ProxierConfig{Config: cfg, Registerer: prometheus.NewRegistry()}); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (k *kernelProxier) service(old, cur *v1.Service) {
+	k.real.OnServiceUpdate(old, cur)
+	k.fake.OnServiceUpdate(old, cur)
+}
+
+func (k *kernelProxier) slice(s *discoveryv1.EndpointSlice, deleted bool) {
+	if deleted {
+		k.real.OnEndpointSliceDelete(s)
+		k.fake.OnEndpointSliceDelete(s)
+		return
+	}
+	k.real.OnEndpointSliceAdd(s)
+	k.fake.OnEndpointSliceAdd(s)
+}
+
+// sync syncs both; the kernel's nft runs inside the namespace.
+func (k *kernelProxier) sync(t *testing.T, step string) {
+	t.Helper()
+	if err := netns.Do(k.ns, func() error { return k.real.Sync(context.Background()) }); err != nil {
+		t.Fatalf("%s: the kernel refused the sync: %v", step, err)
+	}
+	if err := k.fake.Sync(context.Background()); err != nil {
+		t.Fatalf("%s: fake: %v", step, err)
+	}
+	for _, kind := range []string{"chain", "set", "map"} {
+		var got []string
+		if err := netns.Do(k.ns, func() error {
+			var err error
+			got, err = k.nft.List(context.Background(), kind)
+			return err
+		}); err != nil {
+			t.Fatalf("%s: listing %ss: %v", step, kind, err)
+		}
+		var want []string
+		switch kind {
+		case "chain":
+			want = slices.Collect(maps.Keys(k.fakeNFT.Table.Chains))
+		case "set":
+			want = slices.Collect(maps.Keys(k.fakeNFT.Table.Sets))
+		case "map":
+			want = slices.Collect(maps.Keys(k.fakeNFT.Table.Maps))
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("%s: the kernel's %ss differ from the fake's (-fake +kernel):\n%s", step, kind, d)
+		}
+	}
+}
+
+// TestKernelAcceptsPartialSyncs drives the proxy through the changes that create, flush
+// and delete per-service chains and sets (session affinity on and off, endpoints to
+// zero and back, services removed) against the real kernel: every partial sync must be
+// accepted as is (nft refuses, for instance, to delete a set a rule still uses), and the
+// kernel must hold the same objects as the fake.
+func TestKernelAcceptsPartialSyncs(t *testing.T) {
+	k := newKernelProxier(t)
+	udpPorts := []discoveryv1.EndpointPort{port("dns", 5353, v1.ProtocolUDP), port("dns-tcp", 5353, v1.ProtocolTCP)}
+	dns := makeService("demo", "dns", "10.96.0.10", func(s *v1.Service) {
+		s.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP}, {Name: "dns-tcp", Port: 53, Protocol: v1.ProtocolTCP}}
+	})
+	web := makeService("demo", "web", "10.96.0.20", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.Ports[0].NodePort = 30080
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+		s.Spec.LoadBalancerSourceRanges = []string{"192.168.0.0/16"}
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "127.0.10.1"}}
+	})
+	sticky := func(on bool) *v1.Service {
+		return makeService("demo", "web", "10.96.0.20", func(s *v1.Service) {
+			*s = *web.DeepCopy()
+			if on {
+				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+			}
+		})
+	}
+	dnsSlice := makeSlice("demo", "dns", "dns-1", udpPorts, ready("10.244.1.2", testNode), ready("10.244.2.2", "node-b"))
+	webSlice := func(ips ...string) *discoveryv1.EndpointSlice {
+		var eps []ep
+		for i, ip := range ips {
+			eps = append(eps, ready(ip, []string{testNode, "node-b"}[i%2]))
+		}
+		return makeSlice("demo", "web", "web-1", httpPorts, eps...)
+	}
+
+	k.service(nil, dns)
+	k.service(nil, web)
+	k.slice(dnsSlice, false)
+	k.slice(webSlice("10.244.1.5", "10.244.2.5"), false)
+	k.sync(t, "first sync")
+	k.service(web, sticky(true))
+	k.sync(t, "affinity on")
+	k.slice(webSlice("10.244.1.5", "10.244.2.5", "10.244.1.6"), false)
+	k.sync(t, "affinity with one more endpoint")
+	k.service(sticky(true), sticky(false))
+	k.sync(t, "affinity off")
+	k.service(sticky(false), sticky(true))
+	k.sync(t, "affinity on again before the stale sets went")
+	k.service(sticky(true), sticky(false))
+	k.sync(t, "affinity off again")
+	k.slice(dnsSlice, true)
+	k.sync(t, "dns without endpoints")
+	k.slice(dnsSlice, false)
+	k.sync(t, "dns endpoints back")
+	k.service(dns, nil)
+	k.sync(t, "dns deleted")
+	k.sync(t, "stale objects deleted")
+	k.service(sticky(false), nil)
+	k.slice(webSlice(), true)
+	k.sync(t, "everything deleted")
+	k.sync(t, "stale objects deleted again")
+}

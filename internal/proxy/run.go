@@ -1,0 +1,229 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/knftables"
+)
+
+// Default listen addresses of a node's proxy, kube-proxy's ports.
+const (
+	DefaultHealthzBindAddress = "0.0.0.0:10256"
+	DefaultMetricsBindAddress = "0.0.0.0:10249"
+)
+
+// RunConfig is what a node's proxy runs with.
+type RunConfig struct {
+	Config
+	// NodeIP is the node's primary address. When the node has no route for the service
+	// CIDR, one is added through the interface holding it (see ensureServiceRoute).
+	NodeIP netip.Addr
+	// Client watches Services, EndpointSlices and the node itself.
+	Client kubernetes.Interface
+	// NFT writes the table; nil uses the nft command in the current network namespace.
+	NFT knftables.Interface
+	// Conntrack cleans UDP entries; nil uses netlink in the current network namespace.
+	Conntrack Conntrack
+	// HealthzBindAddress serves /healthz and /livez; "" means DefaultHealthzBindAddress.
+	HealthzBindAddress string
+	// MetricsBindAddress serves /metrics; "" means DefaultMetricsBindAddress.
+	MetricsBindAddress string
+	// MinSyncPeriod is the least time between two syncs (0: sync at once).
+	MinSyncPeriod time.Duration
+	// Metrics receives the kubeproxy_* metrics and is what /metrics serves (nil: a new
+	// registry).
+	Metrics *prometheus.Registry
+	// Logger receives the proxy's logs (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Runner is a node's service proxy: informers on Services, EndpointSlices and the
+// node, the Proxier they feed, and its health and metrics servers.
+type Runner struct {
+	cfg       RunConfig
+	proxier   *Proxier
+	health    *HealthServer
+	svcHealth *ServiceHealthServer
+	healthLn  net.Listener
+	metricsLn net.Listener
+	log       *slog.Logger
+}
+
+// NewRunner prepares a node's proxy: it checks that nftables can be driven, makes the
+// service CIDR routable and opens the health and metrics ports, so that a node that
+// cannot proxy fails at start rather than later. Run starts it.
+func NewRunner(cfg RunConfig) (*Runner, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("proxy: no API client")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	if cfg.HealthzBindAddress == "" {
+		cfg.HealthzBindAddress = DefaultHealthzBindAddress
+	}
+	if cfg.MetricsBindAddress == "" {
+		cfg.MetricsBindAddress = DefaultMetricsBindAddress
+	}
+	if cfg.NFT == nil {
+		nft, err := knftables.New(knftables.IPv4Family, TableName)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: node %q: nftables: %w", cfg.NodeName, err)
+		}
+		cfg.NFT = nft
+	}
+	if cfg.Conntrack == nil {
+		cfg.Conntrack = NetlinkConntrack{}
+	}
+	if cfg.NodeIP.IsValid() && cfg.ServiceCIDR.IsValid() {
+		added, err := ensureServiceRoute(cfg.ServiceCIDR, cfg.NodeIP)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: node %q: %w", cfg.NodeName, err)
+		}
+		if added {
+			log.Info("the node had no route for the service CIDR: added one through the node address's interface", "serviceCIDR", cfg.ServiceCIDR.String(), "nodeIP", cfg.NodeIP.String())
+		}
+	}
+	r := &Runner{cfg: cfg, log: log, health: NewHealthServer(0, nil)}
+	r.svcHealth = NewServiceHealthServer(nil, r.health.Healthy, log)
+	var err error
+	if r.healthLn, err = net.Listen("tcp", cfg.HealthzBindAddress); err != nil {
+		return nil, fmt.Errorf("proxy: node %q: health server: %w", cfg.NodeName, err)
+	}
+	if r.metricsLn, err = net.Listen("tcp", cfg.MetricsBindAddress); err != nil {
+		r.healthLn.Close()
+		return nil, fmt.Errorf("proxy: node %q: metrics server: %w", cfg.NodeName, err)
+	}
+	r.proxier, err = NewProxier(cfg.NFT, ProxierConfig{
+		Config: cfg.Config, MinSyncPeriod: cfg.MinSyncPeriod, Logger: log, Registerer: cfg.Metrics,
+		Health: r.health, ServiceHealth: r.svcHealth, Conntrack: cfg.Conntrack,
+	})
+	if err != nil {
+		r.healthLn.Close()
+		r.metricsLn.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Run watches the API and keeps the table in sync until ctx ends. The first sync waits
+// for the informers' initial lists, so that it never writes a partial table.
+func (r *Runner) Run(ctx context.Context) error {
+	go serveUntilDone(ctx, r.healthLn, r.health, r.log, "health")
+	go serveUntilDone(ctx, r.metricsLn, promhttp.HandlerFor(r.cfg.Metrics, promhttp.HandlerOpts{}), r.log, "metrics")
+	defer r.svcHealth.Close()
+
+	factory := informers.NewSharedInformerFactory(r.cfg.Client, 0)
+	svcs := factory.Core().V1().Services().Informer()
+	if _, err := svcs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := obj.(*v1.Service); ok {
+				r.proxier.OnServiceAdd(s)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*v1.Service)
+			c, ok2 := cur.(*v1.Service)
+			if ok1 && ok2 {
+				r.proxier.OnServiceUpdate(o, c)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := deleted[*v1.Service](obj); ok {
+				r.proxier.OnServiceDelete(s)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("proxy: node %q: %w", r.cfg.NodeName, err)
+	}
+	slicesInf := factory.Discovery().V1().EndpointSlices().Informer()
+	if _, err := slicesInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+				r.proxier.OnEndpointSliceAdd(s)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*discoveryv1.EndpointSlice)
+			c, ok2 := cur.(*discoveryv1.EndpointSlice)
+			if ok1 && ok2 {
+				r.proxier.OnEndpointSliceUpdate(o, c)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := deleted[*discoveryv1.EndpointSlice](obj); ok {
+				r.proxier.OnEndpointSliceDelete(s)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("proxy: node %q: %w", r.cfg.NodeName, err)
+	}
+	// The node's own object says whether it is being deleted (/healthz then fails).
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(r.cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", r.cfg.NodeName).String()
+	}))
+	onNode := func(obj any) {
+		if n, ok := obj.(*v1.Node); ok {
+			r.health.SetNodeEligible(nodeEligible(n))
+		}
+	}
+	if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onNode,
+		UpdateFunc: func(_, cur any) { onNode(cur) },
+	}); err != nil {
+		return fmt.Errorf("proxy: node %q: %w", r.cfg.NodeName, err)
+	}
+	factory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer nodeFactory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), svcs.HasSynced, slicesInf.HasSynced) {
+		return ctx.Err()
+	}
+	r.log.Info("service proxy running", "table", "ip "+TableName, "healthz", r.healthLn.Addr().String(), "metrics", r.metricsLn.Addr().String())
+	r.proxier.Run(ctx)
+	return nil
+}
+
+// nodeEligible follows upstream: a node being deleted, or marked for deletion by the
+// cluster autoscaler, should not get new load-balanced traffic.
+func nodeEligible(n *v1.Node) bool {
+	if n.DeletionTimestamp != nil {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == "ToBeDeletedByClusterAutoscaler" {
+			return false
+		}
+	}
+	return true
+}
+
+// deleted unwraps an informer's delete notification, which may carry the last known
+// state of an object whose deletion the watch missed.
+func deleted[T any](obj any) (T, bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	t, ok := obj.(T)
+	return t, ok
+}
