@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ingressBackends are the pods and Services seed 003's Ingresses name (its named-port
+// Service is in the Ingress manifest). The image is not in the catalog, so each pod
+// runs the built-in echo, which answers "<method> <uri> from <pod>".
+const ingressBackends = `apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: nginx
+spec:
+  controller: tranche.dev/ingress
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: api, labels: {app: api}}
+spec:
+  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: default-page, labels: {app: default-page}}
+spec:
+  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: secure-api, labels: {app: secure-api}}
+spec:
+  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 8443}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: admin, labels: {app: mon-app}}
+spec:
+  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: service-web}
+spec: {selector: {app: web}, ports: [{port: 80, targetPort: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: service-api}
+spec: {selector: {app: api}, ports: [{port: 8080, targetPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: service-default-page}
+spec: {selector: {app: default-page}, ports: [{port: 80, targetPort: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: service-secure-api}
+spec: {selector: {app: secure-api}, ports: [{port: 443, targetPort: 8443}]}
+`
+
+// TestIngressSeed003: on tranche up, the bootstrap's kube-system/tranche-ingress gets a
+// load-balancer address; seed 003's Ingresses (class nginx, served through an
+// IngressClass naming tranche's controller) route by Host and path from the host, the
+// default backend answers the rest, the named-port backend works, and the TLS Ingress
+// serves its Secret's certificate (curl --resolve with the test CA). The Ingress status
+// shows the address.
+func TestIngressSeed003(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "ingressclass", "nginx", "--ignore-not-found") })
+
+	dir := t.TempDir()
+	caFile := writeTestCertificates(t, dir, "monapp.secure.example.com")
+	s.must(t, "create", "secret", "tls", "mon-tls-secret", "-n", ns,
+		"--cert", filepath.Join(dir, "tls.crt"), "--key", filepath.Join(dir, "tls.key"))
+	if _, errOut, err := s.kubectl(t, ingressBackends, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply backends: %v %s", err, errOut)
+	}
+	s.must(t, "apply", "-n", ns, "-f", "testdata/003-ingress.yaml")
+
+	var ip string
+	row := regexp.MustCompile(`(?m)^tranche-ingress\s+LoadBalancer\s+10\.\S+\s+(127\.0\.10\.\d+)\s`)
+	eventually(t, 60*time.Second, "kube-system/tranche-ingress gets an EXTERNAL-IP", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "svc", "tranche-ingress", "-n", "kube-system")
+		if m := row.FindStringSubmatch(out); m != nil {
+			ip = m[1]
+		}
+		return ip != "", out
+	})
+	curl := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "curl", append([]string{"-sS", "-m", "5"}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	resolve := func(host, port string) string { return host + ":" + port + ":" + ip }
+	cases := []struct{ host, path, want string }{
+		{"monapp.example.com", "/web/index.html", "GET /web/index.html from web"},
+		{"monapp.example.com", "/api/v1", "GET /api/v1 from api"},
+		{"monapp.example.com", "/other", "GET /other from default-page"},
+		{"unknown.example.com", "/web", "GET /web from default-page"},
+		{"unknown.example.com", "/admin-stuff/x", "GET /admin-stuff/x from admin"},
+	}
+	for _, tc := range cases {
+		eventually(t, 60*time.Second, "http://"+tc.host+tc.path+" answered by the right backend", func() (bool, string) {
+			out, err := curl("--resolve", resolve(tc.host, "80"), "http://"+tc.host+tc.path)
+			return err == nil && out == tc.want, out
+		})
+	}
+	eventually(t, 30*time.Second, "the TLS Ingress serves the Secret's certificate", func() (bool, string) {
+		out, err := curl("--cacert", caFile, "--resolve", resolve("monapp.secure.example.com", "443"),
+			"https://monapp.secure.example.com/secure-data")
+		return err == nil && out == "GET /secure-data from secure-api", out
+	})
+	eventually(t, 30*time.Second, "kubectl get ingress shows the address", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "ingress", "mon-ingress", "-n", ns, "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return out == ip, out
+	})
+}
+
+// writeTestCertificates writes a test CA (ca.crt, returned) and a certificate for host
+// signed by it (tls.crt, tls.key) into dir.
+func writeTestCertificates(t *testing.T, dir, host string) string {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tranche e2e test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]*pem.Block{
+		"ca.crt":  {Type: "CERTIFICATE", Bytes: caDER},
+		"tls.crt": {Type: "CERTIFICATE", Bytes: der},
+		"tls.key": {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "ca.crt")
+}
