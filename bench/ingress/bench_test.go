@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -125,6 +126,12 @@ func runProxy() int {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
 		return 1
+	}
+	// BENCH_INGRESS_CPUPROFILE=file writes the proxy's CPU profile, to see where it spends.
+	if file := os.Getenv("BENCH_INGRESS_CPUPROFILE"); file != "" {
+		if pf, err := os.Create(file); err == nil && pprof.StartCPUProfile(pf) == nil {
+			defer pprof.StopCPUProfile()
+		}
 	}
 	ctx, stop := signalContext()
 	defer stop()
