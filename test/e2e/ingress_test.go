@@ -8,7 +8,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,15 +103,7 @@ func TestIngressSeed003(t *testing.T) {
 	}
 	s.must(t, "apply", "-n", ns, "-f", "testdata/003-ingress.yaml")
 
-	var ip string
-	row := regexp.MustCompile(`(?m)^tranche-ingress\s+LoadBalancer\s+10\.\S+\s+(127\.0\.10\.\d+)\s`)
-	eventually(t, 60*time.Second, "kube-system/tranche-ingress gets an EXTERNAL-IP", func() (bool, string) {
-		out, _, _ := s.kubectl(t, "", "get", "svc", "tranche-ingress", "-n", "kube-system")
-		if m := row.FindStringSubmatch(out); m != nil {
-			ip = m[1]
-		}
-		return ip != "", out
-	})
+	ip := ingressAddress(t, s)
 	curl := func(args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -138,6 +133,138 @@ func TestIngressSeed003(t *testing.T) {
 		out, _, _ := s.kubectl(t, "", "get", "ingress", "mon-ingress", "-n", ns, "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 		return out == ip, out
 	})
+}
+
+// ingressAddress waits for kube-system/tranche-ingress's load-balancer address.
+func ingressAddress(t *testing.T, s *server) string {
+	t.Helper()
+	var ip string
+	row := regexp.MustCompile(`(?m)^tranche-ingress\s+LoadBalancer\s+10\.\S+\s+(127\.0\.10\.\d+)\s`)
+	eventually(t, 60*time.Second, "kube-system/tranche-ingress gets an EXTERNAL-IP", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "svc", "tranche-ingress", "-n", "kube-system")
+		if m := row.FindStringSubmatch(out); m != nil {
+			ip = m[1]
+		}
+		return ip != "", out
+	})
+	return ip
+}
+
+const rollingApp = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: rolling}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: rolling}}
+  template:
+    metadata: {labels: {app: rolling}}
+    spec:
+      containers:
+      - name: c
+        image: example.com/echo:1
+        ports: [{containerPort: 80}]
+        readinessProbe:
+          httpGet: {path: /, port: 80}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {name: rolling}
+spec: {selector: {app: rolling}, ports: [{port: 80, targetPort: 80}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: rolling}
+spec:
+  rules:
+  - host: rolling.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: rolling, port: {number: 80}}}}
+`
+
+// TestIngressRollingUpdate: requests sent without pause through the Ingress (default
+// class) while its backend Deployment rolls all three pods see no failure: endpoints
+// leave the proxy's table as they stop being ready, and a GET that meets a closed port
+// moves to another endpoint.
+func TestIngressRollingUpdate(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	if _, errOut, err := s.kubectl(t, rollingApp, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	ip := ingressAddress(t, s)
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func() (string, error) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ip+"/", nil)
+		req.Host = "rolling.example.com"
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("%s: %s", resp.Status, b)
+		}
+		return string(b), nil
+	}
+	eventually(t, 60*time.Second, "three pods answer through the Ingress", func() (bool, string) {
+		seen := map[string]bool{}
+		for range 12 {
+			if out, err := get(); err == nil {
+				seen[out] = true
+			}
+		}
+		return len(seen) == 3, fmt.Sprint(seen)
+	})
+	before := s.must(t, "get", "pods", "-n", ns, "-l", "app=rolling", "-o", "jsonpath={.items[*].metadata.name}")
+
+	stop := make(chan struct{})
+	type result struct {
+		n      int
+		failed []string
+	}
+	done := make(chan result)
+	go func() {
+		var r result
+		for {
+			select {
+			case <-stop:
+				done <- r
+				return
+			default:
+			}
+			r.n++
+			if _, err := get(); err != nil {
+				r.failed = append(r.failed, err.Error())
+			}
+		}
+	}()
+	s.must(t, "rollout", "restart", "deployment/rolling", "-n", ns)
+	eventually(t, 90*time.Second, "the rollout replaced all three pods", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "pods", "-n", ns, "-l", "app=rolling", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		ready := 0
+		for _, l := range lines {
+			f := strings.Fields(l)
+			if len(f) == 2 && f[1] == "True" && !strings.Contains(before, f[0]) {
+				ready++
+			}
+		}
+		return ready == 3 && len(lines) == 3, out
+	})
+	close(stop)
+	r := <-done
+	if len(r.failed) > 0 {
+		t.Errorf("%d of %d requests failed during the rollout; first: %s", len(r.failed), r.n, r.failed[0])
+	}
+	if r.n < 50 {
+		t.Errorf("only %d requests during the rollout; the test proves little", r.n)
+	}
+	t.Logf("%d requests during the rollout, %d failed", r.n, len(r.failed))
 }
 
 // writeTestCertificates writes a test CA (ca.crt, returned) and a certificate for host
