@@ -61,6 +61,9 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
+		// Pass Accept-Encoding as the client sent it: the transport must not ask for gzip
+		// on its own and then decompress what the client may have wanted compressed.
+		DisableCompression: true,
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      rewrite,

@@ -25,8 +25,9 @@ import (
 // echoBackend answers with its name, the Host it saw and the X-Forwarded-* headers.
 func echoBackend(t *testing.T, name string) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "%s host=%s xff=%s proto=%s xhost=%s path=%s", name, r.Host,
-			r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Forwarded-Host"), r.URL.Path)
+		fmt.Fprintf(w, "%s host=%s xff=%s proto=%s xhost=%s path=%s ae=%s", name, r.Host,
+			r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Forwarded-Host"), r.URL.Path,
+			r.Header.Get("Accept-Encoding"))
 	}))
 	t.Cleanup(s.Close)
 	return s
@@ -105,6 +106,11 @@ func TestProxyRoutes(t *testing.T) {
 		{"monapp.example.com", "/other", 200, "default "},
 		{"elsewhere.test", "/web", 200, "default "},
 	}
+	// A client that asks for no compression: the backend must not be asked for gzip.
+	plain := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	if _, body := get(t, plain, front.URL+"/web", "monapp.example.com", nil); !strings.HasSuffix(body, " ae=") {
+		t.Errorf("backend saw %q; want no Accept-Encoding, as the client sent none", body)
+	}
 	for _, tc := range cases {
 		t.Run(tc.host+tc.path, func(t *testing.T) {
 			code, body := get(t, front.Client(), front.URL+tc.path, tc.host, map[string]string{"X-Forwarded-For": "1.2.3.4"})
@@ -133,10 +139,10 @@ func TestProxyRoutes(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"tranche_ingress_requests_total backend=default/service-web:80 code=200 ingress=default/mon-ingress":          1,
+		"tranche_ingress_requests_total backend=default/service-web:80 code=200 ingress=default/mon-ingress":          2,
 		"tranche_ingress_requests_total backend=default/service-api:8080 code=200 ingress=default/mon-ingress":        1,
 		"tranche_ingress_requests_total backend=default/service-default-page:80 code=200 ingress=default/mon-ingress": 2,
-		"tranche_ingress_request_duration_seconds ingress=default/mon-ingress":                                        4,
+		"tranche_ingress_request_duration_seconds ingress=default/mon-ingress":                                        5,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
