@@ -66,8 +66,9 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		DisableCompression: true,
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:      rewrite,
-		Transport:    &retryTransport{base: transport, attempts: cfg.Attempts},
+		Rewrite: rewrite,
+		Transport: &retryTransport{attempts: cfg.Attempts, base: &directTransport{
+			dial: dialer.DialContext, fallback: transport, maxIdle: 256, idleTime: 60 * time.Second}},
 		ErrorHandler: p.proxyError,
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		BufferPool:   &bufferPool{},
