@@ -22,8 +22,9 @@ type directTransport struct {
 	maxIdle  int
 	idleTime time.Duration
 
-	mu   sync.Mutex
-	idle map[string][]*backendConn
+	mu        sync.Mutex
+	idle      map[string][]*backendConn
+	lastSweep time.Time
 }
 
 type backendConn struct {
@@ -118,6 +119,26 @@ func (t *directTransport) put(addr string, bc *backendConn) {
 	defer t.mu.Unlock()
 	if t.idle == nil {
 		t.idle = map[string][]*backendConn{}
+	}
+	// Endpoints go away (pods replaced) and nobody asks for their connections again:
+	// now and then, close what idled too long everywhere.
+	if bc.used.Sub(t.lastSweep) > t.idleTime/2 {
+		t.lastSweep = bc.used
+		for a, conns := range t.idle {
+			kept := conns[:0]
+			for _, c := range conns {
+				if bc.used.Sub(c.used) < t.idleTime {
+					kept = append(kept, c)
+				} else {
+					c.conn.Close()
+				}
+			}
+			if len(kept) == 0 {
+				delete(t.idle, a)
+			} else {
+				t.idle[a] = kept
+			}
+		}
 	}
 	if len(t.idle[addr]) >= t.maxIdle {
 		bc.conn.Close()

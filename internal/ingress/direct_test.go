@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/utils/ptr"
@@ -50,5 +51,25 @@ func TestBackendConnections(t *testing.T) {
 	}
 	if n := conns.Load(); n != 2 {
 		t.Errorf("%d backend connections, want 2 (one more after the close)", n)
+	}
+}
+
+// TestIdleSweep: connections to an endpoint nobody asks for again are closed once they
+// idled longer than the idle time.
+func TestIdleSweep(t *testing.T) {
+	tr := &directTransport{maxIdle: 4, idleTime: time.Minute}
+	old, _ := net.Pipe()
+	now := time.Now()
+	tr.idle = map[string][]*backendConn{"10.0.0.1:80": {{conn: old, used: now.Add(-2 * time.Minute)}}}
+	fresh, _ := net.Pipe()
+	tr.put("10.0.0.2:80", &backendConn{conn: fresh})
+	if _, ok := tr.idle["10.0.0.1:80"]; ok {
+		t.Errorf("the stale endpoint's connection is still pooled: %v", tr.idle)
+	}
+	if _, err := old.Write([]byte("x")); err == nil {
+		t.Error("the stale connection was not closed")
+	}
+	if len(tr.idle["10.0.0.2:80"]) != 1 {
+		t.Errorf("the fresh connection was not pooled: %v", tr.idle)
 	}
 }
