@@ -133,7 +133,32 @@ func TestIngressSeed003(t *testing.T) {
 		out, _, _ := s.kubectl(t, "", "get", "ingress", "mon-ingress", "-n", ns, "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 		return out == ip, out
 	})
+
+	// A backend Service that does not exist: 503 and an Event on the Ingress naming it.
+	if _, errOut, err := s.kubectl(t, missingBackend, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	eventually(t, 30*time.Second, "a missing Service answers 503", func() (bool, string) {
+		out, err := curl("-i", "--resolve", resolve("missing.example.com", "80"), "http://missing.example.com/")
+		return err == nil && strings.HasPrefix(out, "HTTP/1.1 503") && strings.Contains(out, "Service "+ns+"/nope not found"), tail(out, 300)
+	})
+	eventually(t, 30*time.Second, "an Event names the missing Service", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "events", "-n", ns, "--field-selector", "involvedObject.name=missing", "-o",
+			"jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
+		return strings.Contains(out, "BackendMissing: Service "+ns+"/nope not found"), out
+	})
 }
+
+const missingBackend = `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: missing}
+spec:
+  rules:
+  - host: missing.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: nope, port: {number: 80}}}}
+`
 
 // ingressAddress waits for kube-system/tranche-ingress's load-balancer address.
 func ingressAddress(t *testing.T, s *server) string {
