@@ -21,7 +21,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), serverCmd(), upCmd(), downCmd(), nodeCmd(), agentCmd(), builtinCmd(), dnsCmd())
+	root.AddCommand(versionCmd(), serverCmd(), upCmd(), downCmd(), nodeCmd(), agentCmd(), builtinCmd(), dnsCmd(), ingressCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "tranche:", err)
 		os.Exit(1)

@@ -52,6 +52,9 @@ func bootstrapObjects(ctx context.Context, restCfg *rest.Config, cfg Config, log
 	if err := ensureClusterDNS(ctx, client, cfg); err != nil {
 		return err
 	}
+	if err := ensureIngress(ctx, client, cfg); err != nil {
+		return err
+	}
 	log.Debug("bootstrap objects present")
 	return nil
 }

@@ -1,0 +1,303 @@
+package ingress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"html"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ProxyConfig tunes the reverse proxy.
+type ProxyConfig struct {
+	Logger *slog.Logger
+	// AccessLog logs one structured line per request at Info level.
+	AccessLog bool
+	// MaxBodyBytes is the largest request body accepted; larger ones get 413.
+	MaxBodyBytes int64
+	// Attempts is how many endpoints an idempotent request without a body may try when
+	// connecting fails (at least 1).
+	Attempts int
+	// DialTimeout bounds connecting to one endpoint.
+	DialTimeout time.Duration
+	// Metrics, when set, receives request counts and latencies.
+	Metrics *Metrics
+}
+
+// Proxy is the http.Handler that routes requests with the current Table.
+type Proxy struct {
+	cfg   ProxyConfig
+	table atomic.Pointer[Table]
+	rp    *httputil.ReverseProxy
+}
+
+// NewProxy returns a Proxy with an empty Table (every request gets 404 until SetTable).
+func NewProxy(cfg ProxyConfig) *Proxy {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Attempts < 1 {
+		cfg.Attempts = 1
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 2 * time.Second
+	}
+	p := &Proxy{cfg: cfg}
+	p.table.Store(Build(NewFake()))
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// Pass Accept-Encoding as the client sent it: the transport must not ask for gzip
+		// on its own and then decompress what the client may have wanted compressed.
+		DisableCompression: true,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: rewrite,
+		Transport: &retryTransport{attempts: cfg.Attempts, base: &directTransport{
+			dial: dialer.DialContext, fallback: transport, maxIdle: 256, idleTime: 60 * time.Second}},
+		ErrorHandler: p.proxyError,
+		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		BufferPool:   &bufferPool{},
+	}
+	return p
+}
+
+// SetTable replaces the routing table; requests in flight keep the one they started with.
+func (p *Proxy) SetTable(t *Table) { p.table.Store(t) }
+
+// Table returns the current routing table.
+func (p *Proxy) Table() *Table { return p.table.Load() }
+
+// GetCertificate serves tls.Config.GetCertificate: the Secret's certificate for the SNI
+// name, else fallback.
+func (p *Proxy) GetCertificate(fallback *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if c := p.table.Load().Certificate(hello.ServerName); c != nil {
+			return c, nil
+		}
+		return fallback, nil
+	}
+}
+
+type ctxKey struct{}
+
+// attempt is the per-request state the transport and error handler share.
+type attempt struct {
+	backend  *Backend
+	endpoint string // last endpoint tried
+	status   int
+}
+
+func rewrite(pr *httputil.ProxyRequest) {
+	st := pr.In.Context().Value(ctxKey{}).(*attempt)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = st.endpoint
+	// Keep what earlier proxies recorded; SetXForwarded appends the client's address.
+	pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+	pr.SetXForwarded()
+	pr.Out.Host = pr.In.Host
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	tab := p.table.Load()
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	ingress, be := "", (*Backend)(nil)
+	if rt := tab.Route(host, r.URL.Path); rt != nil {
+		ingress, be = rt.Ingress, rt.Backend
+	} else if be = tab.Default(); be != nil {
+		ingress = be.Ingress
+	}
+	rec := &recorder{ResponseWriter: w}
+	st := &attempt{backend: be}
+	switch {
+	case be == nil:
+		writePage(rec, http.StatusNotFound, "no Ingress rule matches host "+strconv.Quote(host)+" and path "+strconv.Quote(r.URL.Path)+", and no Ingress has a default backend")
+	case be.Missing != "":
+		writePage(rec, http.StatusServiceUnavailable, "backend unavailable: "+be.Missing)
+	case r.ContentLength > p.cfg.MaxBodyBytes && p.cfg.MaxBodyBytes > 0:
+		writePage(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes exceeds the limit of %d", r.ContentLength, p.cfg.MaxBodyBytes))
+	default:
+		st.endpoint = be.Pick()
+		if st.endpoint == "" {
+			writePage(rec, http.StatusServiceUnavailable, "backend "+be.Name()+" has no ready endpoint")
+			break
+		}
+		if p.cfg.MaxBodyBytes > 0 && r.Body != nil {
+			r.Body = http.MaxBytesReader(rec, r.Body, p.cfg.MaxBodyBytes)
+		}
+		p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, st)))
+	}
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	elapsed := time.Since(start)
+	backend := "-"
+	if be != nil {
+		backend = be.Name()
+	}
+	if ingress == "" {
+		ingress = "-"
+	}
+	if m := p.cfg.Metrics; m != nil {
+		m.requests.WithLabelValues(ingress, strconv.Itoa(rec.status), backend).Inc()
+		m.latency.WithLabelValues(ingress).Observe(elapsed.Seconds())
+	}
+	if p.cfg.AccessLog {
+		p.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("client", r.RemoteAddr), slog.String("method", r.Method), slog.String("host", r.Host),
+			slog.String("path", r.URL.Path), slog.String("proto", r.Proto), slog.Int("status", rec.status),
+			slog.Int64("bytes", rec.bytes), slog.Duration("duration", elapsed), slog.String("ingress", ingress),
+			slog.String("backend", backend), slog.String("endpoint", st.endpoint))
+	}
+}
+
+func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writePage(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", tooBig.Limit))
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer.
+		w.WriteHeader(http.StatusBadGateway)
+	default:
+		st := r.Context().Value(ctxKey{}).(*attempt)
+		p.cfg.Logger.Warn("backend failed", "backend", st.backend.Name(), "endpoint", st.endpoint, "err", err)
+		writePage(w, http.StatusBadGateway, "backend "+st.backend.Name()+" failed")
+	}
+}
+
+// writePage answers with one of our own small HTML pages.
+func writePage(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	text := strconv.Itoa(code) + " " + http.StatusText(code)
+	fmt.Fprintf(w, "<!DOCTYPE html>\n<html><head><title>%s</title></head><body><h1>%s</h1><p>%s</p><hr><p>tranche ingress</p></body></html>\n",
+		text, text, html.EscapeString(msg))
+}
+
+// retryTransport retries idempotent requests without a body on another endpoint when
+// connecting fails; nothing reached the backend then, so a retry cannot repeat an effect.
+type retryTransport struct {
+	base     http.RoundTripper
+	attempts int
+}
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	st, _ := req.Context().Value(ctxKey{}).(*attempt)
+	for n := 1; ; n++ {
+		resp, err := t.base.RoundTrip(req)
+		if err == nil || st == nil || n >= t.attempts || !retryable(req, err) {
+			return resp, err
+		}
+		next := st.backend.Pick()
+		if next == "" {
+			return resp, err
+		}
+		st.endpoint = next
+		req = req.Clone(req.Context())
+		req.URL.Host = next
+	}
+}
+
+func retryable(req *http.Request, err error) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	default:
+		return false
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		return false
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// recorder remembers the status and size of the answer; Unwrap lets
+// http.ResponseController reach Flush and Hijack (streaming, WebSocket).
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 && code >= 200 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Flush() { _ = http.NewResponseController(r.ResponseWriter).Flush() }
+
+// Hijack is how the reverse proxy takes over a connection for a protocol switch
+// (WebSocket); the 101 goes out on the hijacked connection, so it is recorded here.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	r.status = http.StatusSwitchingProtocols
+	return http.NewResponseController(r.ResponseWriter).Hijack()
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// bufferPool reuses the copy buffers of response bodies; without one the reverse proxy
+// allocates 32 kB per request, which the garbage collector then pays for.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+// Metrics are the proxy's Prometheus collectors.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// NewMetrics creates the collectors and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tranche_ingress_requests_total",
+			Help: "HTTP requests answered, by Ingress (namespace/name), status code and backend (namespace/service:port).",
+		}, []string{"ingress", "code", "backend"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tranche_ingress_request_duration_seconds",
+			Help:    "Time from receiving a request to the end of its answer, by Ingress.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"ingress"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
