@@ -5,7 +5,7 @@ PKGS    := ./...
 DEBS    := nftables iproute2 busybox conntrack dnsutils etcd-server curl ca-certificates nginx postgresql dnsperf wrk
 KUBECTL ?= $(shell command -v kubectl)
 
-.PHONY: all build deps up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads fuzz clean
+.PHONY: all build deps up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress fuzz clean
 
 all: build
 
@@ -37,7 +37,7 @@ test-e2e: build
 # Benchmarks print their figures beside a peer or limit measured in the same run (see each
 # bench/*/README.md). Most need root; `make bench` runs them all (about 20 minutes).
 BENCH   := $(GO) test -run '^$$' -bench . -benchtime 1x
-bench: bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads
+bench: bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress
 
 bench-api: build
 	$(BENCH) -timeout 20m ./bench/api/
@@ -59,6 +59,9 @@ bench-cluster: build
 
 bench-workloads: build
 	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 20m ./bench/workloads/
+
+bench-ingress: deps
+	$(BENCH) -timeout 10m ./bench/ingress/
 
 clean:
 	rm -rf bin
