@@ -14,7 +14,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tranche/tranche/internal/agent/node"
@@ -88,8 +90,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			log.Error("service proxy stopped", "err", err)
 		}
 	}()
+	services, err := serviceCache(ctx, cfg.Client)
+	if err != nil {
+		return err
+	}
 	recorder := events.NewRecorder(ctx, cfg.Client, "kubelet")
-	rt, err := runtime.New(runtime.Config{Recorder: recorder, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, SelfExe: cfg.SelfExe,
+	rt, err := runtime.New(runtime.Config{Recorder: recorder, Services: services, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, SelfExe: cfg.SelfExe,
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, Logger: log.With("component", "runtime")})
 	if err != nil {
 		return err
@@ -178,4 +184,19 @@ func startStream(ctx context.Context, cfg NodeConfig, rt *runtime.Manager, addr 
 		}
 	}()
 	return nil
+}
+
+// serviceCache is an informer cache of the cluster's Services, for the variables kubelet
+// gives containers; it is filled before any pod starts, so the first containers get them
+// too.
+func serviceCache(ctx context.Context, client kubernetes.Interface) (runtime.Services, error) {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lister := factory.Core().V1().Services().Lister()
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("waiting for the %v cache: %w", typ, context.Cause(ctx))
+		}
+	}
+	return func() ([]*v1.Service, error) { return lister.List(labels.Everything()) }, nil
 }

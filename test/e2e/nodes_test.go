@@ -319,14 +319,28 @@ spec:
   containers:
   - name: c
     image: busybox
-    command: ["sh", "-c", "hostname; cat /etc/hosts /etc/resolv.conf; sleep 3600"]
+    command: ["sh", "-c", "hostname; cat /etc/hosts /etc/resolv.conf; echo KSH=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT WEB=$WEB_SERVICE_HOST:$WEB_SERVICE_PORT_HTTP; sleep 3600"]
 `
 
-// TestPodFiles: hostname, /etc/hosts and /etc/resolv.conf as kubelet writes them.
+// webService exists before the files pod, whose environment then names it as kubelet's does.
+const webService = `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  ports: [{name: http, port: 80}]
+`
+
+// TestPodFiles: hostname, /etc/hosts and /etc/resolv.conf as kubelet writes them, and
+// the Service variables of its environment.
 func TestPodFiles(t *testing.T) {
 	c := up(t)
 	s := c.srv
 	ns := s.namespace(t)
+	if _, errOut, err := s.kubectl(t, webService, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	webIP := s.must(t, "get", "service", "web", "-n", ns, "-o", "jsonpath={.spec.clusterIP}")
 	if _, errOut, err := s.kubectl(t, filesPod, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("apply: %v %s", err, errOut)
 	}
@@ -344,6 +358,7 @@ func TestPodFiles(t *testing.T) {
 		"stdout F search " + ns + ".svc.cluster.local svc.cluster.local cluster.local",
 		"stdout F nameserver 10.96.0.10",
 		"stdout F options ndots:5",
+		"stdout F KSH=10.96.0.1:443 WEB=" + webIP + ":80",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("pod output lacks %q:\n%s", want, log)

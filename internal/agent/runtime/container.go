@@ -145,6 +145,13 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	pod := ps.pod
 	cpu, mem := nodeResources()
 	pe := podEnv{pod: pod, podIPs: []string{ps.ip.String()}, hostIPs: []string{m.node.Underlay.String()}, hostname: ps.hostname, nodeCPU: cpu, nodeMemory: mem}
+	if m.cfg.Services != nil {
+		svcs, err := m.cfg.Services()
+		if err != nil {
+			m.cfg.Logger.Warn("listing Services for the container's environment", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+		pe.services = serviceEnv(pod.Namespace, pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks, svcs)
+	}
 	env, err := containerEnv(ctx, pe, spec, m.cfg.Lookup, defaultPath, nil)
 	if err != nil {
 		c.waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}

@@ -68,6 +68,8 @@ type podEnv struct {
 	// resourceFieldRef on an unset limit reports.
 	nodeCPU    resource.Quantity
 	nodeMemory resource.Quantity
+	// services are the variables kubelet derives from Services (serviceEnv).
+	services []envVar
 }
 
 // configError is a failure to build a container's configuration (kubelet's
@@ -85,6 +87,9 @@ func containerEnv(ctx context.Context, pe podEnv, c *v1.Container, lookup Lookup
 	var l envList
 	l.set("PATH", path)
 	l.set("HOSTNAME", pe.hostname)
+	for _, v := range pe.services {
+		l.set(v.name, v.value)
+	}
 	ns := ""
 	if pe.pod != nil {
 		ns = pe.pod.Namespace

@@ -83,6 +83,9 @@ type Config struct {
 	// Lookup reads ConfigMaps and Secrets for container environments; without it a
 	// container referring to one waits with CreateContainerConfigError.
 	Lookup Lookup
+	// Services gives containers kubelet's Service variables (KUBERNETES_SERVICE_HOST,
+	// NAME_SERVICE_HOST, NAME_PORT, ...); nil gives none.
+	Services Services
 	// Logs is the container log rotation (kubelet's defaults, DefaultLogMaxSize and
 	// DefaultLogMaxFiles, for zero fields).
 	Logs LogPolicy
