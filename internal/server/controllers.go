@@ -65,6 +65,8 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 		Recorder: events.NewRecorder(ctx, client, "node-controller"), Logger: log.With("controller", "nodelifecycle")})
 	rs := replicaset.New(replicaset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "replicaset-controller"),
 		Logger: log.With("controller", "replicaset")})
+	rcm := replicaset.NewReplicationManager(replicaset.Config{Client: client, Informers: factory,
+		Recorder: events.NewRecorder(ctx, client, "replication-controller"), Logger: log.With("controller", "replicationmanager")})
 	deploy := deployment.New(deployment.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "deployment-controller"),
 		Logger: log.With("controller", "deployment")})
 	ds := daemonset.New(daemonset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "daemonset-controller"),
@@ -83,6 +85,7 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 	factory.Start(ctx.Done())
 	go pv.Run(ctx)
 	go rs.Run(ctx, 4)
+	go rcm.Run(ctx, 2)
 	go deploy.Run(ctx, 4)
 	go ds.Run(ctx, 2)
 	go sts.Run(ctx, 2)
