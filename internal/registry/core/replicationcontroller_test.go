@@ -111,7 +111,9 @@ func TestValidateReplicationControllerStatus(t *testing.T) {
 }
 
 func TestReplicationControllerRowAndScale(t *testing.T) {
-	rc := makeRC(func(rc *v1.ReplicationController) { rc.Status = v1.ReplicationControllerStatus{Replicas: 2, ReadyReplicas: 1} })
+	rc := makeRC(func(rc *v1.ReplicationController) {
+		rc.Status = v1.ReplicationControllerStatus{Replicas: 2, ReadyReplicas: 1}
+	})
 	r := ReplicationControllerResource()
 	got := r.Row(rc, svcTestCreated.Add(90*time.Second))
 	want := []interface{}{"web", int64(2), int64(2), int64(1), "90s", "nginx", "nginx", "app=web"}
