@@ -19,6 +19,7 @@ spec:
     metadata:
       labels: {app: web}
     spec:
+      terminationGracePeriodSeconds: 1
       containers:
       - name: sleeper
         image: busybox
@@ -27,7 +28,8 @@ spec:
 
 // TestReplicationController: `kubectl get rc` shows NAME DESIRED CURRENT READY AGE (and
 // the wide columns), `kubectl scale rc` is followed by the controller, with
-// SuccessfulCreate events on the ReplicationController; a selector that does not match
+// SuccessfulCreate events on the ReplicationController, `kubectl describe rc` reads it
+// and deleting it takes its pods along; a selector that does not match
 // the template is refused with Kubernetes' field path; a pod naming a missing
 // ServiceAccount is refused with the ServiceAccount admission's wording.
 func TestReplicationController(t *testing.T) {
@@ -54,6 +56,16 @@ func TestReplicationController(t *testing.T) {
 	if n := strings.Count(out, "Created pod: web-"); n != 3 {
 		t.Fatalf("want 3 SuccessfulCreate events, got %d:\n%s", n, out)
 	}
+	out = s.must(t, "describe", "rc", "web", "-n", ns)
+	if !regexp.MustCompile(`(?m)^Replicas:\s+3 current / 3 desired$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^Pods Status:\s+3 Running / 0 Waiting / 0 Succeeded / 0 Failed$`).MatchString(out) {
+		t.Fatalf("kubectl describe rc:\n%s", out)
+	}
+	s.must(t, "delete", "rc", "web", "-n", ns)
+	eventually(t, 60*time.Second, "the ReplicationController's pods collected", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "pods", "-n", ns, "-l", "app=web", "--no-headers")
+		return strings.TrimSpace(out) == "", out
+	})
 
 	bad := strings.Replace(strings.Replace(webRC, "name: web", "name: bad", 1), "  replicas: 2\n", "  replicas: 2\n  selector: {app: other}\n", 1)
 	_, errOut, err := s.kubectl(t, bad, "apply", "-n", ns, "-f", "-")
