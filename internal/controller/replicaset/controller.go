@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -266,6 +267,10 @@ func (c *Controller) deletePod(obj any) {
 	c.queue.Add(key)
 }
 
+// noun is the controller's kind as its errors name it: "replicaset" or
+// "replicationcontroller".
+func (c *Controller) noun() string { return strings.ToLower(c.owners.kind().Kind) }
+
 func refsEqual(a, b *metav1.OwnerReference) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -285,7 +290,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("getting replicaset %s: %w", key, err)
+		return fmt.Errorf("getting %s %s: %w", c.noun(), key, err)
 	}
 	manage := c.expectations.satisfied(key)
 	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
@@ -297,7 +302,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	all, err := c.podLister.Pods(namespace).List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("listing pods of replicaset %s: %w", key, err)
+		return fmt.Errorf("listing pods of %s %s: %w", c.noun(), key, err)
 	}
 	var active, terminating []*v1.Pod
 	for _, pod := range all {
@@ -335,7 +340,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		status = failedStatus(status, &rs.Status, reason, manageErr, c.clock.Now())
 	}
 	if manageErr != nil {
-		manageErr = fmt.Errorf("managing pods of replicaset %s: %w", key, manageErr)
+		manageErr = fmt.Errorf("managing pods of %s %s: %w", c.noun(), key, manageErr)
 	}
 	updated, err := c.writeStatus(ctx, rs, status)
 	if err != nil {
@@ -387,7 +392,7 @@ func (c *Controller) applyClaims(ctx context.Context, rs *appsv1.ReplicaSet, cl 
 				case err == nil:
 					owned = append(owned, pod)
 				case !apierrors.IsNotFound(err):
-					errs = append(errs, fmt.Errorf("adopting pod %s into replicaset %s/%s: %w", podKey(pod), rs.Namespace, rs.Name, err))
+					errs = append(errs, fmt.Errorf("adopting pod %s into %s %s/%s: %w", podKey(pod), c.noun(), rs.Namespace, rs.Name, err))
 				}
 			}
 		}
@@ -395,7 +400,7 @@ func (c *Controller) applyClaims(ctx context.Context, rs *appsv1.ReplicaSet, cl 
 	for _, pod := range cl.release {
 		err := c.patchOwner(ctx, pod, releasePatch(rs, pod))
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("releasing pod %s from replicaset %s/%s: %w", podKey(pod), rs.Namespace, rs.Name, err))
+			errs = append(errs, fmt.Errorf("releasing pod %s from %s %s/%s: %w", podKey(pod), c.noun(), rs.Namespace, rs.Name, err))
 		}
 	}
 	return owned, errors.Join(errs...)
@@ -404,10 +409,10 @@ func (c *Controller) applyClaims(ctx context.Context, rs *appsv1.ReplicaSet, cl 
 func (c *Controller) recheckForAdoption(ctx context.Context, rs *appsv1.ReplicaSet) error {
 	fresh, err := c.owners.fetch(ctx, rs.Namespace, rs.Name)
 	if err != nil {
-		return fmt.Errorf("rechecking replicaset %s/%s before adoption: %w", rs.Namespace, rs.Name, err)
+		return fmt.Errorf("rechecking %s %s/%s before adoption: %w", c.noun(), rs.Namespace, rs.Name, err)
 	}
 	if fresh.UID != rs.UID {
-		return fmt.Errorf("original ReplicaSet %s/%s is gone: got uid %s, wanted %s", rs.Namespace, rs.Name, fresh.UID, rs.UID)
+		return fmt.Errorf("original %s %s/%s is gone: got uid %s, wanted %s", c.owners.kind().Kind, rs.Namespace, rs.Name, fresh.UID, rs.UID)
 	}
 	if fresh.DeletionTimestamp != nil {
 		return fmt.Errorf("%s/%s has just been deleted at %v", rs.Namespace, rs.Name, fresh.DeletionTimestamp)
@@ -541,13 +546,13 @@ func (c *Controller) writeStatus(ctx context.Context, rs *appsv1.ReplicaSet, sta
 	if apierrors.IsConflict(err) {
 		fresh, gerr := c.owners.fetch(ctx, rs.Namespace, rs.Name)
 		if gerr != nil {
-			return nil, fmt.Errorf("updating status of replicaset %s/%s: %w", rs.Namespace, rs.Name, gerr)
+			return nil, fmt.Errorf("updating status of %s %s/%s: %w", c.noun(), rs.Namespace, rs.Name, gerr)
 		}
 		fresh.Status = status
 		updated, err = c.owners.updateStatus(ctx, fresh)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("updating status of replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+		return nil, fmt.Errorf("updating status of %s %s/%s: %w", c.noun(), rs.Namespace, rs.Name, err)
 	}
 	return updated, nil
 }
