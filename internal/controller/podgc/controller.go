@@ -75,7 +75,8 @@ type Controller struct {
 	nodeLister corelisters.NodeLister
 	synced     []cache.InformerSynced
 
-	// wake asks for a pass sooner than the next tick.
+	// wake says a node was deleted: a pass is due one quarantine later,
+	// sooner than the next tick.
 	wake chan struct{}
 
 	mu sync.Mutex
@@ -143,13 +144,10 @@ func (c *Controller) nodeDeleted(obj any) {
 		c.missing[name] = c.clock.Now()
 	}
 	c.mu.Unlock()
-	go func() {
-		<-c.clock.After(c.quarantine + 100*time.Millisecond)
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	}()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Run waits for the caches and runs a pass every period (and one
@@ -161,12 +159,18 @@ func (c *Controller) Run(ctx context.Context) {
 	c.log.Info("started", "period", c.period, "quarantine", c.quarantine, "threshold", c.threshold)
 	ticker := c.clock.NewTicker(c.period)
 	defer ticker.Stop()
+	// soon fires one quarantine after the latest node deletion.
+	var soon <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C():
 		case <-c.wake:
+			soon = c.clock.After(c.quarantine + 100*time.Millisecond)
+			continue
+		case <-ticker.C():
+		case <-soon:
+			soon = nil
 		}
 		if err := c.pass(ctx); err != nil {
 			c.log.Error("pod gc pass", "err", err)

@@ -204,3 +204,40 @@ func actions(client *kubefake.Clientset) []string {
 	}
 	return out
 }
+
+// A node's deletion brings the pass one quarantine later, not a period later.
+func TestRunAfterNodeDeletion(t *testing.T) {
+	orphan := pod("orphan", "removed")
+	client := kubefake.NewClientset(orphan)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	clk := clocktesting.NewFakeClock(t0)
+	c := New(Config{Client: client, Informers: factory, Clock: clk, Period: time.Hour})
+	c.synced = nil // the caches are filled by hand
+	if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(orphan); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; actions %v", what, actions(client))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor("the ticker", clk.HasWaiters)
+	c.nodeDeleted(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "removed"}})
+	// The ticker and the quarantine timer.
+	waitFor("the quarantine timer", func() bool { return clk.Waiters() == 2 })
+	clk.Step(DefaultQuarantine + 100*time.Millisecond)
+	want := []string{"get nodes removed", "patch pods/status orphan", "delete pods orphan"}
+	waitFor("the orphan's deletion", func() bool { return len(actions(client)) == len(want) })
+	if diff := cmp.Diff(want, actions(client)); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+}
