@@ -25,6 +25,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/nodeipam"
 	"github.com/tranche/tranche/internal/controller/nodelifecycle"
 	"github.com/tranche/tranche/internal/controller/perns"
+	"github.com/tranche/tranche/internal/controller/podgc"
 	"github.com/tranche/tranche/internal/controller/replicaset"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/controller/statefulset"
@@ -67,6 +68,9 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 		Recorder: events.NewRecorder(ctx, client, "node-controller"), Logger: log.With("controller", "nodelifecycle")})
 	rs := replicaset.New(replicaset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "replicaset-controller"),
 		Logger: log.With("controller", "replicaset")})
+	rcm := replicaset.NewReplicationManager(replicaset.Config{Client: client, Informers: factory,
+		Recorder: events.NewRecorder(ctx, client, "replication-controller"), Logger: log.With("controller", "replicationmanager")})
+	pgc := podgc.New(podgc.Config{Client: client, Informers: factory, Logger: log.With("controller", "podgc")})
 	deploy := deployment.New(deployment.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "deployment-controller"),
 		Logger: log.With("controller", "deployment")})
 	ds := daemonset.New(daemonset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "daemonset-controller"),
@@ -89,6 +93,8 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 	factory.Start(ctx.Done())
 	go pv.Run(ctx)
 	go rs.Run(ctx, 4)
+	go rcm.Run(ctx, 2)
+	go pgc.Run(ctx)
 	go deploy.Run(ctx, 4)
 	go ds.Run(ctx, 2)
 	go sts.Run(ctx, 2)

@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	api, err := apiserver.New(apiserver.Config{
 		Storage:   store,
-		Admitters: []apiserver.Admitter{alloc},
+		Admitters: []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
 		Resources: resources,
 		Logger:    log.With("component", "apiserver"),
 		Guard:     sec,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -65,7 +65,7 @@ type Controller struct {
 	clock    clock.Clock
 	log      *slog.Logger
 
-	rsLister  appslisters.ReplicaSetLister
+	owners    owners
 	podLister corelisters.PodLister
 	synced    []cache.InformerSynced
 
@@ -80,7 +80,14 @@ func New(cfg Config) *Controller {
 	if cfg.Client == nil || cfg.Informers == nil {
 		panic("replicaset.New: Client and Informers are required")
 	}
+	return newController(cfg, newReplicaSets(cfg.Client, cfg.Informers), "replicaset")
+}
+
+// newController builds a controller keeping the pods of the objects o
+// serves; name names its logs and queue.
+func newController(cfg Config, o owners, name string) *Controller {
 	c := &Controller{
+		owners:   o,
 		client:   cfg.Client,
 		recorder: cfg.Recorder,
 		clock:    cfg.Clock,
@@ -95,22 +102,20 @@ func New(cfg Config) *Controller {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.log = c.log.With("controller", "replicaset")
+	c.log = c.log.With("controller", name)
 	c.expectations = newExpectations(c.clock)
 	// The default controller limiter backs a failing ReplicaSet off
 	// exponentially (5ms doubling up to 1000s), so a ReplicaSet that cannot
 	// be reconciled never hot-loops.
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"})
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
 
-	rsInformer := cfg.Informers.Apps().V1().ReplicaSets()
 	podInformer := cfg.Informers.Core().V1().Pods()
-	c.rsLister = rsInformer.Lister()
 	c.podLister = podInformer.Lister()
-	c.synced = []cache.InformerSynced{rsInformer.Informer().HasSynced, podInformer.Informer().HasSynced}
+	c.synced = []cache.InformerSynced{o.informer().HasSynced, podInformer.Informer().HasSynced}
 	// Registration fails only on a stopped informer, which these fresh ones are not.
-	_, _ = rsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = o.informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRS,
 		UpdateFunc: func(_, cur any) { c.enqueueRS(cur) },
 		DeleteFunc: c.deleteRS,
@@ -127,7 +132,7 @@ func New(cfg Config) *Controller {
 // until ctx ends. A ReplicaSet that fails to sync is retried with the
 // queue's backoff for as long as it fails.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	worker.Loop{Kind: "ReplicaSet", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: math.MaxInt, Logger: c.log}.Run(ctx, workers)
+	worker.Loop{Kind: c.owners.kind().Kind, Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: math.MaxInt, Logger: c.log}.Run(ctx, workers)
 }
 
 func (c *Controller) enqueueRS(obj any) {
@@ -150,10 +155,11 @@ func (c *Controller) deleteRS(obj any) {
 // resolveRef returns the key of the ReplicaSet ref names, if it is in the
 // cache with the same UID.
 func (c *Controller) resolveRef(namespace string, ref *metav1.OwnerReference) (string, *appsv1.ReplicaSet) {
-	if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+	kind := c.owners.kind()
+	if ref.Kind != kind.Kind || ref.APIVersion != kind.GroupVersion().String() {
 		return "", nil
 	}
-	rs, err := c.rsLister.ReplicaSets(namespace).Get(ref.Name)
+	rs, err := c.owners.get(namespace, ref.Name)
 	if err != nil || rs.UID != ref.UID {
 		return "", nil
 	}
@@ -163,7 +169,7 @@ func (c *Controller) resolveRef(namespace string, ref *metav1.OwnerReference) (s
 // enqueueMatching wakes every ReplicaSet whose selector matches an orphan
 // pod, so that one of them can adopt it.
 func (c *Controller) enqueueMatching(pod *v1.Pod) {
-	list, err := c.rsLister.ReplicaSets(pod.Namespace).List(labels.Everything())
+	list, err := c.owners.list(pod.Namespace)
 	if err != nil {
 		return
 	}
@@ -261,6 +267,10 @@ func (c *Controller) deletePod(obj any) {
 	c.queue.Add(key)
 }
 
+// noun is the controller's kind as its errors name it: "replicaset" or
+// "replicationcontroller".
+func (c *Controller) noun() string { return strings.ToLower(c.owners.kind().Kind) }
+
 func refsEqual(a, b *metav1.OwnerReference) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -274,13 +284,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
-	rs, err := c.rsLister.ReplicaSets(namespace).Get(name)
+	rs, err := c.owners.get(namespace, name)
 	if apierrors.IsNotFound(err) {
 		c.expectations.forget(key)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("getting replicaset %s: %w", key, err)
+		return fmt.Errorf("getting %s %s: %w", c.noun(), key, err)
 	}
 	manage := c.expectations.satisfied(key)
 	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
@@ -292,7 +302,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	all, err := c.podLister.Pods(namespace).List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("listing pods of replicaset %s: %w", key, err)
+		return fmt.Errorf("listing pods of %s %s: %w", c.noun(), key, err)
 	}
 	var active, terminating []*v1.Pod
 	for _, pod := range all {
@@ -330,7 +340,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		status = failedStatus(status, &rs.Status, reason, manageErr, c.clock.Now())
 	}
 	if manageErr != nil {
-		manageErr = fmt.Errorf("managing pods of replicaset %s: %w", key, manageErr)
+		manageErr = fmt.Errorf("managing pods of %s %s: %w", c.noun(), key, manageErr)
 	}
 	updated, err := c.writeStatus(ctx, rs, status)
 	if err != nil {
@@ -348,7 +358,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 func (c *Controller) relatedPods(rs *appsv1.ReplicaSet, all []*v1.Pod) []*v1.Pod {
 	owners := map[types.UID]bool{rs.UID: true}
 	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
-		siblings, err := c.rsLister.ReplicaSets(rs.Namespace).List(labels.Everything())
+		siblings, err := c.owners.list(rs.Namespace)
 		if err == nil {
 			for _, s := range siblings {
 				if sref := metav1.GetControllerOfNoCopy(s); sref != nil && sref.UID == ref.UID {
@@ -382,7 +392,7 @@ func (c *Controller) applyClaims(ctx context.Context, rs *appsv1.ReplicaSet, cl 
 				case err == nil:
 					owned = append(owned, pod)
 				case !apierrors.IsNotFound(err):
-					errs = append(errs, fmt.Errorf("adopting pod %s into replicaset %s/%s: %w", podKey(pod), rs.Namespace, rs.Name, err))
+					errs = append(errs, fmt.Errorf("adopting pod %s into %s %s/%s: %w", podKey(pod), c.noun(), rs.Namespace, rs.Name, err))
 				}
 			}
 		}
@@ -390,19 +400,19 @@ func (c *Controller) applyClaims(ctx context.Context, rs *appsv1.ReplicaSet, cl 
 	for _, pod := range cl.release {
 		err := c.patchOwner(ctx, pod, releasePatch(rs, pod))
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("releasing pod %s from replicaset %s/%s: %w", podKey(pod), rs.Namespace, rs.Name, err))
+			errs = append(errs, fmt.Errorf("releasing pod %s from %s %s/%s: %w", podKey(pod), c.noun(), rs.Namespace, rs.Name, err))
 		}
 	}
 	return owned, errors.Join(errs...)
 }
 
 func (c *Controller) recheckForAdoption(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	fresh, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+	fresh, err := c.owners.fetch(ctx, rs.Namespace, rs.Name)
 	if err != nil {
-		return fmt.Errorf("rechecking replicaset %s/%s before adoption: %w", rs.Namespace, rs.Name, err)
+		return fmt.Errorf("rechecking %s %s/%s before adoption: %w", c.noun(), rs.Namespace, rs.Name, err)
 	}
 	if fresh.UID != rs.UID {
-		return fmt.Errorf("original ReplicaSet %s/%s is gone: got uid %s, wanted %s", rs.Namespace, rs.Name, fresh.UID, rs.UID)
+		return fmt.Errorf("original %s %s/%s is gone: got uid %s, wanted %s", c.owners.kind().Kind, rs.Namespace, rs.Name, fresh.UID, rs.UID)
 	}
 	if fresh.DeletionTimestamp != nil {
 		return fmt.Errorf("%s/%s has just been deleted at %v", rs.Namespace, rs.Name, fresh.DeletionTimestamp)
@@ -420,7 +430,7 @@ func (c *Controller) patchOwner(ctx context.Context, pod *v1.Pod, patch []byte) 
 func adoptPatch(rs *appsv1.ReplicaSet, pod *v1.Pod) []byte {
 	return fmt.Appendf(nil,
 		`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
-		controllerKind.GroupVersion().String(), controllerKind.Kind, rs.Name, rs.UID, pod.UID)
+		ownerKind(rs).GroupVersion().String(), ownerKind(rs).Kind, rs.Name, rs.UID, pod.UID)
 }
 
 // releasePatch removes rs's ownerReference from pod.
@@ -530,20 +540,19 @@ func (c *Controller) writeStatus(ctx context.Context, rs *appsv1.ReplicaSet, sta
 	if apiequality.Semantic.DeepEqual(rs.Status, status) {
 		return rs, nil
 	}
-	client := c.client.AppsV1().ReplicaSets(rs.Namespace)
 	next := rs.DeepCopy()
 	next.Status = status
-	updated, err := client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	updated, err := c.owners.updateStatus(ctx, next)
 	if apierrors.IsConflict(err) {
-		fresh, gerr := client.Get(ctx, rs.Name, metav1.GetOptions{})
+		fresh, gerr := c.owners.fetch(ctx, rs.Namespace, rs.Name)
 		if gerr != nil {
-			return nil, fmt.Errorf("updating status of replicaset %s/%s: %w", rs.Namespace, rs.Name, gerr)
+			return nil, fmt.Errorf("updating status of %s %s/%s: %w", c.noun(), rs.Namespace, rs.Name, gerr)
 		}
 		fresh.Status = status
-		updated, err = client.UpdateStatus(ctx, fresh, metav1.UpdateOptions{})
+		updated, err = c.owners.updateStatus(ctx, fresh)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("updating status of replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+		return nil, fmt.Errorf("updating status of %s %s/%s: %w", c.noun(), rs.Namespace, rs.Name, err)
 	}
 	return updated, nil
 }

@@ -364,7 +364,7 @@ func podFromTemplate(rs *appsv1.ReplicaSet) (*v1.Pod, error) {
 			Labels:          t.Labels,
 			Annotations:     t.Annotations,
 			Finalizers:      t.Finalizers,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, controllerKind)},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, ownerKind(rs))},
 		},
 		Spec: t.Spec,
 	}, nil

@@ -28,6 +28,7 @@ func Resources() []registry.Resource {
 		core.ConfigMapResource(),
 		core.SecretResource(),
 		core.ServiceAccountResource(),
+		core.ReplicationControllerResource(),
 		core.PersistentVolumeClaimResource(),
 		core.PersistentVolumeResource(),
 
