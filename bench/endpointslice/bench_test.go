@@ -72,7 +72,7 @@ func BenchmarkEndpointSlice(b *testing.B) {
 	e := newEnv(b, rp)
 	b.Run(fmt.Sprintf("first-sync-%dx%d-ns%d", services, podsPerService, e.namespaces), func(b *testing.B) { benchFirstSync(b, e) })
 	b.Run(fmt.Sprintf("ready-flip-%d-ns%d", flips, e.namespaces), func(b *testing.B) { benchReadyFlip(b, e) })
-	rp.print(os.Stdout)
+	rp.Print(os.Stdout)
 }
 
 // benchFirstSync reports the first sync of services Services of podsPerService pods
@@ -187,23 +187,23 @@ func (e *env) doFirstSync(b *testing.B) error {
 		return fmt.Errorf("informer caches not filled within %s", cacheTimeout)
 	}
 	floor := f.listRef + f.putRef
-	e.rp.set(row{metric: fmt.Sprintf("first sync %dx%d in %d ns: controller start → all slices ready (watched)", services, podsPerService, e.namespaces),
-		ours: ms(f.wall), reference: "plain LIST + plain creates " + ms(floor), ratio: ratio(float64(f.wall), float64(floor)), goal: "-"})
-	e.rp.set(row{
-		metric:    "  of which informer caches filled",
-		ours:      ms(f.cache),
-		reference: fmt.Sprintf("plain LIST of %d pods %s", services*podsPerService, ms(f.listRef)),
-		ratio:     ratio(float64(f.cache), float64(f.listRef)),
-		goal:      "-",
+	e.rp.Set(row{Metric: fmt.Sprintf("first sync %dx%d in %d ns: controller start → all slices ready (watched)", services, podsPerService, e.namespaces),
+		Ours: ms(f.wall), Reference: "plain LIST + plain creates " + ms(floor), Ratio: ratio(float64(f.wall), float64(floor)), Goal: "-"})
+	e.rp.Set(row{
+		Metric:    "  of which informer caches filled",
+		Ours:      ms(f.cache),
+		Reference: fmt.Sprintf("plain LIST of %d pods %s", services*podsPerService, ms(f.listRef)),
+		Ratio:     ratio(float64(f.cache), float64(f.listRef)),
+		Goal:      "-",
 	})
-	e.rp.set(row{
-		metric:    "  of which slices written after that",
-		ours:      ms(f.wall - f.cache),
-		reference: fmt.Sprintf("%d plain creates %s", services, ms(f.putRef)),
-		ratio:     ratio(float64(f.wall-f.cache), float64(f.putRef)),
-		goal:      "-",
+	e.rp.Set(row{
+		Metric:    "  of which slices written after that",
+		Ours:      ms(f.wall - f.cache),
+		Reference: fmt.Sprintf("%d plain creates %s", services, ms(f.putRef)),
+		Ratio:     ratio(float64(f.wall-f.cache), float64(f.putRef)),
+		Goal:      "-",
 	})
-	e.rp.note("references: the same %d slices (100 endpoints each) created by %d goroutines sharing one client limited as the controller's is (QPS %d, burst %d: %s of pure client-side waiting); LIST is one typed client-go List",
+	e.rp.Note("references: the same %d slices (100 endpoints each) created by %d goroutines sharing one client limited as the controller's is (QPS %d, burst %d: %s of pure client-side waiting); LIST is one typed client-go List",
 		services, controllerWorkers, controllerQPS, controllerBurst, ms(time.Duration(float64(max(services-controllerBurst, 0))/controllerQPS*float64(time.Second))))
 
 	// The first sync's writes are final once the controller has gone quiet: it may
@@ -213,15 +213,15 @@ func (e *env) doFirstSync(b *testing.B) error {
 	f.counts = e.writes.String()
 	f.syncs = syncs()
 	f.idle = idle
-	e.rp.set(row{metric: "first sync: EndpointSlice API writes", ours: fmt.Sprint(f.writes),
-		reference: fmt.Sprintf("minimum %d creates", services), ratio: ratio(float64(f.writes), float64(services)), goal: "= 1"})
+	e.rp.Set(row{Metric: "first sync: EndpointSlice API writes", Ours: fmt.Sprint(f.writes),
+		Reference: fmt.Sprintf("minimum %d creates", services), Ratio: ratio(float64(f.writes), float64(services)), Goal: "= 1"})
 	idleText := ms(idle)
 	if idleErr != nil {
 		idleText = "> " + idleText
 	}
-	e.rp.set(row{metric: "first sync: controller start → last write or sync (idle)", ours: idleText,
-		reference: "all slices ready " + ms(f.wall), ratio: ratio(float64(idle), float64(f.wall)), goal: "~1"})
-	e.rp.note("first sync: %s; syncs by result: %s (%d Services)", f.counts, f.syncs, services)
+	e.rp.Set(row{Metric: "first sync: controller start → last write or sync (idle)", Ours: idleText,
+		Reference: "all slices ready " + ms(f.wall), Ratio: ratio(float64(idle), float64(f.wall)), Goal: "~1"})
+	e.rp.Note("first sync: %s; syncs by result: %s (%d Services)", f.counts, f.syncs, services)
 	return idleErr
 }
 
@@ -401,15 +401,15 @@ func benchReadyFlip(b *testing.B, e *env) {
 	b.ReportMetric(msf(f50), "floor-p50-ms")
 	b.ReportMetric(msf(f99), "floor-p99-ms")
 	b.ReportMetric(ratio(float64(writes), float64(statusWrites)), "writes/flip")
-	e.rp.set(row{metric: fmt.Sprintf("pod Ready write → slice shows it ready, p50 (%s)", label), ours: ms(p50),
-		reference: "write → watch event p50 " + ms(f50), ratio: ratio(float64(p50), float64(f50)), goal: "-"})
-	e.rp.set(row{metric: fmt.Sprintf("pod Ready write → slice shows it ready, p99 (%s)", label), ours: ms(p99),
-		reference: fmt.Sprintf("goal %s (floor p99 %s)", ms(goalFlipP99), ms(f99)), ratio: ratio(float64(p99), float64(goalFlipP99)), goal: "<= 1"})
-	e.rp.set(row{metric: "plain write → watch event (floor), p50 / p99", ours: ms(f50) + " / " + ms(f99),
-		reference: "-", ratio: math.NaN(), goal: "-"})
-	e.rp.set(row{metric: "EndpointSlice writes per readiness flip", ours: fmt.Sprintf("%.2f", ratio(float64(writes), float64(statusWrites))),
-		reference: "minimum 1", ratio: ratio(float64(writes), float64(statusWrites)), goal: "= 1"})
-	e.rp.note("flips: not-ready write → slice shows it not ready p50 %s, p99 %s; the chain is two write → event hops (pod, then slice), so about 2x the floor is the least it can take",
+	e.rp.Set(row{Metric: fmt.Sprintf("pod Ready write → slice shows it ready, p50 (%s)", label), Ours: ms(p50),
+		Reference: "write → watch event p50 " + ms(f50), Ratio: ratio(float64(p50), float64(f50)), Goal: "-"})
+	e.rp.Set(row{Metric: fmt.Sprintf("pod Ready write → slice shows it ready, p99 (%s)", label), Ours: ms(p99),
+		Reference: fmt.Sprintf("goal %s (floor p99 %s)", ms(goalFlipP99), ms(f99)), Ratio: ratio(float64(p99), float64(goalFlipP99)), Goal: "<= 1"})
+	e.rp.Set(row{Metric: "plain write → watch event (floor), p50 / p99", Ours: ms(f50) + " / " + ms(f99),
+		Reference: "-", Ratio: math.NaN(), Goal: "-"})
+	e.rp.Set(row{Metric: "EndpointSlice writes per readiness flip", Ours: fmt.Sprintf("%.2f", ratio(float64(writes), float64(statusWrites))),
+		Reference: "minimum 1", Ratio: ratio(float64(writes), float64(statusWrites)), Goal: "= 1"})
+	e.rp.Note("flips: not-ready write → slice shows it not ready p50 %s, p99 %s; the chain is two write → event hops (pod, then slice), so about 2x the floor is the least it can take",
 		ms(u50), ms(u99))
 	if flipErr != nil {
 		b.Errorf("flips stopped early (the table shows those done): %v", flipErr)

@@ -295,7 +295,7 @@ func (e *env) doLoad(b *testing.B) error {
 		return err
 	}
 	podTime := time.Since(podStart)
-	e.rp.note("set-up: %d Nodes, %d Services and %d pods in %d namespaces (create + UpdateStatus each) written through the API by %d clients in %s; pods at %.0f/s (%.0f writes/s)",
+	e.rp.Note("set-up: %d Nodes, %d Services and %d pods in %d namespaces (create + UpdateStatus each) written through the API by %d clients in %s; pods at %.0f/s (%.0f writes/s)",
 		nodeCount, services, n, e.namespaces, loaders, ms(time.Since(start)), float64(n)/podTime.Seconds(), 2*float64(n)/podTime.Seconds())
 	return nil
 }

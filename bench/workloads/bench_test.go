@@ -38,7 +38,7 @@ func BenchmarkWorkloads(b *testing.B) {
 	rp := newReport()
 	b.Run("deployment-0-to-300", func(b *testing.B) { benchScaleUp(b, c, rp) })
 	b.Run("daemonset-node-add", func(b *testing.B) { benchDaemonSetNodeAdd(b, c, rp) })
-	rp.print(os.Stdout)
+	rp.Print(os.Stdout)
 }
 
 // podTemplate is a pod that is Ready as soon as its process runs and goes within a
@@ -81,17 +81,17 @@ func benchScaleUp(b *testing.B, c *cluster, rp *report) {
 	b.ReportMetric(deploy.took.Seconds(), "s-to-300-ready")
 	b.ReportMetric(deploy.perPod("pods"), "pod-writes/pod")
 	b.ReportMetric(deploy.perPod("pods", "events", "replicasets", "deployments"), "writes/pod")
-	rp.set(row{metric: "Deployment 0 -> 300 replicas on 3 nodes, until all Ready", ours: secs(deploy.took),
-		reference: fmt.Sprintf("300 pods created by %d clients: %s", creators, secs(bare.took)), ratio: ratio(deploy.took.Seconds(), bare.took.Seconds())})
-	rp.set(row{metric: "pod writes per pod (Deployment)", ours: fmt.Sprintf("%.2f", deploy.perPod("pods")),
-		reference: fmt.Sprintf("minimum %d (create, bind, Ready)", minPodWrites), ratio: deploy.perPod("pods") / minPodWrites})
-	rp.set(row{metric: "pod writes per pod (bare pods)", ours: fmt.Sprintf("%.2f", bare.perPod("pods")),
-		reference: fmt.Sprintf("minimum %d (create, bind, Ready)", minPodWrites), ratio: bare.perPod("pods") / minPodWrites})
+	rp.Set(row{Metric: "Deployment 0 -> 300 replicas on 3 nodes, until all Ready", Ours: secs(deploy.took),
+		Reference: fmt.Sprintf("300 pods created by %d clients: %s", creators, secs(bare.took)), Ratio: ratio(deploy.took.Seconds(), bare.took.Seconds())})
+	rp.Set(row{Metric: "pod writes per pod (Deployment)", Ours: fmt.Sprintf("%.2f", deploy.perPod("pods")),
+		Reference: fmt.Sprintf("minimum %d (create, bind, Ready)", minPodWrites), Ratio: deploy.perPod("pods") / minPodWrites})
+	rp.Set(row{Metric: "pod writes per pod (bare pods)", Ours: fmt.Sprintf("%.2f", bare.perPod("pods")),
+		Reference: fmt.Sprintf("minimum %d (create, bind, Ready)", minPodWrites), Ratio: bare.perPod("pods") / minPodWrites})
 	all := deploy.perPod("pods", "events", "replicasets", "deployments")
 	bareAll := bare.perPod("pods", "events")
-	rp.set(row{metric: "all API writes per pod (Deployment)", ours: fmt.Sprintf("%.2f", all),
-		reference: fmt.Sprintf("bare pods: %.2f", bareAll), ratio: ratio(all, bareAll)})
-	rp.note("Deployment writes: %s; bare pods: %s (watch events: writes that changed an object)", writeSummary(deploy.writes), writeSummary(bare.writes))
+	rp.Set(row{Metric: "all API writes per pod (Deployment)", Ours: fmt.Sprintf("%.2f", all),
+		Reference: fmt.Sprintf("bare pods: %.2f", bareAll), Ratio: ratio(all, bareAll)})
+	rp.Note("Deployment writes: %s; bare pods: %s (watch events: writes that changed an object)", writeSummary(deploy.writes), writeSummary(bare.writes))
 }
 
 // barePods creates replicas pods with creators clients, waits until all are Ready,
@@ -260,11 +260,11 @@ func benchDaemonSetNodeAdd(b *testing.B, c *cluster, rp *report) {
 		b.StartTimer()
 	}
 	b.ReportMetric(converge.Seconds(), "s-node-ready-to-daemon-ready")
-	rp.set(row{metric: "DaemonSet: new node Ready -> its daemon pod Ready", ours: secs(converge),
-		reference: fmt.Sprintf("bare pod pinned to the node, create -> Ready: %s", secs(peer)), ratio: ratio(converge.Seconds(), peer.Seconds())})
-	rp.set(row{metric: "DaemonSet: new node Ready -> its daemon pod created", ours: secs(react),
-		reference: fmt.Sprintf("the pinned pod, create -> bound (scheduler): %s", secs(peerBind)), ratio: ratio(react.Seconds(), peerBind.Seconds())})
-	rp.note("tranche node add -> node Ready: %s; the daemon pod, from the node Ready: %s (the first pod of a new node; the pinned pod is its second)", secs(addToReady), steps)
+	rp.Set(row{Metric: "DaemonSet: new node Ready -> its daemon pod Ready", Ours: secs(converge),
+		Reference: fmt.Sprintf("bare pod pinned to the node, create -> Ready: %s", secs(peer)), Ratio: ratio(converge.Seconds(), peer.Seconds())})
+	rp.Set(row{Metric: "DaemonSet: new node Ready -> its daemon pod created", Ours: secs(react),
+		Reference: fmt.Sprintf("the pinned pod, create -> bound (scheduler): %s", secs(peerBind)), Ratio: ratio(react.Seconds(), peerBind.Seconds())})
+	rp.Note("tranche node add -> node Ready: %s; the daemon pod, from the node Ready: %s (the first pod of a new node; the pinned pod is its second)", secs(addToReady), steps)
 }
 
 // since is t - from as a signed duration in milliseconds.
