@@ -5,7 +5,7 @@ PKGS    := ./...
 DEBS    := nftables iproute2 busybox conntrack dnsutils etcd-server curl ca-certificates nginx postgresql dnsperf wrk
 KUBECTL ?= $(shell command -v kubectl)
 
-.PHONY: all build deps up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress fuzz clean
+.PHONY: all build deps up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath fuzz clean
 
 all: build
 
@@ -37,7 +37,7 @@ test-e2e: build
 # Benchmarks print their figures beside a peer or limit measured in the same run (see each
 # bench/*/README.md). Most need root; `make bench` runs them all (about 20 minutes).
 BENCH   := $(GO) test -run '^$$' -bench . -benchtime 1x
-bench: bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress
+bench: bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath
 
 bench-api: build
 	$(BENCH) -timeout 20m ./bench/api/
@@ -62,6 +62,12 @@ bench-workloads: build
 
 bench-ingress: deps
 	$(BENCH) -timeout 10m ./bench/ingress/
+
+bench-netprog: build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 15m ./bench/netprog/
+
+bench-datapath: deps build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 15m ./bench/datapath/
 
 clean:
 	rm -rf bin
