@@ -155,8 +155,12 @@ func runProxy() int {
 	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
 		return 1
 	}
-	// BENCH_INGRESS_CPUPROFILE=file writes the proxy's CPU profile, to see where it spends.
+	// BENCH_INGRESS_CPUPROFILE=file writes the proxy's CPU profile, to see where it spends;
+	// the proxy with the access log writes file.logged.
 	if file := os.Getenv("BENCH_INGRESS_CPUPROFILE"); file != "" {
+		if cfg.AccessLog {
+			file += ".logged"
+		}
 		if pf, err := os.Create(file); err == nil && pprof.StartCPUProfile(pf) == nil {
 			defer pprof.StopCPUProfile()
 		}
