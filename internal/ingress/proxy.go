@@ -177,7 +177,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writePage(rec, http.StatusServiceUnavailable, "backend "+be.Name()+" has no ready endpoint")
 			break
 		}
-		if p.cfg.MaxBodyBytes > 0 && r.Body != nil {
+		// The server gives a request without a body http.NoBody: nothing to limit.
+		if p.cfg.MaxBodyBytes > 0 && r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(rec, r.Body, p.cfg.MaxBodyBytes)
 		}
 		p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, st)))
