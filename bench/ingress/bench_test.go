@@ -6,8 +6,15 @@
 // this test binary re-executed in a role (BENCH_INGRESS_ROLE), the proxy role running the
 // code `tranche ingress` serves with (ingress.NewProxy, ingress.Serve) over a routing
 // table built from an in-memory cache instead of the API; nginx runs from a temporary
-// configuration. Both proxies route Host bench.test, path / to the three backends,
-// keep connections to them alive and log no requests.
+// configuration. Both proxies route Host bench.test, path / to the three backends, keep
+// connections to them alive and run as many workers (nginx worker_processes, tranche's
+// GOMAXPROCS). The http and https rows log no requests; the "http, logged" row runs both
+// as they are deployed: tranche with its access log (NewAccessLogger, to a file) and its
+// Prometheus metrics, nginx with a buffered access log to a file.
+//
+// CPU/req is the proxy's user+system CPU time during a run divided by the requests
+// served: on a busy machine, where the proxies share the cores with wrk, the backends
+// and whatever else runs, it is the steadier figure of the two.
 //
 //	go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/ingress/
 package ingress
@@ -27,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -40,6 +48,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tranche/tranche/internal/ingress"
 )
@@ -99,7 +109,25 @@ func runProxy() int {
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{h}}},
 		})
 	}
-	p := ingress.NewProxy(ingress.ProxyConfig{Attempts: 3, MaxBodyBytes: 100 << 20})
+	ctx, stop := signalContext()
+	defer stop()
+	cfg := ingress.ProxyConfig{Attempts: 3, MaxBodyBytes: 100 << 20}
+	if file := os.Getenv("BENCH_ACCESS_LOG"); file != "" {
+		// As `tranche ingress` runs by default: access log and metrics.
+		lf, err := os.Create(file)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer lf.Close()
+		lctx, stopLog := context.WithCancel(context.Background())
+		var flushed <-chan struct{}
+		cfg.AccessLog = true
+		cfg.AccessLogger, flushed = ingress.NewAccessLogger(lctx, lf)
+		defer func() { stopLog(); <-flushed }()
+		cfg.Metrics = ingress.NewMetrics(prometheus.NewRegistry())
+	}
+	p := ingress.NewProxy(cfg)
 	p.SetTable(ingress.Build(f))
 	hl, err := net.Listen("tcp", os.Getenv("BENCH_HTTP"))
 	if err != nil {
@@ -127,14 +155,16 @@ func runProxy() int {
 	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
 		return 1
 	}
-	// BENCH_INGRESS_CPUPROFILE=file writes the proxy's CPU profile, to see where it spends.
+	// BENCH_INGRESS_CPUPROFILE=file writes the proxy's CPU profile, to see where it spends;
+	// the proxy with the access log writes file.logged.
 	if file := os.Getenv("BENCH_INGRESS_CPUPROFILE"); file != "" {
+		if cfg.AccessLog {
+			file += ".logged"
+		}
 		if pf, err := os.Create(file); err == nil && pprof.StartCPUProfile(pf) == nil {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	ctx, stop := signalContext()
-	defer stop()
 	err = ingress.Serve(ctx, p, ingress.ServeConfig{HTTP: hl, HTTPS: sl, Fallback: fb, MaxHeaderBytes: 64 << 10,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -155,7 +185,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-const nginxConf = `worker_processes auto;
+const nginxConf = `worker_processes %[6]d;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
 user root;
@@ -187,11 +217,27 @@ http {
       proxy_set_header X-Forwarded-Host $host;
     }
   }
+  server {
+    listen %[7]s;
+    server_name %[5]s;
+    access_log %[1]s/access.log combined buffer=64k flush=100ms;
+    location / {
+      proxy_pass http://echo;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $host;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-Host $host;
+    }
+  }
 }
 `
 
 type figures struct {
 	rps, p99ms float64
+	requests   int64
+	cpuPerReq  time.Duration
 }
 
 func BenchmarkIngressVsNginx(b *testing.B) {
@@ -216,59 +262,108 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 	for _, a := range backends {
 		waitListening(b, a)
 	}
+	// Both proxies get as many workers as the machine has cores (nginx's "auto").
+	workers := runtime.NumCPU()
 	trHTTP, trHTTPS := freeAddr(b), freeAddr(b)
 	proxy := exec.Command(self)
 	proxy.Env = append(os.Environ(), roleEnv+"=proxy", "BENCH_HTTP="+trHTTP, "BENCH_HTTPS="+trHTTPS,
-		"BENCH_BACKENDS="+strings.Join(backends, ","), "BENCH_DIR="+dir, "GOMAXPROCS=2")
+		"BENCH_BACKENDS="+strings.Join(backends, ","), "BENCH_DIR="+dir, fmt.Sprintf("GOMAXPROCS=%d", workers))
 	start(b, proxy, "tranche proxy")
+	logDir := filepath.Join(dir, "logged")
+	if err := os.Mkdir(logDir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	trLogged, trLoggedS := freeAddr(b), freeAddr(b)
+	logged := exec.Command(self)
+	logged.Env = append(os.Environ(), roleEnv+"=proxy", "BENCH_HTTP="+trLogged, "BENCH_HTTPS="+trLoggedS,
+		"BENCH_BACKENDS="+strings.Join(backends, ","), "BENCH_DIR="+logDir, fmt.Sprintf("GOMAXPROCS=%d", workers),
+		"BENCH_ACCESS_LOG="+filepath.Join(logDir, "access.log"))
+	start(b, logged, "tranche proxy with access log")
 	waitListening(b, trHTTP)
 	waitListening(b, trHTTPS)
+	waitListening(b, trLogged)
 
-	ngHTTP, ngHTTPS := freeAddr(b), freeAddr(b)
+	ngHTTP, ngHTTPS, ngLogged := freeAddr(b), freeAddr(b), freeAddr(b)
 	var servers strings.Builder
 	for _, a := range backends {
 		fmt.Fprintf(&servers, "server %s;\n    ", a)
 	}
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(nginxConf, dir, servers.String(), ngHTTP, ngHTTPS, host)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(nginxConf, dir, servers.String(), ngHTTP, ngHTTPS, host, workers, ngLogged)), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	nginx := exec.Command("/usr/sbin/nginx", "-c", conf, "-p", dir, "-g", "daemon off;")
 	start(b, nginx, "nginx")
 	waitListening(b, ngHTTP)
 	waitListening(b, ngHTTPS)
+	waitListening(b, ngLogged)
+	ngWorkers := childPIDs(nginx.Process.Pid)
 
 	results := map[string]figures{}
-	for _, run := range []struct{ name, url string }{
-		{"tranche http", "http://" + trHTTP + "/"},
-		{"nginx http", "http://" + ngHTTP + "/"},
-		{"tranche https", "https://" + trHTTPS + "/"},
-		{"nginx https", "https://" + ngHTTPS + "/"},
+	for _, run := range []struct {
+		name, url string
+		pids      []int
+	}{
+		{"tranche http", "http://" + trHTTP + "/", []int{proxy.Process.Pid}},
+		{"nginx http", "http://" + ngHTTP + "/", ngWorkers},
+		{"tranche https", "https://" + trHTTPS + "/", []int{proxy.Process.Pid}},
+		{"nginx https", "https://" + ngHTTPS + "/", ngWorkers},
+		{"tranche http, logged", "http://" + trLogged + "/", []int{logged.Process.Pid}},
+		{"nginx http, logged", "http://" + ngLogged + "/", ngWorkers},
 	} {
-		results[run.name] = runWrk(b, run.url)
+		before := cpuTime(b, run.pids)
+		f := runWrk(b, run.url)
+		f.cpuPerReq = (cpuTime(b, run.pids) - before) / time.Duration(f.requests)
+		results[run.name] = f
 	}
 	trRSS := rssMB(b, proxy.Process.Pid)
 	ngRSS := rssMB(b, nginx.Process.Pid)
-	for _, pid := range childPIDs(nginx.Process.Pid) {
+	for _, pid := range ngWorkers {
 		ngRSS += rssMB(b, pid)
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "wrk -t2 -c%s -d%s, 3 backends, keep-alive; load %s\n", conns, duration, loadavg())
-	fmt.Fprintln(tw, "\ttranche req/s\tnginx req/s\tratio (goal)\ttranche p99\tnginx p99")
-	for _, proto := range []string{"http", "https"} {
+	fmt.Fprintf(tw, "wrk -t2 -c%s -d%s, 3 backends, keep-alive to them; %d workers each; load %s\n", conns, duration, workers, loadavg())
+	fmt.Fprintln(tw, "\ttranche req/s\tnginx req/s\tratio (goal)\ttranche p99\tnginx p99\ttranche CPU/req\tnginx CPU/req\tCPU ratio")
+	for _, proto := range []string{"http", "https", "http, logged"} {
 		tr, ng := results["tranche "+proto], results["nginx "+proto]
 		goal := "1.0"
 		if proto == "https" {
 			goal = "0.8"
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f (>= %s)\t%.2f ms\t%.2f ms\n", proto, tr.rps, ng.rps, tr.rps/ng.rps, goal, tr.p99ms, ng.p99ms)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f (>= %s)\t%.2f ms\t%.2f ms\t%.1f µs\t%.1f µs\t%.2f\n", proto, tr.rps, ng.rps, tr.rps/ng.rps, goal, tr.p99ms, ng.p99ms,
+			us(tr.cpuPerReq), us(ng.cpuPerReq), float64(tr.cpuPerReq)/float64(ng.cpuPerReq))
 	}
-	fmt.Fprintf(tw, "memory (RSS after the runs)\t%.1f MB\t%.1f MB (master+workers)\t%.2f\t\t\n", trRSS, ngRSS, trRSS/ngRSS)
+	fmt.Fprintf(tw, "memory (RSS after the runs)\t%.1f MB\t%.1f MB (master+workers)\t%.2f\t\t\t\t\t\n", trRSS, ngRSS, trRSS/ngRSS)
 	tw.Flush()
 	b.ReportMetric(results["tranche http"].rps/results["nginx http"].rps, "http-ratio")
 	b.ReportMetric(results["tranche https"].rps/results["nginx https"].rps, "https-ratio")
+	b.ReportMetric(results["tranche http, logged"].rps/results["nginx http, logged"].rps, "logged-ratio")
 	b.ReportMetric(trRSS, "tranche-rss-MB")
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/PID/stat (100 on Linux).
+const clockTicks = 100
+
+// cpuTime is the user+system CPU time the processes pids have used so far.
+func cpuTime(b *testing.B, pids []int) time.Duration {
+	var ticks int64
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Fields after the command name, which is in parentheses and may hold spaces:
+		// utime and stime are the 12th and 13th.
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		for _, i := range []int{11, 12} {
+			n, _ := strconv.ParseInt(f[i], 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
 }
 
 func runWrk(b *testing.B, url string) figures {
@@ -282,8 +377,9 @@ func runWrk(b *testing.B, url string) figures {
 		b.Fatalf("wrk %s: %s error answers:\n%s", url, m[1], out)
 	}
 	rps := field(b, out, `Requests/sec:\s+([\d.]+)`)
+	n := field(b, out, `(\d+) requests in`)
 	p99 := latencyMS(b, out, `(?m)^\s+99%\s+([\d.]+)(us|ms|s)\s*$`)
-	return figures{rps: rps, p99ms: p99}
+	return figures{rps: rps, p99ms: p99, requests: int64(n)}
 }
 
 func field(b *testing.B, out []byte, re string) float64 {

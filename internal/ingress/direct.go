@@ -32,6 +32,16 @@ type backendConn struct {
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	used time.Time
+	// deadline is the one last set on conn; setting it is a call into the poller, so it
+	// is skipped when unchanged (no deadline, the common case).
+	deadline time.Time
+}
+
+func (bc *backendConn) setDeadline(t time.Time) {
+	if !t.Equal(bc.deadline) {
+		_ = bc.conn.SetDeadline(t)
+		bc.deadline = t
+	}
 }
 
 func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -59,12 +69,10 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *directTransport) exchange(bc *backendConn, req *http.Request) (*http.Response, error) {
-	if dl, ok := req.Context().Deadline(); ok {
-		_ = bc.conn.SetDeadline(dl)
-	} else {
-		_ = bc.conn.SetDeadline(time.Time{})
-	}
-	// Cancelling the request (client gone) must unblock the read below.
+	dl, _ := req.Context().Deadline()
+	bc.setDeadline(dl)
+	// Cancelling the request (client gone) must unblock the read below. A connection
+	// whose request was cancelled is closed, never reused, so bc.deadline stays right.
 	stop := context.AfterFunc(req.Context(), func() { _ = bc.conn.SetDeadline(time.Unix(1, 0)) })
 	var body *bodyReader
 	if req.Body != nil && req.Body != http.NoBody {

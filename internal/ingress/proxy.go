@@ -22,8 +22,10 @@ import (
 // ProxyConfig tunes the reverse proxy.
 type ProxyConfig struct {
 	Logger *slog.Logger
-	// AccessLog logs one structured line per request at Info level.
-	AccessLog bool
+	// AccessLog logs one structured line per request at Info level, to AccessLogger
+	// when set (see NewAccessLogger), else to Logger.
+	AccessLog    bool
+	AccessLogger *slog.Logger
 	// MaxBodyBytes is the largest request body accepted; larger ones get 413.
 	MaxBodyBytes int64
 	// Attempts is how many endpoints an idempotent request without a body may try when
@@ -40,12 +42,29 @@ type Proxy struct {
 	cfg   ProxyConfig
 	table atomic.Pointer[Table]
 	rp    *httputil.ReverseProxy
+	// children caches the metric children per backend of the current Table and status
+	// code: WithLabelValues hashes and looks up its labels under a lock on every call.
+	// SetTable empties it, so Backends of old Tables are not kept.
+	children sync.Map // childKey → *child
+}
+
+type childKey struct {
+	backend *Backend // nil: no backend (404)
+	status  int
+}
+
+type child struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
 }
 
 // NewProxy returns a Proxy with an empty Table (every request gets 404 until SetTable).
 func NewProxy(cfg ProxyConfig) *Proxy {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.AccessLogger == nil {
+		cfg.AccessLogger = cfg.Logger
 	}
 	if cfg.Attempts < 1 {
 		cfg.Attempts = 1
@@ -77,7 +96,25 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 }
 
 // SetTable replaces the routing table; requests in flight keep the one they started with.
-func (p *Proxy) SetTable(t *Table) { p.table.Store(t) }
+func (p *Proxy) SetTable(t *Table) {
+	p.table.Store(t)
+	p.children.Clear()
+}
+
+// metrics returns the metric children for an answer of status from be (nil: none).
+func (p *Proxy) metrics(m *Metrics, ingress string, be *Backend, status int) *child {
+	k := childKey{backend: be, status: status}
+	if c, ok := p.children.Load(k); ok {
+		return c.(*child)
+	}
+	backend := "-"
+	if be != nil {
+		backend = be.Name()
+	}
+	c := &child{requests: m.requests.WithLabelValues(ingress, strconv.Itoa(status), backend), latency: m.latency.WithLabelValues(ingress)}
+	p.children.Store(k, c)
+	return c
+}
 
 // Table returns the current routing table.
 func (p *Proxy) Table() *Table { return p.table.Load() }
@@ -140,7 +177,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writePage(rec, http.StatusServiceUnavailable, "backend "+be.Name()+" has no ready endpoint")
 			break
 		}
-		if p.cfg.MaxBodyBytes > 0 && r.Body != nil {
+		// The server gives a request without a body http.NoBody: nothing to limit.
+		if p.cfg.MaxBodyBytes > 0 && r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(rec, r.Body, p.cfg.MaxBodyBytes)
 		}
 		p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, st)))
@@ -149,19 +187,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.status = http.StatusOK
 	}
 	elapsed := time.Since(start)
-	backend := "-"
-	if be != nil {
-		backend = be.Name()
-	}
 	if ingress == "" {
 		ingress = "-"
 	}
 	if m := p.cfg.Metrics; m != nil {
-		m.requests.WithLabelValues(ingress, strconv.Itoa(rec.status), backend).Inc()
-		m.latency.WithLabelValues(ingress).Observe(elapsed.Seconds())
+		c := p.metrics(m, ingress, be, rec.status)
+		c.requests.Inc()
+		c.latency.Observe(elapsed.Seconds())
 	}
 	if p.cfg.AccessLog {
-		p.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		backend := "-"
+		if be != nil {
+			backend = be.Name()
+		}
+		p.cfg.AccessLogger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("client", r.RemoteAddr), slog.String("method", r.Method), slog.String("host", r.Host),
 			slog.String("path", r.URL.Path), slog.String("proto", r.Proto), slog.Int("status", rec.status),
 			slog.Int64("bytes", rec.bytes), slog.Duration("duration", elapsed), slog.String("ingress", ingress),

@@ -95,6 +95,16 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	if cfg.Proxy.AccessLog && cfg.Proxy.AccessLogger == nil {
+		// Access lines go out in batches (see LineBuffer). The flusher outlives ctx so
+		// that the lines of requests finishing during the graceful shutdown are written
+		// too, the last ones before Run returns.
+		lctx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
+		var flushed <-chan struct{}
+		cfg.Proxy.AccessLogger, flushed = NewAccessLogger(lctx, os.Stderr)
+		defer func() { stopLog(); <-flushed }()
+		cfg.Proxy.AccessLog = log.Enabled(ctx, slog.LevelInfo)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Proxy.Metrics = NewMetrics(reg)

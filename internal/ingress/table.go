@@ -70,10 +70,16 @@ type Backend struct {
 	// Missing, when set, says why the backend cannot be reached; requests get 503.
 	Missing string
 	next    atomic.Uint64
+	name    string // Name, computed once by Build: logs ask for it on every request
 }
 
 // Name is the backend as metrics and logs show it: namespace/service:port.
-func (b *Backend) Name() string { return b.Namespace + "/" + b.Service + ":" + b.Port }
+func (b *Backend) Name() string {
+	if b.name != "" {
+		return b.name
+	}
+	return b.Namespace + "/" + b.Service + ":" + b.Port
+}
 
 // Endpoints returns the endpoints to use now: the ready ones, else the serving and
 // terminating ones.
@@ -114,6 +120,7 @@ func Build(c Cache) *Table {
 				return be
 			}
 			be := resolveBackend(c, ing.Namespace, id, b)
+			be.name = be.Name()
 			if be.Missing != "" {
 				t.problem(id, "BackendMissing", be.Missing)
 			}

@@ -1,0 +1,117 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// syncBuffer is a bytes.Buffer safe for the flusher and the test to share.
+type syncBuffer struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	writes int
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLineBufferKeepsEveryLine: lines written concurrently, more than the buffer holds,
+// all come out whole, in few writes, the last ones when the context ends.
+func TestLineBufferKeepsEveryLine(t *testing.T) {
+	var out syncBuffer
+	lb := NewLineBuffer(&out, 256)
+	line := strings.Repeat("x", 49) + "\n"
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				if _, err := lb.Write([]byte(line)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { lb.Run(ctx, 1<<40); close(done) }()
+	cancel()
+	<-done
+	got := out.String()
+	if n := strings.Count(got, line); n != 400 || len(got) != 400*len(line) {
+		t.Errorf("got %d whole lines in %d bytes, want 400 in %d", n, len(got), 400*len(line))
+	}
+	if out.writes > 400/5+1 {
+		t.Errorf("%d writes for 400 lines of 50 bytes through a 256-byte buffer; want at most %d", out.writes, 400/5+1)
+	}
+}
+
+// TestAccessLogAndMetricsAcrossTables: every request gets its access line, and request
+// counts keep adding up when the Table (and so the cached metric children) is replaced.
+func TestAccessLogAndMetricsAcrossTables(t *testing.T) {
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	log, flushed := NewAccessLogger(ctx, &out)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	p := NewProxy(ProxyConfig{Metrics: m, AccessLog: true, AccessLogger: log, Attempts: 1})
+	f := seedFake(t)
+	p.SetTable(Build(f))
+	front := httptest.NewServer(p)
+	defer front.Close()
+	for i := range 6 {
+		if i == 3 {
+			p.SetTable(Build(f))
+		}
+		if code, body := get(t, front.Client(), front.URL+"/web", "monapp.example.com", nil); code != 200 {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+	}
+	if code, _ := get(t, front.Client(), front.URL+"/", "nowhere.test", nil); code != 200 {
+		t.Fatalf("default backend answered %d", code)
+	}
+	cancel()
+	<-flushed
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := 0.0
+	for _, mf := range families {
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "backend" && l.GetValue() == "default/service-web:80" {
+					web += mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if web != 6 {
+		t.Errorf("requests to service-web counted %v, want 6", web)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("got %d access lines, want 7:\n%s", len(lines), out.String())
+	}
+	for _, want := range []string{"msg=request", "component=ingress", "status=200", "backend=default/service-web:80", "path=/web"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("access line %q lacks %q", lines[0], want)
+		}
+	}
+}
