@@ -48,14 +48,14 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request, pod st
 	var conn httpstream.Connection
 	if wsstream.IsWebSocketRequestWithTunnelingProtocol(r) {
 		up := gwebsocket.Upgrader{Subprotocols: []string{tunnelPrefix + portForwardProtocol}, CheckOrigin: func(*http.Request) bool { return true },
-			ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10}
-		ws, err := up.Upgrade(w, r, nil)
+			ReadBufferSize: 64 << 10, WriteBufferSize: copyBuffer + 64}
+		ws, err := up.Upgrade(batchingWriter{w}, r, nil)
 		if err != nil {
 			// Upgrade wrote the response.
 			return
 		}
 		tunnel := portforward.NewTunnelingConnection("agent", ws)
-		conn, err = spdy.NewServerConnection(tunnel, pf.newStream)
+		conn, err = spdy.NewServerConnection(websocketFrames(tunnel, ws), pf.newStream)
 		if err != nil {
 			tunnel.Close()
 			return
@@ -64,7 +64,7 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request, pod st
 		if _, err := httpstream.Handshake(r, w, []string{portForwardProtocol}); err != nil {
 			return
 		}
-		conn = spdy.NewResponseUpgrader().UpgradeResponse(w, r, pf.newStream)
+		conn = upgradeSPDY(w, r, pf.newStream)
 		if conn == nil {
 			return
 		}
@@ -166,13 +166,18 @@ func (pf *forwarder) forward(p *streamPair) {
 			_ = tc.CloseWrite()
 		}
 	}()
-	_, _ = io.CopyBuffer(p.dataStream, c, make([]byte, copyBuffer))
+	// readerOnly hides the connection's WriteTo, which would copy through its own 32 KiB
+	// buffer: the reads must be copyBuffer large to make large frames.
+	_, _ = io.CopyBuffer(p.dataStream, readerOnly{c}, make([]byte, copyBuffer))
 	// The pod's side ended: say so to the client (a half-close of the stream), whose
 	// own end of the stream then ends the copy above.
 	p.dataStream.Close()
 	c.Close()
 	<-done
 }
+
+// readerOnly is a Reader and nothing else (no WriterTo for io.Copy to prefer).
+type readerOnly struct{ io.Reader }
 
 func (pf *forwarder) track(c net.Conn) bool {
 	pf.mu.Lock()

@@ -132,7 +132,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		_ = srv.Shutdown(sctx)
 		_ = srv.Close()
 	}()
-	err = srv.Serve(tls.NewListener(ln, tlsConfig))
+	err = srv.Serve(tls.NewListener(batchListener{ln}, tlsConfig))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
