@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -60,6 +62,25 @@ func releaseBinaryPages() error {
 		}
 	}
 	return nil
+}
+
+// releaseWhenReady returns a channel for a component's ready signal; once it is closed,
+// the binary's pages are released again, so the code that only ran during start-up
+// (etcd's bootstrap, scheme and OpenAPI set-up, the first lists) leaves the resident set
+// and an idle process keeps the pages its steady work uses. A failure is logged: it costs
+// memory, never behaviour.
+func releaseWhenReady(ctx context.Context, log *slog.Logger) chan<- struct{} {
+	ready := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-ready:
+			if err := releaseBinaryPages(); err != nil {
+				log.Warn("after start-up", "err", err)
+			}
+		}
+	}()
+	return ready
 }
 
 // mapping is one address range of a process's memory map, [start, end).
