@@ -38,14 +38,14 @@ func tuneMemory() error {
 // segments end up in each process's resident set. After it, a page is mapped only when
 // it is used again, one at a time, so the resident set holds what the process runs. The
 // pages stay in the page cache, shared by every tranche process, so a refault reads
-// nothing from disk. Writable mappings (data, bss) are left alone: their pages may hold
-// changes that MADV_DONTNEED would discard.
+// nothing from disk. Writable mappings (data, bss), and read-only ones with private
+// changes, are left alone: MADV_DONTNEED would discard what was written.
 func releaseBinaryPages() error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("release the binary's pages: %w", err)
 	}
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return fmt.Errorf("release the binary's pages: %w", err)
 	}
@@ -87,13 +87,34 @@ func releaseWhenReady(ctx context.Context, log *slog.Logger) chan<- struct{} {
 type mapping struct{ start, end uintptr }
 
 // readOnlyMappings returns the private, non-writable mappings of the file at path listed
-// in maps (the format of /proc/PID/maps).
-func readOnlyMappings(maps io.Reader, path string) ([]mapping, error) {
+// in smaps (the format of /proc/PID/smaps) that hold only pages of the file. A mapping
+// with anonymous pages (one the dynamic linker wrote relocations into before making it
+// read-only, as in a PIE binary) is left out: dropping its pages would bring back the
+// file's unrelocated bytes.
+func readOnlyMappings(smaps io.Reader, path string) ([]mapping, error) {
 	var out []mapping
-	sc := bufio.NewScanner(maps)
+	// cur is the mapping whose fields are being read, if it is a candidate.
+	var cur *mapping
+	keep := func() {
+		if cur != nil {
+			out = append(out, *cur)
+			cur = nil
+		}
+	}
+	sc := bufio.NewScanner(smaps)
 	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		// Field lines ("Rss:       12 kB", "VmFlags: rd ex") have a key ending in ':'
+		// as their first word; a header line starts with an address range.
+		if key, rest, ok := strings.Cut(line, ":"); ok && !strings.ContainsAny(key, " -") {
+			if key == "Anonymous" && cur != nil && strings.TrimSpace(rest) != "0 kB" {
+				cur = nil
+			}
+			continue
+		}
+		keep()
 		// start-end perms offset dev inode [path]; the path may hold spaces.
-		fields := strings.SplitN(sc.Text(), " ", 6)
+		fields := strings.SplitN(line, " ", 6)
 		if len(fields) < 6 || strings.TrimLeft(fields[5], " ") != path {
 			continue
 		}
@@ -103,23 +124,24 @@ func readOnlyMappings(maps io.Reader, path string) ([]mapping, error) {
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
 		if !ok {
-			return nil, fmt.Errorf("maps line %d: address range %q has no '-'", n, fields[0])
+			return nil, fmt.Errorf("smaps line %d: address range %q has no '-'", n, fields[0])
 		}
 		start, err := strconv.ParseUint(lo, 16, 64)
 		if err != nil {
-			return nil, fmt.Errorf("maps line %d: start address: %w", n, err)
+			return nil, fmt.Errorf("smaps line %d: start address: %w", n, err)
 		}
 		end, err := strconv.ParseUint(hi, 16, 64)
 		if err != nil {
-			return nil, fmt.Errorf("maps line %d: end address: %w", n, err)
+			return nil, fmt.Errorf("smaps line %d: end address: %w", n, err)
 		}
 		if end <= start {
-			return nil, fmt.Errorf("maps line %d: empty or inverted range %q", n, fields[0])
+			return nil, fmt.Errorf("smaps line %d: empty or inverted range %q", n, fields[0])
 		}
-		out = append(out, mapping{uintptr(start), uintptr(end)})
+		cur = &mapping{uintptr(start), uintptr(end)}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
+	keep()
 	return out, nil
 }

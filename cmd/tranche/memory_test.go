@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -9,8 +10,15 @@ func TestReadOnlyMappings(t *testing.T) {
 	const exe = "/usr/local/bin/tranche"
 	maps := strings.Join([]string{
 		"00400000-025ed000 r-xp 00000000 fd:01 123 /usr/local/bin/tranche",
+		"Rss:               28832 kB",
+		"Anonymous:             0 kB",
+		"VmFlags: rd ex mr mw me",
 		"025ed000-04e55000 r--p 021ed000 fd:01 123 /usr/local/bin/tranche",
-		"04e55000-04f14000 rw-p 04a55000 fd:01 123 /usr/local/bin/tranche",
+		"Anonymous:             0 kB",
+		"04e55000-04e56000 r--p 04a55000 fd:01 123 /usr/local/bin/tranche",
+		"Anonymous:             4 kB",
+		"04e56000-04f14000 rw-p 04a56000 fd:01 123 /usr/local/bin/tranche",
+		"Anonymous:           764 kB",
 		"04f14000-06f66000 rw-p 00000000 00:00 0 ",
 		"7f0000000000-7f0000001000 r--s 00000000 fd:01 9 /var/lib/tranche/etcd/member/snap/db",
 		"7f0000002000-7f0000003000 r-xp 00000000 fd:01 7 /usr/lib/x86_64-linux-gnu/libc.so.6",
@@ -39,9 +47,33 @@ func TestReadOnlyMappingsBadLine(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := readOnlyMappings(strings.NewReader(line), "/t")
-			if err == nil || !strings.Contains(err.Error(), "maps line 1") {
+			if err == nil || !strings.Contains(err.Error(), "smaps line 1") {
 				t.Fatalf("got error %v, want one naming maps line 1", err)
 			}
 		})
+	}
+}
+
+// TestReleaseBinaryPagesOfSelf runs the release on the test binary itself: it must find
+// the code mapping, and the process must go on running code from the released pages.
+func TestReleaseBinaryPagesOfSelf(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := readOnlyMappings(f, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 {
+		t.Fatalf("no read-only mapping of %s found in /proc/self/smaps", exe)
+	}
+	if err := releaseBinaryPages(); err != nil {
+		t.Fatal(err)
 	}
 }
