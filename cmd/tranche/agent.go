@@ -69,6 +69,7 @@ func agentCmd() *cobra.Command {
 			cfg.Client = client
 			cfg.Lookup = apiLookup(client)
 			cfg.Logger = newLogger(logLevel).With("node", cfg.NodeName)
+			cfg.Ready = releaseWhenReady(cmd.Context(), cfg.Logger)
 			return agent.RunNode(cmd.Context(), cfg)
 		},
 	}

@@ -15,6 +15,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := tuneMemory(); err != nil {
+		fmt.Fprintln(os.Stderr, "tranche: warning:", err)
+	}
 	root := &cobra.Command{
 		Use:           "tranche",
 		Short:         "A Kubernetes-compatible cluster in one binary",

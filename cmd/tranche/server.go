@@ -54,7 +54,7 @@ func serverCmd() *cobra.Command {
 			if err := net.apply(&cfg); err != nil {
 				return err
 			}
-			return server.Run(cmd.Context(), cfg, nil)
+			return server.Run(cmd.Context(), cfg, releaseWhenReady(cmd.Context(), cfg.Logger))
 		},
 	}
 	f := cmd.Flags()

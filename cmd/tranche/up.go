@@ -45,7 +45,7 @@ func upCmd() *cobra.Command {
 				return err
 			}
 			cfg.Out = cmd.OutOrStdout()
-			return cluster.Up(cmd.Context(), cfg, nil)
+			return cluster.Up(cmd.Context(), cfg, releaseWhenReady(cmd.Context(), cfg.Server.Logger))
 		},
 	}
 	f := cmd.Flags()

@@ -49,6 +49,9 @@ type NodeConfig struct {
 	// certificate from it. Empty means no endpoint.
 	ClientCA []byte
 	Logger   *slog.Logger
+	// Ready (may be nil) is closed once the node is registered, its caches are filled
+	// and its pod loop is about to start.
+	Ready chan<- struct{}
 }
 
 // clusterState is the part of DATA/cluster.json the agent reads.
@@ -125,6 +128,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	go nodeAgent.Run(ctx)
 	go refreshVolumes(ctx, vols, log)
 	log.Info("node running", "podCIDR", me.PodCIDR.String(), "address", me.Underlay.String())
+	if cfg.Ready != nil {
+		close(cfg.Ready)
+	}
 	loop.Run(ctx, 4)
 	return nil
 }

@@ -28,6 +28,14 @@ const (
 	quotaBytes = 2 << 30
 	// readyTimeout bounds start-up (WAL replay of a large store included).
 	readyTimeout = time.Minute
+	// snapshotCount is how many writes the member applies between raft snapshots, and
+	// catchUpEntries how many log entries it keeps after one. etcd keeps the raft log
+	// since the last snapshot in memory (10,000 + 5,000 entries by default, sized for
+	// followers that fall behind); a single embedded member has no follower, and an idle
+	// cluster still writes a Lease renewal every few seconds per node and controller, so
+	// the defaults would let that log grow to many megabytes of copies of objects.
+	snapshotCount  = 1000
+	catchUpEntries = 100
 	// progressInterval is how often an idle watch gets a progress notification; the API
 	// server turns them into bookmarks and uses them to know its cache is current.
 	progressInterval = 5 * time.Second
@@ -91,6 +99,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.InitialCluster = memberName + "=" + peerURL.String()
 	ec.AutoCompactionRetention = "0"
 	ec.QuotaBackendBytes = quotaBytes
+	ec.SnapshotCount = snapshotCount
+	ec.SnapshotCatchUpEntries = catchUpEntries
 	ec.WatchProgressNotifyInterval = progressInterval
 	ec.EnableGRPCGateway = false
 	ec.LogLevel = "warn"
