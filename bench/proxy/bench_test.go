@@ -179,7 +179,7 @@ func fullSync(b *testing.B, n int) (row, *proxy.Proxier, string) {
 	var nft knftables.Interface
 	inNS(b, ns, func() error {
 		var err error
-		nft, err = knftables.New(knftables.IPv4Family, proxy.TableName)
+		nft, err = proxy.NewKernel()
 		return err
 	})
 	p, err := proxy.NewProxier(nft, proxy.ProxierConfig{Config: config(), Registerer: prometheus.NewRegistry()})

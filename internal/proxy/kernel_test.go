@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,7 +46,7 @@ func newKernelProxier(t *testing.T) *kernelProxier {
 	k := &kernelProxier{ns: ns}
 	if err := netns.Do(ns, func() error {
 		var err error
-		k.nft, err = knftables.New(knftables.IPv4Family, TableName)
+		k.nft, err = NewKernel()
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -110,6 +111,44 @@ func (k *kernelProxier) sync(t *testing.T, step string) {
 		if d := cmp.Diff(want, got); d != "" {
 			t.Fatalf("%s: the kernel's %ss differ from the fake's (-fake +kernel):\n%s", step, kind, d)
 		}
+		if kind == "chain" {
+			continue
+		}
+		for _, name := range want {
+			k.compareElements(t, step, kind, name)
+		}
+	}
+}
+
+// compareElements checks that a set or map holds the same elements in the kernel as in
+// the fake: Kernel writes them in grouped commands, the fake one by one.
+func (k *kernelProxier) compareElements(t *testing.T, step, kind, name string) {
+	t.Helper()
+	render := func(els []*knftables.Element) []string {
+		out := make([]string, len(els))
+		for i, e := range els {
+			out[i] = strings.Join(e.Key, " . ")
+			if len(e.Value) > 0 {
+				out[i] += " : " + strings.Join(e.Value, " . ")
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	var kernel []*knftables.Element
+	if err := netns.Do(k.ns, func() error {
+		var err error
+		kernel, err = k.nft.ListElements(context.Background(), kind, name)
+		return err
+	}); err != nil {
+		t.Fatalf("%s: listing the elements of %s %s: %v", step, kind, name, err)
+	}
+	fake, err := k.fakeNFT.ListElements(context.Background(), kind, name)
+	if err != nil {
+		t.Fatalf("%s: fake: listing the elements of %s %s: %v", step, kind, name, err)
+	}
+	if d := cmp.Diff(render(fake), render(kernel)); d != "" {
+		t.Fatalf("%s: the kernel's elements of %s %s differ from the fake's (-fake +kernel):\n%s", step, kind, name, d)
 	}
 }
 

@@ -214,14 +214,13 @@ func (p *Proxier) Sync(ctx context.Context) error {
 	}
 	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
 	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
-	tx := p.nft.NewTransaction()
-	planSync(tx, p.cfg.Config, p.st, desired, ex)
-	if err := p.nft.Run(ctx, tx); err != nil {
+	pl := planSync(p.cfg.Config, p.st, desired, ex)
+	if err := apply(ctx, p.nft, pl); err != nil {
 		// The in-memory copy no longer matches the kernel: start again from scratch.
 		p.st = newTableState()
 		p.needFull = true
 		p.metrics.failures.Inc()
-		return fmt.Errorf("node %q: applying %d nftables operations for %d services: %w", p.cfg.NodeName, tx.NumOperations(), len(desired), err)
+		return fmt.Errorf("node %q: applying %d nftables operations for %d services: %w", p.cfg.NodeName, pl.numOperations(), len(desired), err)
 	}
 	end := p.cfg.Now()
 	elapsed := end.Sub(start).Seconds()
@@ -244,7 +243,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		}
 	}
 	p.afterSync(desired, previous)
-	p.cfg.Logger.Debug("synced proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired), "operations", tx.NumOperations(), "seconds", elapsed)
+	p.cfg.Logger.Debug("synced proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired), "operations", pl.numOperations(), "seconds", elapsed)
 	return nil
 }
 

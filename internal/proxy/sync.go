@@ -47,11 +47,13 @@ type existing struct {
 	chains, sets []string
 }
 
-// planSync adds to tx the operations that bring the table from st to the desired rules
-// of the changed services, and updates st as if tx succeeded. A full plan (ex non-nil:
+// planSync returns the operations that bring the table from st to the desired rules
+// of the changed services, and updates st as if they succeeded. A full plan (ex non-nil:
 // what the kernel table holds) rewrites the skeleton and every service in changed, which
 // must then hold every service, and flushes leftovers found in ex.
-func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map[types.NamespacedName]*serviceRules, ex *existing) {
+func planSync(cfg Config, st *tableState, changed map[types.NamespacedName]*serviceRules, ex *existing) *syncPlan {
+	pl := &syncPlan{}
+	tx := &pl.before
 	names := slices.SortedFunc(maps.Keys(changed), func(a, b types.NamespacedName) int {
 		return strings.Compare(a.String(), b.String())
 	})
@@ -158,15 +160,16 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 	for _, k := range keys {
 		was, now := before[k], st.elements[k]
 		if was.refs > 0 && ex == nil && (now == nil || now.value != was.value) {
-			tx.Delete(element(k, was.value))
+			pl.deletes = append(pl.deletes, elemOp{k, was.value})
 		}
 	}
 	for _, k := range keys {
 		was, now := before[k], st.elements[k]
 		if now != nil && (was.refs == 0 || ex != nil || now.value != was.value) {
-			tx.Add(element(k, now.value))
+			pl.adds = append(pl.adds, elemOp{k, now.value})
 		}
 	}
+	tx = &pl.after
 
 	// Objects flushed by the previous sync and still unused go now; objects this sync
 	// stops using are flushed now and deleted by the next sync.
@@ -192,12 +195,13 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 	for _, s := range staleSets {
 		st.staleSets[s] = true
 	}
+	return pl
 }
 
 // planShared writes the shared chains the changed services start using and returns
 // those no service uses any more (to be flushed now and deleted a sync later). Their
 // rules depend only on their name, so a chain already in use is left alone.
-func planShared(tx *knftables.Transaction, st *tableState, oldShared map[types.NamespacedName]map[string][]string,
+func planShared(tx *objectOps, st *tableState, oldShared map[types.NamespacedName]map[string][]string,
 	changed map[types.NamespacedName]*serviceRules, names []types.NamespacedName, full bool) []string {
 	before := map[string]int{}
 	rules := map[string][]string{}
@@ -250,19 +254,19 @@ func compareElemKeys(a, b elemKey) int {
 	return strings.Compare(a.key, b.key)
 }
 
-func element(k elemKey, value string) *knftables.Element {
-	e := &knftables.Element{Key: []string{k.key}}
-	if isSkeletonMap(k.container) {
-		e.Map = k.container
-		e.Value = []string{value}
+func element(op elemOp) *knftables.Element {
+	e := &knftables.Element{Key: []string{op.key.key}}
+	if isSkeletonMap(op.key.container) {
+		e.Map = op.key.container
+		e.Value = []string{op.value}
 	} else {
-		e.Set = k.container
+		e.Set = op.key.container
 	}
 	return e
 }
 
 // writeSkeleton (re)creates the table and its fixed chains, sets and maps, emptied.
-func writeSkeleton(tx *knftables.Transaction, cfg Config) {
+func writeSkeleton(tx *objectOps, cfg Config) {
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for tranche's service proxy")})
 	chains, sets := skeleton(cfg)
 	for _, c := range chains {
