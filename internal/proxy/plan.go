@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"slices"
 
 	"sigs.k8s.io/knftables"
 )
@@ -68,9 +69,14 @@ func (pl *syncPlan) numOperations() int {
 }
 
 // transaction fills tx with the whole plan, one knftables.Element per element change:
-// what any knftables.Interface (the fake included) can run.
+// what any knftables.Interface (the fake included) can run. Element changes are sorted
+// by container and key (in place), so that a fake's dump does not depend on the order
+// in which services first used their elements.
 func (pl *syncPlan) transaction(tx *knftables.Transaction) {
 	pl.before.addTo(tx)
+	byKey := func(a, b elemOp) int { return compareElemKeys(a.key, b.key) }
+	slices.SortFunc(pl.deletes, byKey)
+	slices.SortFunc(pl.adds, byKey)
 	for _, op := range pl.deletes {
 		tx.Delete(element(op))
 	}
