@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -43,6 +44,46 @@ func NewKernel() (*Kernel, error) {
 		return nil, fmt.Errorf("finding the nft command: %w", err)
 	}
 	return &Kernel{Interface: nft, path: path}, nil
+}
+
+// List implements knftables.Interface. For chains, sets and maps it reads only their
+// names (`nft --terse list chains|sets|maps ip`, keeping those of TableName), where
+// knftables reads the whole table, every rule and element included: 1.5 CPU-s per
+// call for 10,000 services, twice in every full sync. Other types are knftables'.
+func (k *Kernel) List(ctx context.Context, objectType string) ([]string, error) {
+	var what string
+	switch objectType {
+	case "chain", "chains":
+		what = "chains"
+	case "set", "sets":
+		what = "sets"
+	case "map", "maps":
+		what = "maps"
+	default:
+		return k.Interface.List(ctx, objectType)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, k.path, "--json", "--terse", "list", what, "ip")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("nft list %s ip: %w: %s", what, err, strings.TrimSpace(stderr.String()))
+	}
+	var out struct {
+		Nftables []map[string]struct {
+			Table, Name string
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		return nil, fmt.Errorf("nft list %s ip: reading its JSON: %w", what, err)
+	}
+	var names []string
+	key := strings.TrimSuffix(what, "s")
+	for _, obj := range out.Nftables {
+		if o, ok := obj[key]; ok && o.Table == TableName {
+			names = append(names, o.Name)
+		}
+	}
+	return names, nil
 }
 
 // runPlan runs pl as one nft transaction: all of it or, on error, none of it.
