@@ -84,6 +84,7 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	var rows []row
 	var addTimes []time.Duration
+	var resync row
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("full-sync/services=%d", n), func(b *testing.B) {
 			r, p, ns := fullSync(b, n)
@@ -97,10 +98,14 @@ func BenchmarkProxy(b *testing.B) {
 					addTimes = addOne(b, p, ns, n)
 					b.ReportMetric(float64(median(addTimes).Microseconds())/1000, "median-ms")
 				})
+				b.Run("full-resync", func(b *testing.B) {
+					resync = fullResync(b, ns, n+adds)
+					b.ReportMetric(resync.sync.Seconds(), "sync-s")
+				})
 			}
 		})
 	}
-	printReport(os.Stdout, rows, addTimes)
+	printReport(os.Stdout, rows, addTimes, resync)
 }
 
 // inNS runs fn on a thread inside ns, so that the nft processes it starts are there.
@@ -276,6 +281,36 @@ func kubeProxyShape(n int) (string, int) {
 	return sb.String(), chains
 }
 
+// fullResync starts a new proxier over the table of ns, which holds n services, and
+// times its first sync: a full sync over an existing table, as after an agent restart
+// or the hourly resync.
+func fullResync(b *testing.B, ns string, n int) row {
+	var nft knftables.Interface
+	inNS(b, ns, func() error {
+		var err error
+		nft, err = proxy.NewKernel()
+		return err
+	})
+	p, err := proxy.NewProxier(nft, proxy.ProxierConfig{Config: config(), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		svc, slice := service(i)
+		p.OnServiceAdd(svc)
+		p.OnEndpointSliceAdd(slice)
+	}
+	r := row{services: n}
+	runtime.GC()
+	inNS(b, ns, func() error {
+		cpu, start := cpuTime(b), time.Now()
+		err := p.Sync(context.Background())
+		r.sync, r.syncCPU = time.Since(start), cpuTime(b)-cpu
+		return err
+	})
+	return r
+}
+
 // addOne adds services one at a time on top of n and times each partial sync.
 func addOne(b *testing.B, p *proxy.Proxier, ns string, n int) []time.Duration {
 	var times []time.Duration
@@ -299,7 +334,7 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func printReport(w io.Writer, rows []row, addTimes []time.Duration) {
+func printReport(w io.Writer, rows []row, addTimes []time.Duration, resync row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "services×%d\tour full sync\tnft -f of its ruleset (limit)\tratio (goal <= %.1f)\tsync CPU\tnft -f CPU\tCPU ratio\tkube-proxy shape nft -f\tours / kube-proxy shape\tour chains\tkube-proxy shape chains\t\n", endpointsPerService, goalRatio)
 	for _, r := range rows {
@@ -311,6 +346,11 @@ func printReport(w io.Writer, rows []row, addTimes []time.Duration) {
 	if len(rows) > 0 {
 		last := rows[len(rows)-1]
 		fmt.Fprintf(w, "full sync of %d services: %s, goal %s (ratio to goal %.2f)\n", last.services, last.sync.Round(time.Millisecond), goalFull10k, last.sync.Seconds()/goalFull10k.Seconds())
+		if resync.services > 0 {
+			fmt.Fprintf(w, "full resync of %d services over the existing table (restart, hourly): %s, CPU %s; ratio to the nft -f load above %.2f, CPU %.2f\n",
+				resync.services, resync.sync.Round(time.Millisecond), resync.syncCPU.Round(time.Millisecond),
+				resync.sync.Seconds()/last.nftLoad.Seconds(), resync.syncCPU.Seconds()/last.nftLoadCPU.Seconds())
+		}
 	}
 	if len(addTimes) > 0 {
 		s := slices.Clone(addTimes)

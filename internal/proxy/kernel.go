@@ -89,6 +89,13 @@ func (k *Kernel) List(ctx context.Context, objectType string) ([]string, error) 
 // runPlan runs pl as one nft transaction: all of it or, on error, none of it.
 func (k *Kernel) runPlan(ctx context.Context, pl *syncPlan) error {
 	var buf bytes.Buffer
+	size := 100 * (len(pl.before) + len(pl.after)) // a rough guess at an object's line
+	for _, ops := range [][]elemOp{pl.deletes, pl.adds} {
+		for _, op := range ops {
+			size += len(op.key.key) + len(" : , ") + len(op.value)
+		}
+	}
+	buf.Grow(size)
 	if err := k.writeObjects(&buf, pl.before); err != nil {
 		return err
 	}
