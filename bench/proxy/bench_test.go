@@ -8,8 +8,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -46,11 +48,28 @@ var sizes = []int{1000, 10000}
 // nsPrefix keeps this run's namespaces apart from any other's.
 var nsPrefix = fmt.Sprintf("bp%03d-", os.Getpid()%1000)
 
-// row is one size's figures.
+// row is one size's figures: wall-clock times, and the CPU times (user and system, of
+// this process and of the nft it runs) that a loaded machine disturbs less.
 type row struct {
 	services                  int
 	sync, nftLoad, kubeProxy  time.Duration
+	syncCPU, nftLoadCPU       time.Duration
 	ourChains, kubeProxyChain int
+}
+
+// cpuTime returns the CPU time used so far by this process and by its children that
+// have been waited for.
+func cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return total
 }
 
 // BenchmarkProxy programs N services × 10 endpoints from scratch into a fresh network
@@ -65,22 +84,28 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	var rows []row
 	var addTimes []time.Duration
+	var resync row
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("full-sync/services=%d", n), func(b *testing.B) {
 			r, p, ns := fullSync(b, n)
 			rows = append(rows, r)
 			b.ReportMetric(r.sync.Seconds(), "sync-s")
 			b.ReportMetric(r.sync.Seconds()/r.nftLoad.Seconds(), "x-nft-load")
+			b.ReportMetric(r.syncCPU.Seconds()/r.nftLoadCPU.Seconds(), "x-nft-load-cpu")
 			b.ReportMetric(r.sync.Seconds()/r.kubeProxy.Seconds(), "x-kube-proxy-shape")
 			if n == sizes[len(sizes)-1] {
 				b.Run("add-one-service", func(b *testing.B) {
 					addTimes = addOne(b, p, ns, n)
 					b.ReportMetric(float64(median(addTimes).Microseconds())/1000, "median-ms")
 				})
+				b.Run("full-resync", func(b *testing.B) {
+					resync = fullResync(b, ns, n+adds)
+					b.ReportMetric(resync.sync.Seconds(), "sync-s")
+				})
 			}
 		})
 	}
-	printReport(os.Stdout, rows, addTimes)
+	printReport(os.Stdout, rows, addTimes, resync)
 }
 
 // inNS runs fn on a thread inside ns, so that the nft processes it starts are there.
@@ -106,23 +131,27 @@ func newNS(b *testing.B, name string) string {
 	return ns
 }
 
-// nftIn runs `nft args...` inside ns with stdin and returns its output and duration.
-func nftIn(b *testing.B, ns string, stdin io.Reader, args ...string) (string, time.Duration) {
+// nftIn runs `nft args...` inside ns with stdin and returns its output, duration and
+// CPU time.
+func nftIn(b *testing.B, ns string, stdin io.Reader, args ...string) (string, time.Duration, time.Duration) {
 	b.Helper()
 	var out, errb bytes.Buffer
-	var took time.Duration
+	var took, cpu time.Duration
 	inNS(b, ns, func() error {
 		cmd := exec.Command("nft", args...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
 		start := time.Now()
 		err := cmd.Run()
 		took = time.Since(start)
+		if cmd.ProcessState != nil {
+			cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
 		if err != nil {
 			return fmt.Errorf("nft %s: %v: %s", strings.Join(args, " "), err, tail(errb.String()))
 		}
 		return nil
 	})
-	return out.String(), took
+	return out.String(), took, cpu
 }
 
 func tail(s string) string {
@@ -179,7 +208,7 @@ func fullSync(b *testing.B, n int) (row, *proxy.Proxier, string) {
 	var nft knftables.Interface
 	inNS(b, ns, func() error {
 		var err error
-		nft, err = knftables.New(knftables.IPv4Family, proxy.TableName)
+		nft, err = proxy.NewKernel()
 		return err
 	})
 	p, err := proxy.NewProxier(nft, proxy.ProxierConfig{Config: config(), Registerer: prometheus.NewRegistry()})
@@ -192,24 +221,25 @@ func fullSync(b *testing.B, n int) (row, *proxy.Proxier, string) {
 		p.OnEndpointSliceAdd(slice)
 	}
 	r := row{services: n}
+	runtime.GC() // the events' garbage is not the sync's
 	inNS(b, ns, func() error {
-		start := time.Now()
+		cpu, start := cpuTime(b), time.Now()
 		err := p.Sync(context.Background())
-		r.sync = time.Since(start)
+		r.sync, r.syncCPU = time.Since(start), cpuTime(b)-cpu
 		return err
 	})
 
 	// The kernel's limit: nft alone loading the same final ruleset into an empty namespace.
-	dump, _ := nftIn(b, ns, nil, "list", "table", "ip", proxy.TableName)
+	dump, _, _ := nftIn(b, ns, nil, "list", "table", "ip", proxy.TableName)
 	r.ourChains = strings.Count(dump, "\n\tchain ")
 	empty := newNS(b, fmt.Sprintf("load-%d", n))
-	_, r.nftLoad = nftIn(b, empty, strings.NewReader(dump), "-f", "-")
+	_, r.nftLoad, r.nftLoadCPU = nftIn(b, empty, strings.NewReader(dump), "-f", "-")
 
 	// The peer: kube-proxy's shape, a chain per service and a chain per endpoint.
 	kp := newNS(b, fmt.Sprintf("kp-%d", n))
 	ruleset, chains := kubeProxyShape(n)
 	r.kubeProxyChain = chains
-	_, r.kubeProxy = nftIn(b, kp, strings.NewReader(ruleset), "-f", "-")
+	_, r.kubeProxy, _ = nftIn(b, kp, strings.NewReader(ruleset), "-f", "-")
 	if err := netns.Delete(kp); err != nil {
 		b.Error(err)
 	}
@@ -251,6 +281,36 @@ func kubeProxyShape(n int) (string, int) {
 	return sb.String(), chains
 }
 
+// fullResync starts a new proxier over the table of ns, which holds n services, and
+// times its first sync: a full sync over an existing table, as after an agent restart
+// or the hourly resync.
+func fullResync(b *testing.B, ns string, n int) row {
+	var nft knftables.Interface
+	inNS(b, ns, func() error {
+		var err error
+		nft, err = proxy.NewKernel()
+		return err
+	})
+	p, err := proxy.NewProxier(nft, proxy.ProxierConfig{Config: config(), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		svc, slice := service(i)
+		p.OnServiceAdd(svc)
+		p.OnEndpointSliceAdd(slice)
+	}
+	r := row{services: n}
+	runtime.GC()
+	inNS(b, ns, func() error {
+		cpu, start := cpuTime(b), time.Now()
+		err := p.Sync(context.Background())
+		r.sync, r.syncCPU = time.Since(start), cpuTime(b)-cpu
+		return err
+	})
+	return r
+}
+
 // addOne adds services one at a time on top of n and times each partial sync.
 func addOne(b *testing.B, p *proxy.Proxier, ns string, n int) []time.Duration {
 	var times []time.Duration
@@ -274,17 +334,23 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func printReport(w io.Writer, rows []row, addTimes []time.Duration) {
+func printReport(w io.Writer, rows []row, addTimes []time.Duration, resync row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "services×%d\tour full sync\tnft -f of its ruleset (limit)\tratio (goal <= %.1f)\tkube-proxy shape nft -f\tours / kube-proxy shape\tour chains\tkube-proxy shape chains\t\n", endpointsPerService, goalRatio)
+	fmt.Fprintf(tw, "services×%d\tour full sync\tnft -f of its ruleset (limit)\tratio (goal <= %.1f)\tsync CPU\tnft -f CPU\tCPU ratio\tkube-proxy shape nft -f\tours / kube-proxy shape\tour chains\tkube-proxy shape chains\t\n", endpointsPerService, goalRatio)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%s\t%.3f\t%d\t%d\t\n", r.services, r.sync.Round(time.Millisecond), r.nftLoad.Round(time.Millisecond),
-			r.sync.Seconds()/r.nftLoad.Seconds(), r.kubeProxy.Round(time.Millisecond), r.sync.Seconds()/r.kubeProxy.Seconds(), r.ourChains, r.kubeProxyChain)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%s\t%s\t%.2f\t%s\t%.3f\t%d\t%d\t\n", r.services, r.sync.Round(time.Millisecond), r.nftLoad.Round(time.Millisecond),
+			r.sync.Seconds()/r.nftLoad.Seconds(), r.syncCPU.Round(time.Millisecond), r.nftLoadCPU.Round(time.Millisecond), r.syncCPU.Seconds()/r.nftLoadCPU.Seconds(),
+			r.kubeProxy.Round(time.Millisecond), r.sync.Seconds()/r.kubeProxy.Seconds(), r.ourChains, r.kubeProxyChain)
 	}
 	_ = tw.Flush()
 	if len(rows) > 0 {
 		last := rows[len(rows)-1]
 		fmt.Fprintf(w, "full sync of %d services: %s, goal %s (ratio to goal %.2f)\n", last.services, last.sync.Round(time.Millisecond), goalFull10k, last.sync.Seconds()/goalFull10k.Seconds())
+		if resync.services > 0 {
+			fmt.Fprintf(w, "full resync of %d services over the existing table (restart, hourly): %s, CPU %s; ratio to the nft -f load above %.2f, CPU %.2f\n",
+				resync.services, resync.sync.Round(time.Millisecond), resync.syncCPU.Round(time.Millisecond),
+				resync.sync.Seconds()/last.nftLoad.Seconds(), resync.syncCPU.Seconds()/last.nftLoadCPU.Seconds())
+		}
 	}
 	if len(addTimes) > 0 {
 		s := slices.Clone(addTimes)

@@ -7,12 +7,14 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 
@@ -45,11 +47,20 @@ func newKernelProxier(t *testing.T) *kernelProxier {
 	k := &kernelProxier{ns: ns}
 	if err := netns.Do(ns, func() error {
 		var err error
-		k.nft, err = knftables.New(knftables.IPv4Family, TableName)
+		k.nft, err = NewKernel()
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
+	k.restart(t)
+	return k
+}
+
+// restart starts both proxies afresh, as an agent restart does: the real one over the
+// table its predecessor left in the kernel, the fake one over an empty fake, which
+// then holds what the kernel should once the leftovers are gone.
+func (k *kernelProxier) restart(t *testing.T) {
+	t.Helper()
 	cfg := DefaultConfig(testNode)
 	cfg.PodCIDR = netip.MustParsePrefix("10.244.1.0/24")
 	var err error
@@ -60,7 +71,6 @@ func newKernelProxier(t *testing.T) *kernelProxier {
 	if k.fake, err = NewProxier(k.fakeNFT, ProxierConfig{Config: cfg, Registerer: prometheus.NewRegistry()}); err != nil {
 		t.Fatal(err)
 	}
-	return k
 }
 
 func (k *kernelProxier) service(old, cur *v1.Service) {
@@ -78,8 +88,14 @@ func (k *kernelProxier) slice(s *discoveryv1.EndpointSlice, deleted bool) {
 	k.fake.OnEndpointSliceAdd(s)
 }
 
-// sync syncs both; the kernel's nft runs inside the namespace.
+// sync syncs both and compares them; the kernel's nft runs inside the namespace.
 func (k *kernelProxier) sync(t *testing.T, step string) {
+	t.Helper()
+	k.syncOnly(t, step)
+	k.compare(t, step)
+}
+
+func (k *kernelProxier) syncOnly(t *testing.T, step string) {
 	t.Helper()
 	if err := netns.Do(k.ns, func() error { return k.real.Sync(context.Background()) }); err != nil {
 		t.Fatalf("%s: the kernel refused the sync: %v", step, err)
@@ -87,6 +103,12 @@ func (k *kernelProxier) sync(t *testing.T, step string) {
 	if err := k.fake.Sync(context.Background()); err != nil {
 		t.Fatalf("%s: fake: %v", step, err)
 	}
+}
+
+// compare checks that the kernel holds the same chains, sets and maps as the fake, and
+// the same elements in each set and map.
+func (k *kernelProxier) compare(t *testing.T, step string) {
+	t.Helper()
 	for _, kind := range []string{"chain", "set", "map"} {
 		var got []string
 		if err := netns.Do(k.ns, func() error {
@@ -110,6 +132,44 @@ func (k *kernelProxier) sync(t *testing.T, step string) {
 		if d := cmp.Diff(want, got); d != "" {
 			t.Fatalf("%s: the kernel's %ss differ from the fake's (-fake +kernel):\n%s", step, kind, d)
 		}
+		if kind == "chain" {
+			continue
+		}
+		for _, name := range want {
+			k.compareElements(t, step, kind, name)
+		}
+	}
+}
+
+// compareElements checks that a set or map holds the same elements in the kernel as in
+// the fake: Kernel writes them in grouped commands, the fake one by one.
+func (k *kernelProxier) compareElements(t *testing.T, step, kind, name string) {
+	t.Helper()
+	render := func(els []*knftables.Element) []string {
+		out := make([]string, len(els))
+		for i, e := range els {
+			out[i] = strings.Join(e.Key, " . ")
+			if len(e.Value) > 0 {
+				out[i] += " : " + strings.Join(e.Value, " . ")
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	var kernel []*knftables.Element
+	if err := netns.Do(k.ns, func() error {
+		var err error
+		kernel, err = k.nft.ListElements(context.Background(), kind, name)
+		return err
+	}); err != nil {
+		t.Fatalf("%s: listing the elements of %s %s: %v", step, kind, name, err)
+	}
+	fake, err := k.fakeNFT.ListElements(context.Background(), kind, name)
+	if err != nil {
+		t.Fatalf("%s: fake: listing the elements of %s %s: %v", step, kind, name, err)
+	}
+	if d := cmp.Diff(render(fake), render(kernel)); d != "" {
+		t.Fatalf("%s: the kernel's elements of %s %s differ from the fake's (-fake +kernel):\n%s", step, kind, name, d)
 	}
 }
 
@@ -175,4 +235,47 @@ func TestKernelAcceptsPartialSyncs(t *testing.T) {
 	k.slice(webSlice(), true)
 	k.sync(t, "everything deleted")
 	k.sync(t, "stale objects deleted again")
+}
+
+// TestKernelFullSyncOverExistingTable restarts the proxy over the table its previous
+// run left, as an agent restart does: the first (full) sync must find the per-service
+// chains and sets of services gone meanwhile (Kernel.List), flush them, and the next
+// sync delete them, leaving the kernel as a fresh proxy's fake.
+func TestKernelFullSyncOverExistingTable(t *testing.T) {
+	k := newKernelProxier(t)
+	dns := makeService("demo", "dns", "10.96.0.10", func(s *v1.Service) {
+		s.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP}}
+	})
+	dnsSlice := makeSlice("demo", "dns", "dns-1", []discoveryv1.EndpointPort{port("dns", 5353, v1.ProtocolUDP)},
+		ready("10.244.1.2", testNode), ready("10.244.2.2", "node-b"))
+	web := makeService("demo", "web", "10.96.0.20", func(s *v1.Service) {
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	})
+	webSlice := makeSlice("demo", "web", "web-1", httpPorts, ready("10.244.1.5", testNode), ready("10.244.2.5", "node-b"))
+	k.service(nil, dns)
+	k.slice(dnsSlice, false)
+	k.service(nil, web)
+	k.slice(webSlice, false)
+	k.sync(t, "first run")
+	webChain := clusterChainName(ServicePortName{NamespacedName: types.NamespacedName{Namespace: "demo", Name: "web"}, Port: "http", Protocol: v1.ProtocolTCP})
+	if k.fakeNFT.Table.Chains[webChain] == nil {
+		t.Fatalf("test setup: web has no chain %s", webChain)
+	}
+
+	k.restart(t)
+	k.service(nil, dns)
+	k.slice(dnsSlice, false)
+	k.syncOnly(t, "restarted without web")
+	var rules []*knftables.Rule
+	if err := netns.Do(k.ns, func() error {
+		var err error
+		rules, err = k.nft.ListRules(context.Background(), webChain)
+		return err
+	}); err != nil {
+		t.Fatalf("web's chain should be kept, flushed, for one sync: %v", err)
+	}
+	if len(rules) != 0 {
+		t.Errorf("the full sync left web's chain %s with %d rules", webChain, len(rules))
+	}
+	k.sync(t, "leftovers deleted")
 }

@@ -95,7 +95,7 @@ func NewProxier(nft knftables.Interface, cfg ProxierConfig) (*Proxier, error) {
 	return &Proxier{
 		cfg: cfg, nft: nft, metrics: m,
 		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(),
-		wake: make(chan struct{}, 1), st: newTableState(), needFull: true,
+		wake: make(chan struct{}, 1), st: newTableState(0, 0), needFull: true,
 		health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
 	}, nil
 }
@@ -214,14 +214,13 @@ func (p *Proxier) Sync(ctx context.Context) error {
 	}
 	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
 	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
-	tx := p.nft.NewTransaction()
-	planSync(tx, p.cfg.Config, p.st, desired, ex)
-	if err := p.nft.Run(ctx, tx); err != nil {
+	pl := planSync(p.cfg.Config, p.st, desired, ex)
+	if err := apply(ctx, p.nft, pl); err != nil {
 		// The in-memory copy no longer matches the kernel: start again from scratch.
-		p.st = newTableState()
+		p.st = newTableState(0, 0)
 		p.needFull = true
 		p.metrics.failures.Inc()
-		return fmt.Errorf("node %q: applying %d nftables operations for %d services: %w", p.cfg.NodeName, tx.NumOperations(), len(desired), err)
+		return fmt.Errorf("node %q: applying %d nftables operations for %d services: %w", p.cfg.NodeName, pl.numOperations(), len(desired), err)
 	}
 	end := p.cfg.Now()
 	elapsed := end.Sub(start).Seconds()
@@ -244,7 +243,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		}
 	}
 	p.afterSync(desired, previous)
-	p.cfg.Logger.Debug("synced proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired), "operations", tx.NumOperations(), "seconds", elapsed)
+	p.cfg.Logger.Debug("synced proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired), "operations", pl.numOperations(), "seconds", elapsed)
 	return nil
 }
 
@@ -301,6 +300,13 @@ func (p *Proxier) afterSync(desired, previous map[types.NamespacedName]*serviceR
 // of the node's ready endpoints (each address once, whatever the port). ok is false
 // when the service has no such port.
 func serviceHealth(ports map[ServicePortName]*ServicePort, eps map[ServicePortName][]Endpoint, node string) (h ServiceHealth, ok bool) {
+	hasPort := false
+	for _, sp := range ports {
+		hasPort = hasPort || sp.HealthCheckNodePort != 0
+	}
+	if !hasPort {
+		return h, false // most services: no set to allocate
+	}
 	local := sets.New[netip.Addr]()
 	for spn, sp := range ports {
 		if sp.HealthCheckNodePort == 0 {

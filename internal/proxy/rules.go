@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,15 +215,16 @@ type elemKey struct {
 }
 
 // serviceRules is everything one service contributes to the table: its own chains
-// (full contents), its own affinity sets (name → timeout), and its elements of the
-// fixed sets and maps (key → value, "" for set elements).
+// (full contents; nil when none), its own affinity sets (name → timeout; nil when
+// none), and its elements of the fixed sets and maps (value "" for set elements).
 type serviceRules struct {
-	chains   map[string][]string
-	sets     map[string]time.Duration
-	elements map[elemKey]string
-	// shared are the shared chains the service uses (name → rules, which depend on the
-	// name only): the endpoint pickers.
-	shared map[string][]string
+	chains map[string][]string
+	sets   map[string]time.Duration
+	// elements are sorted by container and key, each key once.
+	elements []elemOp
+	// shared are the shared chains the service uses, each once: the endpoint pickers,
+	// whose rules depend on their name only.
+	shared []picker
 	// udp lists the UDP frontends and the endpoints they send to, for the conntrack
 	// cleanup; it is not written to the table.
 	udp []frontend
@@ -235,27 +237,59 @@ type serviceRules struct {
 // endpoints to the chains, sets and elements that implement it on this node. A service
 // with no ports yields empty rules (its objects are then removed).
 func buildService(cfg Config, ports map[ServicePortName]*ServicePort, eps map[ServicePortName][]Endpoint) *serviceRules {
-	r := &serviceRules{chains: map[string][]string{}, sets: map[string]time.Duration{}, elements: map[elemKey]string{}, shared: map[string][]string{}}
-	names := make([]ServicePortName, 0, len(ports))
-	for n := range ports {
-		names = append(names, n)
+	r := &serviceRules{}
+	n := 0
+	for spn := range ports {
+		n += 4 + 2*len(eps[spn])
 	}
-	slices.SortFunc(names, func(a, b ServicePortName) int { return strings.Compare(a.String(), b.String()) })
-	for _, n := range names {
-		r.addPort(cfg, ports[n], eps[n])
+	r.elements = make([]elemOp, 0, n)
+	if len(ports) == 1 {
+		for _, sp := range ports {
+			r.addPort(cfg, sp, eps[sp.Name])
+		}
+	} else {
+		names := make([]ServicePortName, 0, len(ports))
+		for n := range ports {
+			names = append(names, n)
+		}
+		slices.SortFunc(names, func(a, b ServicePortName) int { return strings.Compare(a.String(), b.String()) })
+		for _, n := range names {
+			r.addPort(cfg, ports[n], eps[n])
+		}
 	}
+	// Sorted, and the last value of a key written twice wins.
+	slices.SortStableFunc(r.elements, func(a, b elemOp) int { return compareElemKeys(a.key, b.key) })
+	out := r.elements[:0]
+	for i, op := range r.elements {
+		if i+1 < len(r.elements) && r.elements[i+1].key == op.key {
+			continue
+		}
+		out = append(out, op)
+	}
+	r.elements = out
 	return r
 }
 
 func (r *serviceRules) elem(container, key, value string) {
-	r.elements[elemKey{container, key}] = value
+	r.elements = append(r.elements, elemOp{elemKey{container, key}, value})
+}
+
+func (r *serviceRules) chain(name string, rules []string) {
+	if r.chains == nil {
+		r.chains = map[string][]string{}
+	}
+	r.chains[name] = rules
 }
 
 func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 	spn := sp.Name
 	set := categorize(sp, eps, cfg.NodeName, cfg.Zone)
 	proto := protoName(spn.Protocol)
-	clusterChain, localChain, extChain := clusterChainName(spn), localChainName(spn), externalChainName(spn)
+	// A ClusterIP-only port without affinity has no chain of its own: skip the hashing.
+	var clusterChain, localChain, extChain string
+	if sp.AffinityTimeout != 0 || sp.externallyAccessible() {
+		clusterChain, localChain, extChain = clusterChainName(spn), localChainName(spn), externalChainName(spn)
+	}
 
 	internal, internalChain := set.cluster, clusterChain
 	if sp.InternalPolicyLocal {
@@ -277,7 +311,7 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 	}
 
 	r.elem(clusterIPsSet, sp.ClusterIP.String(), "")
-	ipKey := func(ip netip.Addr) string { return fmt.Sprintf("%s . %s . %d", ip, proto, sp.Port) }
+	ipKey := func(ip netip.Addr) string { return destKey(ip, proto, sp.Port) }
 	switch {
 	case len(internal) > 0 && sp.AffinityTimeout == 0:
 		r.pickEndpoint(cfg, sp, internal)
@@ -291,7 +325,7 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 
 	if sp.externallyAccessible() {
 		dests := slices.Concat(sp.ExternalIPs, sp.LoadBalancerIPs)
-		nodePortKey := fmt.Sprintf("%s . %d", proto, sp.NodePort)
+		nodePortKey := proto + " . " + strconv.Itoa(int(sp.NodePort))
 		if len(external) > 0 {
 			for _, ip := range dests {
 				r.elem(serviceIPsMap, ipKey(ip), "goto "+extChain)
@@ -317,7 +351,7 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 				rules = append(rules, "goto "+localChain)
 				useLocal = true
 			}
-			r.chains[extChain] = rules
+			r.chain(extChain, rules)
 		} else {
 			verdict := noEndpointVerdict(sp.ExternalPolicyLocal && set.hasAny)
 			for _, ip := range dests {
@@ -337,10 +371,10 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 		}
 	}
 	if useCluster && len(set.cluster) > 0 {
-		r.chains[clusterChain] = r.endpointRules(cfg, sp, set.cluster)
+		r.chain(clusterChain, r.endpointRules(cfg, sp, set.cluster))
 	}
 	if useLocal && len(set.local) > 0 {
-		r.chains[localChain] = r.endpointRules(cfg, sp, set.local)
+		r.chain(localChain, r.endpointRules(cfg, sp, set.local))
 	}
 }
 
@@ -351,7 +385,32 @@ const endpointsMapPrefix = "endpoints-"
 func endpointsMapName(proto string) string { return endpointsMapPrefix + proto }
 
 // pickerChainName is the shared chain that picks one of n endpoints of a protocol.
-func pickerChainName(proto string, n int) string { return fmt.Sprintf("pick-%s-1-of-%d", proto, n) }
+func pickerChainName(proto string, n int) string { return "pick-" + proto + "-1-of-" + strconv.Itoa(n) }
+
+// picker is a shared chain sending a protocol's traffic to one of n endpoints.
+type picker struct {
+	name, proto string
+	n           int
+}
+
+// rules are the picker's rules, which depend on its name (and the node) only.
+func (pk picker) rules(cfg Config) []string {
+	return []string{
+		"ip saddr != " + cfg.ClusterCIDR.String() + " jump " + markMasqChain,
+		fmt.Sprintf("dnat ip to ip daddr . meta l4proto . th dport . numgen random mod %d map @%s", pk.n, endpointsMapName(pk.proto)),
+	}
+}
+
+// destKey is the key "ip . proto . port" of the dispatch maps.
+func destKey(ip netip.Addr, proto string, port int32) string {
+	var buf [48]byte
+	b := ip.AppendTo(buf[:0])
+	b = append(b, " . "...)
+	b = append(b, proto...)
+	b = append(b, " . "...)
+	b = strconv.AppendInt(b, int64(port), 10)
+	return string(b)
+}
 
 // pickEndpoint sends ClusterIP traffic of a port without session affinity to the
 // shared chain that picks one of its n endpoints: that chain looks the endpoint up in
@@ -360,15 +419,21 @@ func pickerChainName(proto string, n int) string { return fmt.Sprintf("pick-%s-1
 // load and one more cheap to add.
 func (r *serviceRules) pickEndpoint(cfg Config, sp *ServicePort, eps []Endpoint) {
 	proto := protoName(sp.Name.Protocol)
-	chain, m := pickerChainName(proto, len(eps)), endpointsMapName(proto)
-	r.shared[chain] = []string{
-		"ip saddr != " + cfg.ClusterCIDR.String() + " jump " + markMasqChain,
-		fmt.Sprintf("dnat ip to ip daddr . meta l4proto . th dport . numgen random mod %d map @%s", len(eps), m),
+	pk := picker{name: pickerChainName(proto, len(eps)), proto: proto, n: len(eps)}
+	if !slices.Contains(r.shared, pk) {
+		r.shared = append(r.shared, pk)
 	}
-	key := fmt.Sprintf("%s . %s . %d", sp.ClusterIP, proto, sp.Port)
-	r.elem(serviceIPsMap, key, "goto "+chain)
+	m := endpointsMapName(proto)
+	key := destKey(sp.ClusterIP, proto, sp.Port)
+	r.elem(serviceIPsMap, key, "goto "+pk.name)
+	var kb, vb [64]byte
 	for i, e := range eps {
-		r.elem(m, fmt.Sprintf("%s . %d", key, i), fmt.Sprintf("%s . %d", e.IP, e.Port))
+		k := append(append(kb[:0], key...), " . "...)
+		k = strconv.AppendInt(k, int64(i), 10)
+		v := e.IP.AppendTo(vb[:0])
+		v = append(v, " . "...)
+		v = strconv.AppendInt(v, int64(e.Port), 10)
+		r.elem(m, string(k), string(v))
 	}
 	r.hairpin(cfg, eps)
 }
@@ -379,7 +444,8 @@ func (r *serviceRules) pickEndpoint(cfg Config, sp *ServicePort, eps []Endpoint)
 func (r *serviceRules) hairpin(cfg Config, eps []Endpoint) {
 	for _, e := range eps {
 		if e.NodeName == cfg.NodeName || e.NodeName == "" {
-			r.elem(hairpinSet, e.IP.String()+" . "+e.IP.String(), "")
+			ip := e.IP.String()
+			r.elem(hairpinSet, ip+" . "+ip, "")
 		}
 	}
 }
@@ -431,8 +497,11 @@ func (r *serviceRules) endpointRules(cfg Config, sp *ServicePort, eps []Endpoint
 	targets := make([]string, len(eps))
 	for i, e := range eps {
 		aff, ep := affinitySetName(sp.Name, e), endpointChainName(sp.Name, e)
+		if r.sets == nil {
+			r.sets = map[string]time.Duration{}
+		}
 		r.sets[aff] = sp.AffinityTimeout
-		r.chains[ep] = []string{fmt.Sprintf("update @%s { ip saddr } %s", aff, dnat(e))}
+		r.chain(ep, []string{fmt.Sprintf("update @%s { ip saddr } %s", aff, dnat(e))})
 		rules = append(rules, fmt.Sprintf("ip saddr @%s goto %s", aff, ep))
 		targets[i] = fmt.Sprintf("%d : goto %s", i, ep)
 	}

@@ -35,7 +35,8 @@ type RunConfig struct {
 	NodeIP netip.Addr
 	// Client watches Services, EndpointSlices and the node itself.
 	Client kubernetes.Interface
-	// NFT writes the table; nil uses the nft command in the current network namespace.
+	// NFT writes the table; nil uses a Kernel (the nft command in the current network
+	// namespace).
 	NFT knftables.Interface
 	// Conntrack cleans UDP entries; nil uses netlink in the current network namespace.
 	Conntrack Conntrack
@@ -85,7 +86,7 @@ func NewRunner(cfg RunConfig) (*Runner, error) {
 		cfg.MetricsBindAddress = DefaultMetricsBindAddress
 	}
 	if cfg.NFT == nil {
-		nft, err := knftables.New(knftables.IPv4Family, TableName)
+		nft, err := NewKernel()
 		if err != nil {
 			return nil, fmt.Errorf("proxy: node %q: nftables: %w", cfg.NodeName, err)
 		}

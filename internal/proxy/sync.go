@@ -23,7 +23,7 @@ type elemState struct {
 // that are deleted by the next one.
 type tableState struct {
 	services map[types.NamespacedName]*serviceRules
-	elements map[elemKey]*elemState
+	elements map[elemKey]elemState
 	// shared counts the services using each shared chain (endpoint pickers).
 	shared map[string]int
 	// staleChains and staleSets were flushed and are deleted a sync later, once no
@@ -32,10 +32,11 @@ type tableState struct {
 	staleSets   map[string]bool
 }
 
-func newTableState() *tableState {
+// newTableState returns an empty state with room for services and elements.
+func newTableState(services, elements int) *tableState {
 	return &tableState{
-		services:    map[types.NamespacedName]*serviceRules{},
-		elements:    map[elemKey]*elemState{},
+		services:    make(map[types.NamespacedName]*serviceRules, services),
+		elements:    make(map[elemKey]elemState, elements),
 		shared:      map[string]int{},
 		staleChains: map[string]bool{},
 		staleSets:   map[string]bool{},
@@ -47,17 +48,22 @@ type existing struct {
 	chains, sets []string
 }
 
-// planSync adds to tx the operations that bring the table from st to the desired rules
-// of the changed services, and updates st as if tx succeeded. A full plan (ex non-nil:
+// planSync returns the operations that bring the table from st to the desired rules
+// of the changed services, and updates st as if they succeeded. A full plan (ex non-nil:
 // what the kernel table holds) rewrites the skeleton and every service in changed, which
 // must then hold every service, and flushes leftovers found in ex.
-func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map[types.NamespacedName]*serviceRules, ex *existing) {
-	names := slices.SortedFunc(maps.Keys(changed), func(a, b types.NamespacedName) int {
-		return strings.Compare(a.String(), b.String())
-	})
-	if ex != nil {
+func planSync(cfg Config, st *tableState, changed map[types.NamespacedName]*serviceRules, ex *existing) *syncPlan {
+	pl := &syncPlan{}
+	tx := &pl.before
+	full := ex != nil
+	names := slices.SortedFunc(maps.Keys(changed), compareNames)
+	elements := 0
+	if full {
 		writeSkeleton(tx, cfg)
-		*st = *newTableState()
+		for _, r := range changed {
+			elements += len(r.elements)
+		}
+		*st = *newTableState(len(changed), elements)
 		for _, c := range ex.chains {
 			st.staleChains[c] = true
 		}
@@ -66,12 +72,10 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 		}
 	}
 
-	// Objects first, so that rules and elements below can refer to any of them.
+	// Objects first, so that rules and elements below can refer to any of them (the
+	// shared chains are planShared's).
 	for _, n := range names {
 		for c := range changed[n].chains {
-			tx.Add(&knftables.Chain{Name: c})
-		}
-		for c := range changed[n].shared {
 			tx.Add(&knftables.Chain{Name: c})
 		}
 		for s, timeout := range changed[n].sets {
@@ -79,21 +83,25 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 		}
 	}
 
-	before := map[elemKey]elemState{}
+	// A partial plan remembers what the elements it touches were before, to write
+	// only differences; a full plan writes every element once, in the order services
+	// first use them.
+	var before map[elemKey]elemState
+	shared := false // an element of the full plan is used by two services
+	if full {
+		pl.adds = make([]elemOp, 0, elements)
+	} else {
+		before = map[elemKey]elemState{}
+	}
 	remember := func(k elemKey) {
-		if _, ok := before[k]; ok {
-			return
-		}
-		if e := st.elements[k]; e != nil {
-			before[k] = *e
-		} else {
-			before[k] = elemState{}
+		if _, ok := before[k]; !ok {
+			before[k] = st.elements[k]
 		}
 	}
 	// Chains and sets this sync stops using: rules of this very transaction may still
 	// refer to them until their chains are flushed, so they are deleted a sync later.
 	var flushChains, staleSets []string
-	oldShared := map[types.NamespacedName]map[string][]string{}
+	oldShared := map[types.NamespacedName][]picker{}
 	for _, n := range names {
 		old, cur := st.services[n], changed[n]
 		if old != nil {
@@ -102,10 +110,10 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 		for _, c := range slices.Sorted(maps.Keys(cur.chains)) {
 			delete(st.staleChains, c)
 			_, had := old.chainsOrNil()[c]
-			if had && slices.Equal(old.chains[c], cur.chains[c]) && ex == nil {
+			if had && slices.Equal(old.chains[c], cur.chains[c]) && !full {
 				continue
 			}
-			if had || ex != nil {
+			if had || full {
 				tx.Flush(&knftables.Chain{Name: c})
 			}
 			for _, rule := range cur.chains[c] {
@@ -126,23 +134,30 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 					staleSets = append(staleSets, s)
 				}
 			}
-			for k := range old.elements {
-				remember(k)
-				if e := st.elements[k]; e != nil {
+			for _, op := range old.elements {
+				remember(op.key)
+				if e, ok := st.elements[op.key]; ok {
 					if e.refs--; e.refs == 0 {
-						delete(st.elements, k)
+						delete(st.elements, op.key)
+					} else {
+						st.elements[op.key] = e
 					}
 				}
 			}
 		}
-		for k, v := range cur.elements {
-			remember(k)
-			if e := st.elements[k]; e != nil {
-				e.refs++
-				e.value = v
-			} else {
-				st.elements[k] = &elemState{value: v, refs: 1}
+		for _, op := range cur.elements {
+			if !full {
+				remember(op.key)
 			}
+			e, ok := st.elements[op.key]
+			if full {
+				if ok {
+					shared = true
+				} else {
+					pl.adds = append(pl.adds, op)
+				}
+			}
+			st.elements[op.key] = elemState{value: op.value, refs: e.refs + 1}
 		}
 		if len(cur.chains) == 0 && len(cur.sets) == 0 && len(cur.elements) == 0 {
 			delete(st.services, n)
@@ -150,28 +165,35 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 			st.services[n] = cur
 		}
 	}
-	flushChains = append(flushChains, planShared(tx, st, oldShared, changed, names, ex != nil)...)
+	flushChains = append(flushChains, planShared(tx, cfg, st, oldShared, changed, names, full)...)
 
-	// Element changes: deletions before additions, so a changed map value is a
-	// delete and an add of the same key.
-	keys := slices.SortedFunc(maps.Keys(before), compareElemKeys)
-	for _, k := range keys {
-		was, now := before[k], st.elements[k]
-		if was.refs > 0 && ex == nil && (now == nil || now.value != was.value) {
-			tx.Delete(element(k, was.value))
+	if shared {
+		// The last service writing a key sets its value.
+		for i := range pl.adds {
+			pl.adds[i].value = st.elements[pl.adds[i].key].value
 		}
 	}
-	for _, k := range keys {
-		was, now := before[k], st.elements[k]
-		if now != nil && (was.refs == 0 || ex != nil || now.value != was.value) {
-			tx.Add(element(k, now.value))
+	if !full {
+		keys := slices.SortedFunc(maps.Keys(before), compareElemKeys)
+		for _, k := range keys {
+			was, now := before[k], st.elements[k]
+			if was.refs > 0 && (now.refs == 0 || now.value != was.value) {
+				pl.deletes = append(pl.deletes, elemOp{k, was.value})
+			}
+		}
+		for _, k := range keys {
+			was, now := before[k], st.elements[k]
+			if now.refs > 0 && (was.refs == 0 || now.value != was.value) {
+				pl.adds = append(pl.adds, elemOp{k, now.value})
+			}
 		}
 	}
+	tx = &pl.after
 
 	// Objects flushed by the previous sync and still unused go now; objects this sync
 	// stops using are flushed now and deleted by the next sync.
 	for _, c := range slices.Sorted(maps.Keys(st.staleChains)) {
-		if ex == nil {
+		if !full {
 			tx.Delete(&knftables.Chain{Name: c})
 			delete(st.staleChains, c)
 		} else {
@@ -179,7 +201,7 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 		}
 	}
 	for _, s := range slices.Sorted(maps.Keys(st.staleSets)) {
-		if ex == nil {
+		if !full {
 			tx.Delete(&knftables.Set{Name: s})
 			delete(st.staleSets, s)
 		}
@@ -192,28 +214,29 @@ func planSync(tx *knftables.Transaction, cfg Config, st *tableState, changed map
 	for _, s := range staleSets {
 		st.staleSets[s] = true
 	}
+	return pl
 }
 
 // planShared writes the shared chains the changed services start using and returns
 // those no service uses any more (to be flushed now and deleted a sync later). Their
 // rules depend only on their name, so a chain already in use is left alone.
-func planShared(tx *knftables.Transaction, st *tableState, oldShared map[types.NamespacedName]map[string][]string,
+func planShared(tx *objectOps, cfg Config, st *tableState, oldShared map[types.NamespacedName][]picker,
 	changed map[types.NamespacedName]*serviceRules, names []types.NamespacedName, full bool) []string {
 	before := map[string]int{}
-	rules := map[string][]string{}
+	pickers := map[string]picker{}
 	for _, n := range names {
-		for c := range oldShared[n] {
-			if _, ok := before[c]; !ok {
-				before[c] = st.shared[c]
+		for _, pk := range oldShared[n] {
+			if _, ok := before[pk.name]; !ok {
+				before[pk.name] = st.shared[pk.name]
 			}
-			st.shared[c]--
+			st.shared[pk.name]--
 		}
-		for c, r := range changed[n].shared {
-			if _, ok := before[c]; !ok {
-				before[c] = st.shared[c]
+		for _, pk := range changed[n].shared {
+			if _, ok := before[pk.name]; !ok {
+				before[pk.name] = st.shared[pk.name]
 			}
-			st.shared[c]++
-			rules[c] = r
+			st.shared[pk.name]++
+			pickers[pk.name] = pk
 		}
 	}
 	var unused []string
@@ -221,8 +244,10 @@ func planShared(tx *knftables.Transaction, st *tableState, oldShared map[types.N
 		switch now := st.shared[c]; {
 		case now > 0 && (before[c] == 0 || full):
 			delete(st.staleChains, c)
-			tx.Flush(&knftables.Chain{Name: c})
-			for _, r := range rules[c] {
+			ch := &knftables.Chain{Name: c}
+			tx.Add(ch)
+			tx.Flush(ch)
+			for _, r := range pickers[c].rules(cfg) {
 				tx.Add(&knftables.Rule{Chain: c, Rule: r})
 			}
 		case now <= 0:
@@ -243,6 +268,14 @@ func (r *serviceRules) chainsOrNil() map[string][]string {
 	return r.chains
 }
 
+// compareNames orders services by namespace, then name.
+func compareNames(a, b types.NamespacedName) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
 func compareElemKeys(a, b elemKey) int {
 	if c := strings.Compare(a.container, b.container); c != 0 {
 		return c
@@ -250,19 +283,19 @@ func compareElemKeys(a, b elemKey) int {
 	return strings.Compare(a.key, b.key)
 }
 
-func element(k elemKey, value string) *knftables.Element {
-	e := &knftables.Element{Key: []string{k.key}}
-	if isSkeletonMap(k.container) {
-		e.Map = k.container
-		e.Value = []string{value}
+func element(op elemOp) *knftables.Element {
+	e := &knftables.Element{Key: []string{op.key.key}}
+	if isSkeletonMap(op.key.container) {
+		e.Map = op.key.container
+		e.Value = []string{op.value}
 	} else {
-		e.Set = k.container
+		e.Set = op.key.container
 	}
 	return e
 }
 
 // writeSkeleton (re)creates the table and its fixed chains, sets and maps, emptied.
-func writeSkeleton(tx *knftables.Transaction, cfg Config) {
+func writeSkeleton(tx *objectOps, cfg Config) {
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for tranche's service proxy")})
 	chains, sets := skeleton(cfg)
 	for _, c := range chains {

@@ -97,8 +97,22 @@ func availableForTopology(e Endpoint, mode, nodeName, zone string) bool {
 	return true
 }
 
+// filter returns the endpoints keep accepts: eps itself when it accepts them all (the
+// usual case, and no copy: callers only read the result), else a new slice.
 func filter(eps []Endpoint, keep func(Endpoint) bool) []Endpoint {
-	var out []Endpoint
+	n := 0
+	for i := range eps {
+		if keep(eps[i]) {
+			n++
+		}
+	}
+	if n == len(eps) {
+		return eps
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Endpoint, 0, n)
 	for _, e := range eps {
 		if keep(e) {
 			out = append(out, e)
