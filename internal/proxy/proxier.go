@@ -124,6 +124,25 @@ func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
 	p.noteChange(p.eps.Update(s, true))
 }
 
+// SetZone records the node's zone (its topology.kubernetes.io/zone label), which decides
+// the endpoints zone hints give it. A change rewrites every service with the next sync.
+func (p *Proxier) SetZone(zone string) {
+	p.mu.Lock()
+	changed := p.cfg.Zone != zone
+	if changed {
+		p.cfg.Logger.Info("node zone changed", "node", p.cfg.NodeName, "from", p.cfg.Zone, "to", zone)
+		p.cfg.Zone = zone
+		p.needFull = true
+	}
+	p.mu.Unlock()
+	if changed {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (p *Proxier) noteChange(changed bool) {
 	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
 	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))

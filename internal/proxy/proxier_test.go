@@ -459,3 +459,30 @@ func TestSharedPickerChains(t *testing.T) {
 		t.Errorf("unused %s not deleted by the next sync", picker)
 	}
 }
+
+// TestZoneFollowsTheNode: zone hints pick the endpoints of the zone the node is in now,
+// not the one it started with.
+func TestZoneFollowsTheNode(t *testing.T) {
+	p, fake := newTestProxier(t) // starts in zone-a
+	p.OnServiceAdd(makeService("ns", "zonal", "10.96.0.70", func(s *v1.Service) {
+		s.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferSameZone)
+	}))
+	p.OnEndpointSliceAdd(makeSlice("ns", "zonal", "z-1", httpPorts,
+		ep{ip: "10.244.2.10", ready: true, serving: true, node: "node-b", zoneHints: []string{"zone-a"}},
+		ep{ip: "10.244.3.10", ready: true, serving: true, node: "node-c", zoneHints: []string{"zone-b"}}))
+	mustSync(t, p)
+	from := pkt("10.244.1.9", "10.96.0.70", "tcp", 80)
+	if got, want := trace(t, fake, from), "accept dnat 10.244.2.10:8080"; got != want {
+		t.Fatalf("in zone-a: %s, want %s", got, want)
+	}
+	p.SetZone("zone-b")
+	mustSync(t, p)
+	if got, want := trace(t, fake, from), "accept dnat 10.244.3.10:8080"; got != want {
+		t.Fatalf("after moving to zone-b: %s, want %s", got, want)
+	}
+	p.SetZone("")
+	mustSync(t, p)
+	if got, want := trace(t, fake, from), "accept dnat 10.244.2.10:8080 | accept dnat 10.244.3.10:8080"; got != want {
+		t.Fatalf("without a zone: %s, want %s", got, want)
+	}
+}

@@ -185,6 +185,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	onNode := func(obj any) {
 		if n, ok := obj.(*v1.Node); ok {
 			r.health.SetNodeEligible(nodeEligible(n))
+			// Hints follow the Node's zone label, as the EndpointSlice controller
+			// writes them from it; --zone is only the value before the Node is seen.
+			r.proxier.SetZone(n.Labels[v1.LabelTopologyZone])
 		}
 	}
 	if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -29,10 +29,11 @@ func curlHost(url string) (string, int) {
 	return string(out), 0
 }
 
-// servedByNginx reports whether a curl -i output is an HTTP answer of nginx (its
-// welcome page once the catalog's nginx serves one; any page of nginx proves the path).
+// servedByNginx reports whether a curl -i output is nginx's welcome page, which seed 003
+// expects from its nginx Deployment.
 func servedByNginx(out string) bool {
-	return strings.HasPrefix(out, "HTTP/1.1 ") && regexp.MustCompile(`(?mi)^Server: nginx`).MatchString(out)
+	return strings.HasPrefix(out, "HTTP/1.1 200") && regexp.MustCompile(`(?mi)^Server: nginx`).MatchString(out) &&
+		strings.Contains(out, "<title>Welcome to nginx!</title>")
 }
 
 const clashingLB = `apiVersion: v1
