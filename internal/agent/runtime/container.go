@@ -613,10 +613,11 @@ func (m *Manager) wait(ps *podState, c *container, inst *instance, cmd *exec.Cmd
 	m.notify(uid)
 }
 
-// stopInstance runs the container's preStop hook, sends SIGTERM to its process group,
-// and SIGKILL when it has not exited within grace (at least minGraceAfterPreStop after
-// the hook). It returns when the instance has exited.
-func (m *Manager) stopInstance(ps *podState, c *container, inst *instance, grace time.Duration) {
+// stopInstance runs the container's preStop hook, waits until drain has passed since it
+// began (endpointDrain, for a deleted pod), sends SIGTERM to its process group, and
+// SIGKILL when it has not exited within grace (at least minGraceAfterPreStop after the
+// hook). It returns when the instance has exited.
+func (m *Manager) stopInstance(ps *podState, c *container, inst *instance, grace, drain time.Duration) {
 	ps.mu.Lock()
 	pod := ps.pod
 	var spec *v1.Container
@@ -633,6 +634,14 @@ func (m *Manager) stopInstance(ps *podState, c *container, inst *instance, grace
 	if spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
 		m.runPreStop(pod, spec, inst, podIP, grace)
 		grace = max(grace-m.cfg.Clock.Since(start), minGraceAfterPreStop)
+	}
+	if wait := drain - m.cfg.Clock.Since(start); wait > 0 {
+		select {
+		case <-inst.done:
+			return
+		case <-m.cfg.Clock.After(wait):
+		}
+		grace = max(grace-wait, 0)
 	}
 	sig := inst.stopSignal
 	if sig == 0 {
@@ -752,7 +761,7 @@ func (m *Manager) applyProbe(ps *podState, c *container, inst *instance, u probe
 		m.event(pod, v1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, strings.ToLower(string(u.Kind))))
 		m.cfg.Logger.Info("container failed its probe, restarting it", "pod", pod.Namespace+"/"+pod.Name,
 			"container", c.name, "probe", string(u.Kind), "message", u.Message)
-		go m.stopInstance(ps, c, inst, gracePeriod(pod))
+		go m.stopInstance(ps, c, inst, gracePeriod(pod), 0)
 	}
 	m.notify(pod.UID)
 }

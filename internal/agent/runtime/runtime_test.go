@@ -393,6 +393,20 @@ func TestRuntime(t *testing.T) {
 		}
 	})
 
+	t.Run("a deleted pod keeps serving for the endpoint drain before SIGTERM", func(t *testing.T) {
+		p := makePod("drain", func(p *v1.Pod) {
+			p.Spec.Containers[0].Command = []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"}
+		})
+		e.syncUntil(p, "running", 10*time.Second, running("c"))
+		start := time.Now()
+		if err := e.m.KillPod(context.Background(), p, 4*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < endpointDrain || took > 3*time.Second {
+			t.Fatalf("KillPod took %s: want SIGTERM after the %s drain, and the exit it causes soon after", took, endpointDrain)
+		}
+	})
+
 	t.Run("kill runs preStop then SIGTERM and removes everything", func(t *testing.T) {
 		ns := e.m.pods[a.UID].netns
 		if err := e.m.KillPod(context.Background(), a, 5*time.Second); err != nil {
