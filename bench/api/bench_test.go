@@ -68,7 +68,7 @@ func BenchmarkAPI(b *testing.B) {
 	b.Run("list", func(b *testing.B) { benchList(b, e, rp) })
 	b.Run("watch-100x1000", func(b *testing.B) { benchWatch(b, e, rp, res) })
 	b.Run("idle-rss", func(b *testing.B) { benchIdleRSS(b, rp) })
-	rp.print(os.Stdout)
+	rp.Print(os.Stdout)
 }
 
 // benchEtcdPut is the reference for create throughput: writers goroutines putting
@@ -142,10 +142,10 @@ func benchCreate(b *testing.B, e *env, rp *report, res *results) {
 		ref = fmt.Sprintf("etcd put %.0f/s", res.putRate)
 		b.ReportMetric(rate/res.putRate, "create/put")
 	}
-	rp.set(row{
-		metric: fmt.Sprintf("create throughput (%d clients, 1 KiB ConfigMaps)", writers),
-		ours:   fmt.Sprintf("%.0f ops/s", rate), reference: ref,
-		ratio: ratio(rate, res.putRate), goal: fmt.Sprintf(">= %.1f", goalCreateRatio),
+	rp.Set(row{
+		Metric: fmt.Sprintf("create throughput (%d clients, 1 KiB ConfigMaps)", writers),
+		Ours:   fmt.Sprintf("%.0f ops/s", rate), Reference: ref,
+		Ratio: ratio(rate, res.putRate), Goal: fmt.Sprintf(">= %.1f", goalCreateRatio),
 	})
 }
 
@@ -193,10 +193,10 @@ func benchGet(b *testing.B, e *env, rp *report) {
 	b.ReportMetric(msf(p99), "p99-ms")
 	b.ReportMetric(msf(r50), "etcd-p50-ms")
 	b.ReportMetric(msf(r99), "etcd-p99-ms")
-	rp.set(row{metric: fmt.Sprintf("GET pod p50 (%d stored)", podCount), ours: ms(p50),
-		reference: "etcd get p50 " + ms(r50), ratio: ratio(float64(p50), float64(r50)), goal: "-"})
-	rp.set(row{metric: fmt.Sprintf("GET pod p99 (%d stored)", podCount), ours: ms(p99),
-		reference: "goal " + ms(goalGetP99) + " (etcd " + ms(r99) + ")", ratio: ratio(float64(p99), float64(goalGetP99)), goal: "<= 1"})
+	rp.Set(row{Metric: fmt.Sprintf("GET pod p50 (%d stored)", podCount), Ours: ms(p50),
+		Reference: "etcd get p50 " + ms(r50), Ratio: ratio(float64(p50), float64(r50)), Goal: "-"})
+	rp.Set(row{Metric: fmt.Sprintf("GET pod p99 (%d stored)", podCount), Ours: ms(p99),
+		Reference: "goal " + ms(goalGetP99) + " (etcd " + ms(r99) + ")", Ratio: ratio(float64(p99), float64(goalGetP99)), Goal: "<= 1"})
 }
 
 // benchList times full lists of the podCount pods four ways: client-go's typed List
@@ -270,16 +270,16 @@ func benchList(b *testing.B, e *env, rp *report) {
 	b.ReportMetric(msf(etcdRange), "etcd-range-ms")
 	b.ReportMetric(float64(bodySize), "list-bytes")
 	b.ReportMetric(float64(etcdSize), "etcd-bytes")
-	rp.set(row{metric: fmt.Sprintf("LIST %d pods, client-go typed", podCount), ours: ms(typed),
-		reference: "goal " + ms(goalList), ratio: ratio(float64(typed), float64(goalList)), goal: "<= 1"})
-	rp.set(row{metric: fmt.Sprintf("LIST %d pods, raw body only", podCount), ours: ms(body),
-		reference: "etcd range " + ms(etcdRange), ratio: ratio(float64(body), float64(etcdRange)), goal: "-"})
-	rp.set(row{metric: fmt.Sprintf("LIST %d pods, kubectl get (Table, %d/page)", podCount, kubectlPage), ours: ms(table),
-		reference: "goal " + ms(goalList), ratio: ratio(float64(table), float64(goalList)), goal: "<= 1"})
-	rp.set(row{metric: "LIST response size (JSON)", ours: mib(bodySize),
-		reference: "etcd values " + mib(etcdSize), ratio: ratio(float64(bodySize), float64(etcdSize)), goal: "-"})
-	rp.set(row{metric: "LIST response size (Table, all pages)", ours: mib(tableSize),
-		reference: "JSON list " + mib(bodySize), ratio: ratio(float64(tableSize), float64(bodySize)), goal: "-"})
+	rp.Set(row{Metric: fmt.Sprintf("LIST %d pods, client-go typed", podCount), Ours: ms(typed),
+		Reference: "goal " + ms(goalList), Ratio: ratio(float64(typed), float64(goalList)), Goal: "<= 1"})
+	rp.Set(row{Metric: fmt.Sprintf("LIST %d pods, raw body only", podCount), Ours: ms(body),
+		Reference: "etcd range " + ms(etcdRange), Ratio: ratio(float64(body), float64(etcdRange)), Goal: "-"})
+	rp.Set(row{Metric: fmt.Sprintf("LIST %d pods, kubectl get (Table, %d/page)", podCount, kubectlPage), Ours: ms(table),
+		Reference: "goal " + ms(goalList), Ratio: ratio(float64(table), float64(goalList)), Goal: "<= 1"})
+	rp.Set(row{Metric: "LIST response size (JSON)", Ours: mib(bodySize),
+		Reference: "etcd values " + mib(etcdSize), Ratio: ratio(float64(bodySize), float64(etcdSize)), Goal: "-"})
+	rp.Set(row{Metric: "LIST response size (Table, all pages)", Ours: mib(tableSize),
+		Reference: "JSON list " + mib(bodySize), Ratio: ratio(float64(tableSize), float64(bodySize)), Goal: "-"})
 }
 
 // kubectlList lists the pods the way `kubectl get pods` does: Table responses in pages
@@ -384,12 +384,12 @@ func benchWatch(b *testing.B, e *env, rp *report, res *results) {
 	b.ReportMetric(msf(deliver), "deliver-ms")
 	b.ReportMetric(msf(write), "write-ms")
 	b.ReportMetric(evps, "events/s")
-	rp.set(row{metric: fmt.Sprintf("watch: %d watchers x %d events, all delivered", watchers, watchEvents), ours: ms(deliver),
-		reference: fmt.Sprintf("writing them (%d cl.) %s", writers, ms(write)), ratio: ratio(float64(deliver), float64(write)), goal: "~1 (keeps up)"})
-	rp.set(row{metric: "watch: events delivered per second", ours: fmt.Sprintf("%.0f ev/s", evps),
-		reference: fmt.Sprintf("%d x write rate %.0f ev/s", watchers, needed), ratio: ratio(evps, needed), goal: "~1 (keeps up)"})
+	rp.Set(row{Metric: fmt.Sprintf("watch: %d watchers x %d events, all delivered", watchers, watchEvents), Ours: ms(deliver),
+		Reference: fmt.Sprintf("writing them (%d cl.) %s", writers, ms(write)), Ratio: ratio(float64(deliver), float64(write)), Goal: "~1 (keeps up)"})
+	rp.Set(row{Metric: "watch: events delivered per second", Ours: fmt.Sprintf("%.0f ev/s", evps),
+		Reference: fmt.Sprintf("%d x write rate %.0f ev/s", watchers, needed), Ratio: ratio(evps, needed), Goal: "~1 (keeps up)"})
 	if res.createRate > 0 {
-		rp.note("watch: with %d watchers attached the %d clients created %.0f ConfigMaps/s, against %.0f/s with none (create row)",
+		rp.Note("watch: with %d watchers attached the %d clients created %.0f ConfigMaps/s, against %.0f/s with none (create row)",
 			watchers, writers, float64(watchEvents)/write.Seconds(), res.createRate)
 	}
 }

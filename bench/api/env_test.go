@@ -149,7 +149,7 @@ func (e *env) loadPods(b *testing.B, rp *report) error {
 		}
 		elapsed := time.Since(start)
 		e.podNames = names
-		rp.note("set-up: %d pods (%d B of JSON each in etcd) created through the API by %d clients in %s (%.0f pods/s)",
+		rp.Note("set-up: %d pods (%d B of JSON each in etcd) created through the API by %d clients in %s (%.0f pods/s)",
 			n, e.storedSize(ctx, names[0]), loaders, ms(elapsed), float64(n)/elapsed.Seconds())
 	})
 	return e.loadErr

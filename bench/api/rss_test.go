@@ -48,9 +48,9 @@ func benchIdleRSS(b *testing.B, rp *report) {
 	b.ReportMetric(float64(m.anon), "anon-bytes")
 	b.ReportMetric(float64(m.file), "file-bytes")
 	b.ReportMetric(float64(m.hwm), "peak-rss-bytes")
-	rp.set(row{metric: "idle RSS of tranche server (ready + 5 s idle)", ours: mb(m.rss),
-		reference: fmt.Sprintf("goal %s", mb(goalIdleRSS)), ratio: ratio(float64(m.rss), goalIdleRSS), goal: "<= 1"})
-	rp.note("idle RSS %s = private %s (Go heap, stacks, etcd buffers) + file-backed %s (pages of the binary and mapped files); peak %s",
+	rp.Set(row{Metric: "idle RSS of tranche server (ready + 5 s idle)", Ours: mb(m.rss),
+		Reference: fmt.Sprintf("goal %s", mb(goalIdleRSS)), Ratio: ratio(float64(m.rss), goalIdleRSS), Goal: "<= 1"})
+	rp.Note("idle RSS %s = private %s (Go heap, stacks, etcd buffers) + file-backed %s (pages of the binary and mapped files); peak %s",
 		mb(m.rss), mb(m.anon), mb(m.file), mb(m.hwm))
 }
 

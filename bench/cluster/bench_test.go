@@ -49,7 +49,7 @@ func BenchmarkCluster(b *testing.B) {
 	b.Run("up-3-nodes", func(b *testing.B) { benchUp(b, bin, rp) })
 	b.Run("pod-startup-100", func(b *testing.B) { benchPodStartup(b, bin, rp) })
 	b.Run("idle-rss-1-node", func(b *testing.B) { benchIdleRSS(b, bin, rp) })
-	rp.print(os.Stdout)
+	rp.Print(os.Stdout)
 }
 
 // benchUp times `tranche up --nodes 3 --detach` on a fresh data dir until it returns
@@ -66,8 +66,8 @@ func benchUp(b *testing.B, bin string, rp *report) {
 	}
 	mean := total / time.Duration(b.N)
 	b.ReportMetric(mean.Seconds(), "s/up")
-	rp.set(row{metric: fmt.Sprintf("tranche up --nodes %d --detach to ready", upNodes), ours: ms(mean),
-		reference: "goal " + ms(goalUp), ratio: ratio(float64(mean), float64(goalUp)), goal: "<= 1"})
+	rp.Set(row{Metric: fmt.Sprintf("tranche up --nodes %d --detach to ready", upNodes), Ours: ms(mean),
+		Reference: "goal " + ms(goalUp), Ratio: ratio(float64(mean), float64(goalUp)), Goal: "<= 1"})
 }
 
 // benchPodStartup measures, on a fresh 3-node cluster, for each of 100 pods without
@@ -98,18 +98,18 @@ func benchPodStartup(b *testing.B, bin string, rp *report) {
 	b.ReportMetric(p99.Seconds(), "p99-s")
 	b.ReportMetric(percentile(burst, 0.99).Seconds(), "burst-p99-s")
 	rate := fmt.Sprintf("%d pods at %.0f/s on %d nodes", pods, float64(time.Second)/float64(pacedInterval), upNodes)
-	rp.set(row{metric: "pod start-up p50, " + rate, ours: ms(p50),
-		reference: "goal p99 " + ms(goalStartupP99), ratio: ratio(float64(p50), float64(goalStartupP99)), goal: "-"})
-	rp.set(row{metric: "pod start-up p99, " + rate, ours: ms(p99),
-		reference: "goal " + ms(goalStartupP99), ratio: ratio(float64(p99), float64(goalStartupP99)), goal: "<= 1"})
-	rp.set(row{metric: "pod start-up p99 vs Kubernetes' SLO", ours: ms(p99),
-		reference: "SLO " + ms(sloStartupP99), ratio: ratio(float64(p99), float64(sloStartupP99)), goal: "<= 1"})
-	rp.set(row{metric: fmt.Sprintf("burst: p50 / p99, %d pods at once", pods),
-		ours:      ms(percentile(burst, 0.50)) + " / " + ms(percentile(burst, 0.99)),
-		reference: "goal p99 " + ms(goalStartupP99), ratio: ratio(float64(percentile(burst, 0.99)), float64(goalStartupP99)), goal: "-"})
-	rp.note("pod start-up: paced round all Ready %s after its first create (max %s); burst of %d from %d clients all Ready after %s",
+	rp.Set(row{Metric: "pod start-up p50, " + rate, Ours: ms(p50),
+		Reference: "goal p99 " + ms(goalStartupP99), Ratio: ratio(float64(p50), float64(goalStartupP99)), Goal: "-"})
+	rp.Set(row{Metric: "pod start-up p99, " + rate, Ours: ms(p99),
+		Reference: "goal " + ms(goalStartupP99), Ratio: ratio(float64(p99), float64(goalStartupP99)), Goal: "<= 1"})
+	rp.Set(row{Metric: "pod start-up p99 vs Kubernetes' SLO", Ours: ms(p99),
+		Reference: "SLO " + ms(sloStartupP99), Ratio: ratio(float64(p99), float64(sloStartupP99)), Goal: "<= 1"})
+	rp.Set(row{Metric: fmt.Sprintf("burst: p50 / p99, %d pods at once", pods),
+		Ours:      ms(percentile(burst, 0.50)) + " / " + ms(percentile(burst, 0.99)),
+		Reference: "goal p99 " + ms(goalStartupP99), Ratio: ratio(float64(percentile(burst, 0.99)), float64(goalStartupP99)), Goal: "-"})
+	rp.Note("pod start-up: paced round all Ready %s after its first create (max %s); burst of %d from %d clients all Ready after %s",
 		ms(pacedWall), ms(paced[len(paced)-1]), pods, creators, ms(burstWall))
-	rp.note("CPU per pod started: control plane (up) %s, agents %s, container processes %s (start-up script, mounts, program); %s in all on %d cores",
+	rp.Note("CPU per pod started: control plane (up) %s, agents %s, container processes %s (start-up script, mounts, program); %s in all on %d cores",
 		ms(cpu.up/started), ms(cpu.agents/started), ms(cpu.containers/started), ms((cpu.up+cpu.agents+cpu.containers)/started), runtime.NumCPU())
 }
 
@@ -267,11 +267,11 @@ func benchIdleRSS(b *testing.B, bin string, rp *report) {
 	}
 	b.ReportMetric(float64(sum.rss), "rss-bytes")
 	b.ReportMetric(float64(sum.pss), "pss-bytes")
-	rp.set(row{metric: "idle RSS of a 1-node cluster (up + agent)", ours: mb(sum.rss),
-		reference: "goal " + mb(goalIdleRSS), ratio: ratio(float64(sum.rss), goalIdleRSS), goal: "<= 1"})
-	rp.set(row{metric: "idle PSS of a 1-node cluster (up + agent)", ours: mb(sum.pss),
-		reference: "goal " + mb(goalIdleRSS), ratio: ratio(float64(sum.pss), goalIdleRSS), goal: "-"})
-	rp.note("idle memory: up + %d agent(s), read %s after ready; RSS counts the binary's shared pages once per process, PSS divides them; with every process the cluster runs (pods included): RSS %s, PSS %s",
+	rp.Set(row{Metric: "idle RSS of a 1-node cluster (up + agent)", Ours: mb(sum.rss),
+		Reference: "goal " + mb(goalIdleRSS), Ratio: ratio(float64(sum.rss), goalIdleRSS), Goal: "<= 1"})
+	rp.Set(row{Metric: "idle PSS of a 1-node cluster (up + agent)", Ours: mb(sum.pss),
+		Reference: "goal " + mb(goalIdleRSS), Ratio: ratio(float64(sum.pss), goalIdleRSS), Goal: "-"})
+	rp.Note("idle memory: up + %d agent(s), read %s after ready; RSS counts the binary's shared pages once per process, PSS divides them; with every process the cluster runs (pods included): RSS %s, PSS %s",
 		agents, idleFor, mb(all.rss), mb(all.pss))
 }
 

@@ -2,91 +2,21 @@ package cluster
 
 import (
 	"fmt"
-	"io"
-	"math"
-	"sync"
-	"text/tabwriter"
-	"time"
+
+	"github.com/tranche/tranche/bench/benchreport"
 )
 
-// row is one line of the summary: our figure, the figure it is compared with, their
-// ratio (ours / reference) and the goal for that ratio.
-type row struct {
-	metric, ours, reference string
-	ratio                   float64
-	goal                    string
-}
+// The summary table is benchreport's; these names keep the benchmark's code short.
+type (
+	row    = benchreport.Row
+	report = benchreport.Report
+)
 
-// report collects the rows of every sub-benchmark; a row is keyed by its metric and
-// the last run wins (go test may run a sub-benchmark more than once).
-type report struct {
-	mu    sync.Mutex
-	order []string
-	rows  map[string]row
-	notes []string
-}
-
-func newReport() *report { return &report{rows: map[string]row{}} }
-
-func (rp *report) set(r row) {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	if _, ok := rp.rows[r.metric]; !ok {
-		rp.order = append(rp.order, r.metric)
-	}
-	rp.rows[r.metric] = r
-}
-
-// note adds a line printed under the table.
-func (rp *report) note(format string, args ...any) {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	rp.notes = append(rp.notes, fmt.Sprintf(format, args...))
-}
-
-// print writes the table; a ratio that could not be computed prints as "-".
-func (rp *report) print(w io.Writer) {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	if len(rp.order) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "metric\tours\treference\tratio\tgoal")
-	for _, m := range rp.order {
-		r := rp.rows[m]
-		ratio := "-"
-		if !math.IsNaN(r.ratio) && !math.IsInf(r.ratio, 0) {
-			ratio = fmt.Sprintf("%.2f", r.ratio)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.metric, r.ours, r.reference, ratio, r.goal)
-	}
-	tw.Flush()
-	for _, n := range rp.notes {
-		fmt.Fprintln(w, "  "+n)
-	}
-	fmt.Fprintln(w)
-}
-
-// ms formats a duration in milliseconds, or seconds when long.
-func ms(d time.Duration) string {
-	v := float64(d) / float64(time.Millisecond)
-	switch {
-	case v < 10:
-		return fmt.Sprintf("%.2f ms", v)
-	case v < 1000:
-		return fmt.Sprintf("%.0f ms", v)
-	}
-	return fmt.Sprintf("%.2f s", v/1000)
-}
+var (
+	newReport = benchreport.New
+	ms        = benchreport.Ms
+	ratio     = benchreport.Ratio
+)
 
 // mb formats bytes in decimal megabytes, the unit the RSS goal is stated in.
 func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
-
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return math.NaN()
-	}
-	return a / b
-}
