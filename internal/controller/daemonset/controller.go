@@ -76,7 +76,7 @@ type Controller struct {
 	synced    []cache.InformerSynced
 
 	queue        workqueue.TypedRateLimitingInterface[string]
-	expectations *expectations
+	expectations *worker.Expectations
 
 	backoffMu sync.Mutex
 	backoff   map[string]nodeBackoff // key: "<ds key>/<node>"
@@ -120,7 +120,7 @@ func New(cfg Config) *Controller {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "daemonset", Clock: cfg.Clock}),
-		expectations: newExpectations(cfg.Clock.Now),
+		expectations: worker.NewExpectations(cfg.Clock.Now),
 		backoff:      map[string]nodeBackoff{},
 	}
 	mustAdd(dsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -195,7 +195,7 @@ func (c *Controller) onPod(old, cur any) {
 		}
 		key := pod.Namespace + "/" + ref.Name
 		adds, dels := podObservation(oldPod, curPod)
-		c.expectations.observe(key, adds, dels)
+		c.expectations.Observe(key, adds, dels)
 		c.queue.Add(key)
 		return
 	}
@@ -241,7 +241,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	cached, err := c.sets.DaemonSets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.expectations.forget(key)
+		c.expectations.Forget(key)
 		return nil
 	}
 	if err != nil {
@@ -278,7 +278,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		pods:    pods,
 		now:     now,
 		backoff: c.backoffs(key),
-		manage:  ds.DeletionTimestamp == nil && c.expectations.satisfied(key),
+		manage:  ds.DeletionTimestamp == nil && c.expectations.Satisfied(key),
 	})
 	applyErr := c.apply(ctx, key, ds, hash, p)
 	if err := c.updateStatus(ctx, ds, p.status); err != nil {
@@ -451,7 +451,7 @@ func (c *Controller) apply(ctx context.Context, key string, ds *appsv1.DaemonSet
 	if len(p.creates) == 0 && len(p.deletes) == 0 {
 		return nil
 	}
-	c.expectations.expect(key, len(p.creates), len(p.deletes))
+	c.expectations.Expect(key, len(p.creates), len(p.deletes))
 	var errs []error
 	for _, pod := range p.failed {
 		node := targetNode(pod)
@@ -471,14 +471,14 @@ func (c *Controller) apply(ctx context.Context, key string, ds *appsv1.DaemonSet
 					errs = append(errs, err)
 					failed++
 					mu.Unlock()
-					c.expectations.observe(key, 1, 0)
+					c.expectations.Observe(key, 1, 0)
 				}
 			})
 		}
 		wg.Wait()
 		pending = pending[n:]
 		if failed > 0 {
-			c.expectations.observe(key, len(pending), 0)
+			c.expectations.Observe(key, len(pending), 0)
 			break
 		}
 	}
@@ -488,9 +488,9 @@ func (c *Controller) apply(ctx context.Context, key string, ds *appsv1.DaemonSet
 		case err == nil:
 			c.recorder.Eventf(ds, v1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", pod.Name)
 		case apierrors.IsNotFound(err):
-			c.expectations.observe(key, 0, 1)
+			c.expectations.Observe(key, 0, 1)
 		default:
-			c.expectations.observe(key, 0, 1)
+			c.expectations.Observe(key, 0, 1)
 			c.recorder.Eventf(ds, v1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
 			errs = append(errs, fmt.Errorf("deleting pod %s/%s of DaemonSet %s: %w", pod.Namespace, pod.Name, key, err))
 		}
@@ -532,7 +532,7 @@ func (c *Controller) createPod(ctx context.Context, ds *appsv1.DaemonSet, hash, 
 	if err != nil {
 		if apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
 			// Nothing will be created there any more: not an error.
-			c.expectations.observe(ds.Namespace+"/"+ds.Name, 1, 0)
+			c.expectations.Observe(ds.Namespace+"/"+ds.Name, 1, 0)
 			return nil
 		}
 		c.recorder.Eventf(ds, v1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)

@@ -101,7 +101,7 @@ func (f *fixture) resync(t *testing.T) {
 func (f *fixture) sync(t *testing.T, key string) {
 	t.Helper()
 	f.resync(t)
-	f.c.expectations.forget(key)
+	f.c.expectations.Forget(key)
 	if err := f.c.sync(context.Background(), key); err != nil {
 		t.Fatalf("sync %s: %v", key, err)
 	}
@@ -633,7 +633,7 @@ func TestDeletionObservedWhenTerminating(t *testing.T) {
 	})
 	f := newFixture(t, makeNode("n1", nil), ds, stuck)
 	f.sync(t, "default/ds")
-	if f.c.expectations.satisfied("default/ds") {
+	if f.c.expectations.Satisfied("default/ds") {
 		t.Fatal("expectations satisfied before any pod event")
 	}
 	pods, _ := f.client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
@@ -644,7 +644,7 @@ func TestDeletionObservedWhenTerminating(t *testing.T) {
 	stillThere := stuck.DeepCopy()
 	terminating(stillThere)
 	f.c.onPod(stuck, stillThere)
-	if !f.c.expectations.satisfied("default/ds") {
+	if !f.c.expectations.Satisfied("default/ds") {
 		t.Fatal("expectations still pending after the deleted pod turned terminating and the created one was seen")
 	}
 }

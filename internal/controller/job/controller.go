@@ -68,7 +68,7 @@ type Controller struct {
 	synced []cache.InformerSynced
 
 	queue        workqueue.TypedRateLimitingInterface[string]
-	expectations *expectations
+	expectations *worker.Expectations
 
 	finalizersMu sync.Mutex
 	// finalizers holds, per job key, pods whose finalizer removal is not
@@ -104,7 +104,7 @@ func New(cfg Config) *Controller {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "job", Clock: cfg.Clock}),
-		expectations: newExpectations(cfg.Clock.Now),
+		expectations: worker.NewExpectations(cfg.Clock.Now),
 		finalizers:   map[string]map[types.UID]bool{},
 	}
 	mustAdd(jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -159,7 +159,7 @@ func (c *Controller) onPod(old, cur any) {
 		}
 		key := pod.Namespace + "/" + ref.Name
 		adds, dels := podObservation(oldPod, curPod)
-		c.expectations.observe(key, adds, dels)
+		c.expectations.Observe(key, adds, dels)
 		if curPod == nil || !hasFinalizer(curPod) {
 			c.finalizerObserved(key, pod.UID)
 		}
@@ -236,7 +236,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	cached, err := c.jobs.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.expectations.forget(key)
+		c.expectations.Forget(key)
 		c.finalizersMu.Lock()
 		delete(c.finalizers, key)
 		c.finalizersMu.Unlock()
@@ -262,7 +262,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		pods:              pods,
 		pendingFinalizers: c.pendingFinalizers(key),
 		now:               c.clock.Now(),
-		manage:            job.DeletionTimestamp == nil && c.expectations.satisfied(key),
+		manage:            job.DeletionTimestamp == nil && c.expectations.Satisfied(key),
 	})
 	return c.apply(ctx, key, job, p)
 }
@@ -349,7 +349,7 @@ func (c *Controller) apply(ctx context.Context, key string, job *batchv1.Job, p 
 		return errors.Join(errs...)
 	}
 	if len(p.creates) > 0 || len(p.deletes) > 0 {
-		c.expectations.expect(key, len(p.creates), len(p.deletes))
+		c.expectations.Expect(key, len(p.creates), len(p.deletes))
 	}
 	for _, pod := range p.deletes {
 		err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
@@ -357,9 +357,9 @@ func (c *Controller) apply(ctx context.Context, key string, job *batchv1.Job, p 
 		case err == nil:
 			c.recorder.Eventf(job, v1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", pod.Name)
 		case apierrors.IsNotFound(err):
-			c.expectations.observe(key, 0, 1)
+			c.expectations.Observe(key, 0, 1)
 		default:
-			c.expectations.observe(key, 0, 1)
+			c.expectations.Observe(key, 0, 1)
 			c.recorder.Eventf(job, v1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
 			errs = append(errs, fmt.Errorf("deleting pod %s/%s of Job %s: %w", pod.Namespace, pod.Name, key, err))
 		}
@@ -369,7 +369,7 @@ func (c *Controller) apply(ctx context.Context, key string, job *batchv1.Job, p 
 		if err != nil {
 			// Stop at the first failure: the rest would most likely fail
 			// alike.
-			c.expectations.observe(key, len(p.creates)-i, 0)
+			c.expectations.Observe(key, len(p.creates)-i, 0)
 			if apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
 				break
 			}

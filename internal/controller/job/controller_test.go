@@ -81,7 +81,7 @@ func (f *fixture) sync(t *testing.T, key string) {
 	if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Replace(items, ""); err != nil {
 		t.Fatal(err)
 	}
-	f.c.expectations.forget(key)
+	f.c.expectations.Forget(key)
 	f.c.finalizersMu.Lock()
 	delete(f.c.finalizers, key)
 	f.c.finalizersMu.Unlock()
