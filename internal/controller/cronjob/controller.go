@@ -71,15 +71,7 @@ func New(cfg Config) *Controller {
 	if cfg.Client == nil || cfg.Informers == nil {
 		panic("cronjob.New: Client and Informers are required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Recorder == nil {
-		cfg.Recorder = &record.FakeRecorder{}
-	}
+	cfg.Logger, cfg.Clock, cfg.Recorder = worker.Defaults(cfg.Logger, cfg.Clock, cfg.Recorder)
 	cjInf := cfg.Informers.Batch().V1().CronJobs()
 	jobInf := cfg.Informers.Batch().V1().Jobs()
 	c := &Controller{
@@ -90,27 +82,11 @@ func New(cfg Config) *Controller {
 		cronJobs: cjInf.Lister(),
 		jobs:     jobInf.Lister(),
 		synced:   []cache.InformerSynced{cjInf.Informer().HasSynced, jobInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "cronjob", Clock: cfg.Clock}),
+		queue:    worker.NewQueue("cronjob", cfg.Clock),
 	}
-	mustAdd(cjInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, cur any) { c.enqueue(cur) },
-		DeleteFunc: c.enqueue,
-	}))
-	mustAdd(jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onJob,
-		UpdateFunc: func(_, cur any) { c.onJob(cur) },
-		DeleteFunc: c.onJob,
-	}))
+	worker.Watch(cjInf.Informer(), c.enqueue)
+	worker.Watch(jobInf.Informer(), c.onJob)
 	return c
-}
-
-func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
-	if err != nil {
-		panic(fmt.Sprintf("cronjob: adding event handler: %v", err))
-	}
 }
 
 // Run waits for the caches and syncs with the given number of workers until
@@ -130,23 +106,17 @@ func (c *Controller) syncAndRequeue(ctx context.Context, key string) error {
 	return err
 }
 
-func (c *Controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
-}
+func (c *Controller) enqueue(obj any) { worker.Enqueue(c.queue, obj) }
 
 // onJob wakes the CronJob owning the Job.
 func (c *Controller) onJob(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	j, ok := obj.(*batchv1.Job)
-	if !ok {
-		return
-	}
-	if ref := metav1.GetControllerOf(j); ref != nil && ref.Kind == controllerKind.Kind && ref.APIVersion == controllerKind.GroupVersion().String() {
-		c.queue.Add(j.Namespace + "/" + ref.Name)
+	if j, ok := obj.(*batchv1.Job); ok {
+		if key, _ := worker.OwnerKey(j, controllerKind); key != "" {
+			c.queue.Add(key)
+		}
 	}
 }
 

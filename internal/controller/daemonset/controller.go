@@ -93,15 +93,7 @@ func New(cfg Config) *Controller {
 	if cfg.Client == nil || cfg.Informers == nil {
 		panic("daemonset.New: Client and Informers are required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Recorder == nil {
-		cfg.Recorder = &record.FakeRecorder{}
-	}
+	cfg.Logger, cfg.Clock, cfg.Recorder = worker.Defaults(cfg.Logger, cfg.Clock, cfg.Recorder)
 	dsInf := cfg.Informers.Apps().V1().DaemonSets()
 	podInf := cfg.Informers.Core().V1().Pods()
 	nodeInf := cfg.Informers.Core().V1().Nodes()
@@ -117,23 +109,13 @@ func New(cfg Config) *Controller {
 		revisions: revInf.Lister(),
 		synced: []cache.InformerSynced{dsInf.Informer().HasSynced, podInf.Informer().HasSynced,
 			nodeInf.Informer().HasSynced, revInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "daemonset", Clock: cfg.Clock}),
+		queue:        worker.NewQueue("daemonset", cfg.Clock),
 		expectations: worker.NewExpectations(cfg.Clock.Now),
 		backoff:      map[string]nodeBackoff{},
 	}
-	mustAdd(dsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, cur any) { c.enqueue(cur) },
-		DeleteFunc: c.enqueue,
-	}))
-	mustAdd(podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onPod(nil, obj) },
-		UpdateFunc: func(old, cur any) { c.onPod(old, cur) },
-		DeleteFunc: func(obj any) { c.onPod(obj, nil) },
-	}))
-	mustAdd(nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	worker.Watch(dsInf.Informer(), c.enqueue)
+	worker.WatchChanges(podInf.Informer(), c.onPod)
+	must(nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.enqueueAll() },
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*v1.Node), cur.(*v1.Node)
@@ -146,7 +128,7 @@ func New(cfg Config) *Controller {
 	return c
 }
 
-func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
+func must(_ cache.ResourceEventHandlerRegistration, err error) {
 	if err != nil {
 		panic(fmt.Sprintf("daemonset: adding event handler: %v", err))
 	}
@@ -158,11 +140,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	worker.Loop{Kind: "DaemonSet", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: maxRetries, Logger: c.logger}.Run(ctx, workers)
 }
 
-func (c *Controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
-}
+func (c *Controller) enqueue(obj any) { worker.Enqueue(c.queue, obj) }
 
 func (c *Controller) enqueueAll() {
 	all, err := c.sets.List(labels.Everything())
@@ -177,26 +155,15 @@ func (c *Controller) enqueueAll() {
 // onPod observes creates and deletes for expectations and wakes the owning
 // DaemonSet, or every matching one for an orphan that may be adopted.
 func (c *Controller) onPod(old, cur any) {
-	oldPod, _ := old.(*v1.Pod)
-	curPod, _ := cur.(*v1.Pod)
-	if t, ok := old.(cache.DeletedFinalStateUnknown); ok {
-		oldPod, _ = t.Obj.(*v1.Pod)
-	}
-	pod := curPod
-	if pod == nil {
-		pod = oldPod
-	}
+	oldPod, curPod, pod := worker.Pods(old, cur)
 	if pod == nil {
 		return
 	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-			return
+	if key, hasController := worker.OwnerKey(pod, controllerKind); hasController {
+		if key != "" {
+			c.expectations.ObservePod(key, oldPod, curPod)
+			c.queue.Add(key)
 		}
-		key := pod.Namespace + "/" + ref.Name
-		adds, dels := podObservation(oldPod, curPod)
-		c.expectations.Observe(key, adds, dels)
-		c.queue.Add(key)
 		return
 	}
 	sets, err := c.sets.DaemonSets(pod.Namespace).List(labels.Everything())
@@ -204,33 +171,10 @@ func (c *Controller) onPod(old, cur any) {
 		return
 	}
 	for _, ds := range sets {
-		if sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+		if worker.Selects(ds.Spec.Selector, pod.Labels) {
 			c.enqueue(ds)
 		}
 	}
-}
-
-// podObservation is what one pod event counts for expectations. A deletion
-// is observed once, when the pod first shows a deletionTimestamp (or, for a
-// pod deleted at once, when it goes), as upstream: a pod whose node is gone
-// may stay terminating for good and must not freeze its DaemonSet until the
-// expectations expire. A pod first seen already terminating counts as
-// deleted, not created.
-func podObservation(old, cur *v1.Pod) (adds, dels int) {
-	switch {
-	case old == nil && cur != nil:
-		if cur.DeletionTimestamp != nil {
-			return 0, 1
-		}
-		return 1, 0
-	case cur == nil:
-		if old.DeletionTimestamp == nil {
-			return 0, 1
-		}
-	case old.DeletionTimestamp == nil && cur.DeletionTimestamp != nil:
-		return 0, 1
-	}
-	return 0, 0
 }
 
 // sync reconciles one DaemonSet (namespace/name).

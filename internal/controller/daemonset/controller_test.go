@@ -595,34 +595,10 @@ func TestFailedPodBackoff(t *testing.T) {
 }
 
 // TestDeletionObservedWhenTerminating: a pod the controller deleted counts as
-// gone once it shows a deletionTimestamp, as upstream, so a pod that never
-// finishes terminating (its node is gone) does not hold the DaemonSet back;
-// and each deletion counts once.
+// gone once it shows a deletionTimestamp, as upstream (worker.PodObservation), so a
+// pod that never finishes terminating (its node is gone) does not hold the
+// DaemonSet back.
 func TestDeletionObservedWhenTerminating(t *testing.T) {
-	live := makePod("p1", "a", "h", nil)
-	dying := makePod("p1", "a", "h", terminating)
-	cases := []struct {
-		name       string
-		old, cur   *v1.Pod
-		adds, dels int
-	}{
-		{"created", nil, live, 1, 0},
-		{"first seen terminating", nil, dying, 0, 1},
-		{"turns terminating", live, dying, 0, 1},
-		{"terminating pod updated", dying, dying, 0, 0},
-		{"terminating pod removed", dying, nil, 0, 0},
-		{"removed at once", live, nil, 0, 1},
-		{"updated", live, live, 0, 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			adds, dels := podObservation(tc.old, tc.cur)
-			if adds != tc.adds || dels != tc.dels {
-				t.Errorf("got adds=%d dels=%d, want %d %d", adds, dels, tc.adds, tc.dels)
-			}
-		})
-	}
-
 	// Through the event handler: the sync deletes the pod on a removed node
 	// and creates one on n1; the first turns terminating and stays so; once
 	// the second is seen, the DaemonSet may act again.

@@ -82,48 +82,24 @@ func New(cfg Config) *Controller {
 	if cfg.Client == nil || cfg.Informers == nil {
 		panic("job.New: Client and Informers are required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Recorder == nil {
-		cfg.Recorder = &record.FakeRecorder{}
-	}
+	cfg.Logger, cfg.Clock, cfg.Recorder = worker.Defaults(cfg.Logger, cfg.Clock, cfg.Recorder)
 	jobInf := cfg.Informers.Batch().V1().Jobs()
 	podInf := cfg.Informers.Core().V1().Pods()
 	c := &Controller{
-		client:   cfg.Client,
-		recorder: cfg.Recorder,
-		clock:    cfg.Clock,
-		logger:   cfg.Logger.With("controller", "job"),
-		jobs:     jobInf.Lister(),
-		pods:     podInf.Lister(),
-		synced:   []cache.InformerSynced{jobInf.Informer().HasSynced, podInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "job", Clock: cfg.Clock}),
+		client:       cfg.Client,
+		recorder:     cfg.Recorder,
+		clock:        cfg.Clock,
+		logger:       cfg.Logger.With("controller", "job"),
+		jobs:         jobInf.Lister(),
+		pods:         podInf.Lister(),
+		synced:       []cache.InformerSynced{jobInf.Informer().HasSynced, podInf.Informer().HasSynced},
+		queue:        worker.NewQueue("job", cfg.Clock),
 		expectations: worker.NewExpectations(cfg.Clock.Now),
 		finalizers:   map[string]map[types.UID]bool{},
 	}
-	mustAdd(jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, cur any) { c.enqueue(cur) },
-		DeleteFunc: c.enqueue,
-	}))
-	mustAdd(podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onPod(nil, obj) },
-		UpdateFunc: func(old, cur any) { c.onPod(old, cur) },
-		DeleteFunc: func(obj any) { c.onPod(obj, nil) },
-	}))
+	worker.Watch(jobInf.Informer(), c.enqueue)
+	worker.WatchChanges(podInf.Informer(), c.onPod)
 	return c
-}
-
-func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
-	if err != nil {
-		panic(fmt.Sprintf("job: adding event handler: %v", err))
-	}
 }
 
 // Run waits for the caches and syncs with the given number of workers until
@@ -132,34 +108,20 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	worker.Loop{Kind: "Job", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: maxRetries, Logger: c.logger}.Run(ctx, workers)
 }
 
-func (c *Controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
-}
+func (c *Controller) enqueue(obj any) { worker.Enqueue(c.queue, obj) }
 
 // onPod observes creates, deletes and finalizer removals, and wakes the
 // owning Job, or every matching one for an orphan that may be adopted.
 func (c *Controller) onPod(old, cur any) {
-	oldPod, _ := old.(*v1.Pod)
-	curPod, _ := cur.(*v1.Pod)
-	if t, ok := old.(cache.DeletedFinalStateUnknown); ok {
-		oldPod, _ = t.Obj.(*v1.Pod)
-	}
-	pod := curPod
-	if pod == nil {
-		pod = oldPod
-	}
+	oldPod, curPod, pod := worker.Pods(old, cur)
 	if pod == nil {
 		return
 	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+	if key, hasController := worker.OwnerKey(pod, controllerKind); hasController {
+		if key == "" {
 			return
 		}
-		key := pod.Namespace + "/" + ref.Name
-		adds, dels := podObservation(oldPod, curPod)
-		c.expectations.Observe(key, adds, dels)
+		c.expectations.ObservePod(key, oldPod, curPod)
 		if curPod == nil || !hasFinalizer(curPod) {
 			c.finalizerObserved(key, pod.UID)
 		}
@@ -174,33 +136,10 @@ func (c *Controller) onPod(old, cur any) {
 		return
 	}
 	for _, job := range jobs {
-		if sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+		if worker.Selects(job.Spec.Selector, pod.Labels) {
 			c.enqueue(job)
 		}
 	}
-}
-
-// podObservation is what one pod event counts for expectations. A deletion
-// is observed once, when the pod first shows a deletionTimestamp (or, for a
-// pod deleted at once, when it goes), as upstream: a pod that never finishes
-// terminating (its node is gone) must not freeze its Job until the
-// expectations expire. A pod first seen already terminating counts as
-// deleted, not created.
-func podObservation(old, cur *v1.Pod) (adds, dels int) {
-	switch {
-	case old == nil && cur != nil:
-		if cur.DeletionTimestamp != nil {
-			return 0, 1
-		}
-		return 1, 0
-	case cur == nil:
-		if old.DeletionTimestamp == nil {
-			return 0, 1
-		}
-	case old.DeletionTimestamp == nil && cur.DeletionTimestamp != nil:
-		return 0, 1
-	}
-	return 0, 0
 }
 
 func (c *Controller) finalizerObserved(key string, uid types.UID) {

@@ -709,32 +709,3 @@ func TestBackoffLeft(t *testing.T) {
 		})
 	}
 }
-
-// TestDeletionObservedWhenTerminating: a pod the Job deleted counts as gone
-// once it shows a deletionTimestamp (a pod whose node is gone may never
-// finish terminating), and each deletion counts once.
-func TestDeletionObservedWhenTerminating(t *testing.T) {
-	live := makePod("p1", nil)
-	dying := makePod("p1", func(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(0, 0)} })
-	cases := []struct {
-		name       string
-		old, cur   *v1.Pod
-		adds, dels int
-	}{
-		{"created", nil, live, 1, 0},
-		{"first seen terminating", nil, dying, 0, 1},
-		{"turns terminating", live, dying, 0, 1},
-		{"terminating pod updated", dying, dying, 0, 0},
-		{"terminating pod removed", dying, nil, 0, 0},
-		{"removed at once", live, nil, 0, 1},
-		{"updated", live, live, 0, 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			adds, dels := podObservation(tc.old, tc.cur)
-			if adds != tc.adds || dels != tc.dels {
-				t.Errorf("got adds=%d dels=%d, want %d %d", adds, dels, tc.adds, tc.dels)
-			}
-		})
-	}
-}

@@ -78,15 +78,7 @@ func New(cfg Config) *Controller {
 	if cfg.Client == nil || cfg.Informers == nil {
 		panic("statefulset.New: Client and Informers are required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Recorder == nil {
-		cfg.Recorder = &record.FakeRecorder{}
-	}
+	cfg.Logger, cfg.Clock, cfg.Recorder = worker.Defaults(cfg.Logger, cfg.Clock, cfg.Recorder)
 	setInf := cfg.Informers.Apps().V1().StatefulSets()
 	podInf := cfg.Informers.Core().V1().Pods()
 	pvcInf := cfg.Informers.Core().V1().PersistentVolumeClaims()
@@ -102,27 +94,11 @@ func New(cfg Config) *Controller {
 		revisions: revInf.Lister(),
 		synced: []cache.InformerSynced{setInf.Informer().HasSynced, podInf.Informer().HasSynced,
 			pvcInf.Informer().HasSynced, revInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "statefulset", Clock: cfg.Clock}),
+		queue: worker.NewQueue("statefulset", cfg.Clock),
 	}
-	mustAdd(setInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, cur any) { c.enqueue(cur) },
-		DeleteFunc: c.enqueue,
-	}))
-	mustAdd(podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onPod,
-		UpdateFunc: func(_, cur any) { c.onPod(cur) },
-		DeleteFunc: c.onPod,
-	}))
+	worker.Watch(setInf.Informer(), c.enqueue)
+	worker.Watch(podInf.Informer(), c.onPod)
 	return c
-}
-
-func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
-	if err != nil {
-		panic(fmt.Sprintf("statefulset: adding event handler: %v", err))
-	}
 }
 
 // Run waits for the caches and syncs with the given number of workers until
@@ -131,24 +107,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	worker.Loop{Kind: "StatefulSet", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: maxRetries, Logger: c.logger}.Run(ctx, workers)
 }
 
-func (c *Controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
-}
+func (c *Controller) enqueue(obj any) { worker.Enqueue(c.queue, obj) }
 
 // onPod wakes the owning set, or every matching one for an orphan.
 func (c *Controller) onPod(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
+	_, _, pod := worker.Pods(obj, nil)
+	if pod == nil {
 		return
 	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		if ref.Kind == controllerKind.Kind && ref.APIVersion == controllerKind.GroupVersion().String() {
-			c.queue.Add(pod.Namespace + "/" + ref.Name)
+	if key, hasController := worker.OwnerKey(pod, controllerKind); hasController {
+		if key != "" {
+			c.queue.Add(key)
 		}
 		return
 	}
@@ -157,7 +126,7 @@ func (c *Controller) onPod(obj any) {
 		return
 	}
 	for _, set := range sets {
-		if sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+		if worker.Selects(set.Spec.Selector, pod.Labels) {
 			c.enqueue(set)
 		}
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	v1 "k8s.io/api/core/v1"
 	"sync"
 	"time"
 )
@@ -23,18 +24,20 @@ type expectation struct {
 	at         time.Time
 }
 
+// NewExpectations returns empty Expectations whose records expire after
+// ExpectationsTTL as measured by now.
 func NewExpectations(now func() time.Time) *Expectations {
 	return &Expectations{now: now, items: map[string]*expectation{}}
 }
 
-// expect records adds and deletes about to be issued for key.
+// Expect records adds and deletes about to be issued for key.
 func (e *Expectations) Expect(key string, adds, dels int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.items[key] = &expectation{adds: adds, dels: dels, at: e.now()}
 }
 
-// observe lowers the pending counts for key (a negative count is an
+// Observe lowers the pending counts for key (a negative count is an
 // observed create or delete; a failed write is observed at once too).
 func (e *Expectations) Observe(key string, adds, dels int) {
 	e.mu.Lock()
@@ -45,7 +48,13 @@ func (e *Expectations) Observe(key string, adds, dels int) {
 	}
 }
 
-// satisfied says whether every issued write for key was observed, or the
+// ObservePod observes one pod event of key's owner, counted by PodObservation.
+func (e *Expectations) ObservePod(key string, old, cur *v1.Pod) {
+	adds, dels := PodObservation(old, cur)
+	e.Observe(key, adds, dels)
+}
+
+// Satisfied says whether every issued write for key was observed, or the
 // record expired.
 func (e *Expectations) Satisfied(key string) bool {
 	e.mu.Lock()
@@ -57,7 +66,7 @@ func (e *Expectations) Satisfied(key string) bool {
 	return (x.adds <= 0 && x.dels <= 0) || e.now().Sub(x.at) > ExpectationsTTL
 }
 
-// forget drops key's record (its owner is gone).
+// Forget drops key's record (its owner is gone).
 func (e *Expectations) Forget(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
