@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // maxRetries bounds the retries of a failing Service.
@@ -75,21 +77,11 @@ func New(cfg Config) *Controller {
 		pods:      podInf.Lister(),
 		endpoints: epInf.Lister(),
 		synced:    []cache.InformerSynced{svcInf.Informer().HasSynced, podInf.Informer().HasSynced, epInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint"}),
-		triggers: map[string]triggerState{},
+		queue:     worker.NewQueue("endpoint", nil),
+		triggers:  map[string]triggerState{},
 	}
-	mustAdd(svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueObject,
-		UpdateFunc: func(_, cur any) { c.enqueueObject(cur) },
-		DeleteFunc: c.enqueueObject,
-	}))
-	mustAdd(podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onPod(nil, asPod(obj)) },
-		UpdateFunc: func(old, cur any) { c.onPod(asPod(old), asPod(cur)) },
-		DeleteFunc: func(obj any) { c.onPod(asPod(obj), nil) },
-	}))
+	worker.Watch(svcInf.Informer(), c.enqueueObject)
+	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(asPod(old), asPod(cur)) })
 	mustAdd(epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: c.enqueueObject,
 	}))

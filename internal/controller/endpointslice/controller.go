@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // maxRetries is how often a failing Service is retried (with exponential
@@ -108,33 +110,19 @@ func New(cfg Config) *Controller {
 		pods:        podInf.Lister(),
 		nodes:       nodeInf.Lister(),
 		slices:      sliceInf.Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint_slice"}),
-		writes:   newWriteTracker(),
-		triggers: newTriggerTracker(),
-		metrics:  newMetrics(cfg.Registerer),
-		stats:    map[string]sliceStats{},
+		queue:       worker.NewQueue("endpoint_slice", nil),
+		writes:      newWriteTracker(),
+		triggers:    newTriggerTracker(),
+		metrics:     newMetrics(cfg.Registerer),
+		stats:       map[string]sliceStats{},
 	}
 	c.synced = []cache.InformerSynced{
 		svcInf.Informer().HasSynced, podInf.Informer().HasSynced,
 		nodeInf.Informer().HasSynced, sliceInf.Informer().HasSynced,
 	}
-	mustAdd(svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueObject,
-		UpdateFunc: func(_, cur any) { c.enqueueObject(cur) },
-		DeleteFunc: c.enqueueObject,
-	}))
-	mustAdd(podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onPod(nil, asPod(obj)) },
-		UpdateFunc: func(old, cur any) { c.onPod(asPod(old), asPod(cur)) },
-		DeleteFunc: func(obj any) { c.onPod(asPod(obj), nil) },
-	}))
-	mustAdd(nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onNode(nil, asNode(obj)) },
-		UpdateFunc: func(old, cur any) { c.onNode(asNode(old), asNode(cur)) },
-		DeleteFunc: func(obj any) { c.onNode(asNode(obj), nil) },
-	}))
+	worker.Watch(svcInf.Informer(), c.enqueueObject)
+	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(asPod(old), asPod(cur)) })
+	worker.WatchChanges(nodeInf.Informer(), func(old, cur any) { c.onNode(asNode(old), asNode(cur)) })
 	mustAdd(sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onSlice(nil, asSlice(obj)) },
 		UpdateFunc: func(old, cur any) { c.onSlice(asSlice(old), asSlice(cur)) },

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 const maxRetries = 15
@@ -81,10 +83,8 @@ func New(cfg Config) *Controller {
 		services:  svcInf.Lister(),
 		slices:    sliceInf.Lister(),
 		synced:    []cache.InformerSynced{epInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint_slice_mirroring"}),
-		pending: map[string]map[string]string{},
+		queue:     worker.NewQueue("endpoint_slice_mirroring", nil),
+		pending:   map[string]map[string]string{},
 	}
 	mustAdd(epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
