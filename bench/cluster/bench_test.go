@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tranche/tranche/bench/benchcluster"
 )
 
 const (
@@ -44,7 +46,7 @@ const (
 // BenchmarkCluster starts real clusters (as root) and prints every figure beside its
 // goal in one table at the end. Run it with -benchtime 1x (make bench-cluster).
 func BenchmarkCluster(b *testing.B) {
-	bin := needRoot(b)
+	bin := benchcluster.NeedRoot(b, "bench/cluster")
 	rp := newReport()
 	b.Run("up-3-nodes", func(b *testing.B) { benchUp(b, bin, rp) })
 	b.Run("pod-startup-100", func(b *testing.B) { benchPodStartup(b, bin, rp) })
@@ -58,10 +60,10 @@ func benchUp(b *testing.B, bin string, rp *report) {
 	var total time.Duration
 	b.ResetTimer()
 	for range b.N {
-		c, d := startCluster(b, bin, upNodes)
-		total += d
+		c := benchcluster.Start(b, bin, "bc", upNodes)
+		total += c.UpTime
 		b.StopTimer()
-		c.stop()
+		c.Stop()
 		b.StartTimer()
 	}
 	mean := total / time.Duration(b.N)
@@ -78,7 +80,7 @@ func benchUp(b *testing.B, bin string, rp *report) {
 // first, so this shows throughput). It also divides the CPU time the cluster's
 // processes used by the pods started.
 func benchPodStartup(b *testing.B, bin string, rp *report) {
-	c, _ := startCluster(b, bin, upNodes)
+	c := benchcluster.Start(b, bin, "bc", upNodes)
 	client := newClient(b, c)
 	var paced, burst []time.Duration
 	var pacedWall, burstWall time.Duration
@@ -237,9 +239,9 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
-func newClient(b *testing.B, c *localCluster) kubernetes.Interface {
+func newClient(b *testing.B, c *benchcluster.Cluster) kubernetes.Interface {
 	b.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -258,11 +260,11 @@ func benchIdleRSS(b *testing.B, bin string, rp *report) {
 	var agents int
 	b.ResetTimer()
 	for range b.N {
-		c, _ := startCluster(b, bin, 1)
+		c := benchcluster.Start(b, bin, "bc", 1)
 		time.Sleep(idleFor)
 		sum, all, agents = clusterMemory(b, c)
 		b.StopTimer()
-		c.stop()
+		c.Stop()
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(sum.rss), "rss-bytes")
@@ -277,14 +279,14 @@ func benchIdleRSS(b *testing.B, bin string, rp *report) {
 
 // clusterMemory returns the memory of the up process and its agents, and of every
 // process below up (pods included), and how many agents there were.
-func clusterMemory(b *testing.B, c *localCluster) (core, all memory, agents int) {
+func clusterMemory(b *testing.B, c *benchcluster.Cluster) (core, all memory, agents int) {
 	b.Helper()
-	up, err := procMemory(c.pid)
+	up, err := procMemory(c.PID)
 	if err != nil {
-		b.Fatalf("the up process %d: %v", c.pid, err)
+		b.Fatalf("the up process %d: %v", c.PID, err)
 	}
 	core, all = up, up
-	for _, p := range descendants(c.pid) {
+	for _, p := range descendants(c.PID) {
 		m, err := procMemory(p)
 		if err != nil {
 			continue // exited meanwhile
@@ -298,7 +300,7 @@ func clusterMemory(b *testing.B, c *localCluster) (core, all memory, agents int)
 		}
 	}
 	if agents == 0 {
-		b.Fatalf("no agent process below the up process %d", c.pid)
+		b.Fatalf("no agent process below the up process %d", c.PID)
 	}
 	return core, all, agents
 }

@@ -2,109 +2,15 @@ package cluster
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
+
+	"github.com/tranche/tranche/bench/benchcluster"
 )
-
-const (
-	// upTimeout bounds one `tranche up --detach`; downTimeout one `tranche down`.
-	upTimeout   = 2 * time.Minute
-	downTimeout = time.Minute
-)
-
-// trancheBinary is $TRANCHE_BIN, else the repository's bin/tranche (go test runs in the
-// package directory).
-func trancheBinary() string {
-	if p := os.Getenv("TRANCHE_BIN"); p != "" {
-		return p
-	}
-	p, _ := filepath.Abs(filepath.Join("..", "..", "bin", "tranche"))
-	return p
-}
-
-// needRoot stops the benchmark with a clear message when it cannot make namespaces or
-// find the binary.
-func needRoot(b *testing.B) string {
-	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Fatal("bench/cluster starts real clusters (network namespaces): run it as root")
-	}
-	bin := trancheBinary()
-	if _, err := os.Stat(bin); err != nil {
-		b.Fatalf("no tranche binary at %s (run make build or set TRANCHE_BIN): %v", bin, err)
-	}
-	return bin
-}
-
-// localCluster is one `tranche up --detach` on a fresh data directory, with a network
-// namespace prefix of this process's own so that it runs beside other clusters.
-type localCluster struct {
-	bin, dir, prefix, listen string
-	// pid is the `tranche up` process that keeps running in the background.
-	pid int
-}
-
-var readyPID = regexp.MustCompile(`cluster ready \(pid (\d+),`)
-
-// startCluster runs `tranche up --nodes N --detach` and returns once it has returned
-// (all nodes Ready and DNS answering), with the wall time that took. The cluster is
-// torn down (down --purge) at the end of the benchmark, also when it fails.
-func startCluster(b *testing.B, bin string, nodes int) (*localCluster, time.Duration) {
-	b.Helper()
-	dir, err := os.MkdirTemp("", "trbench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
-	c := &localCluster{bin: bin, dir: dir, prefix: fmt.Sprintf("bc%d-", os.Getpid()%1000), listen: listen}
-	b.Cleanup(c.stop)
-	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
-	defer cancel()
-	start := time.Now()
-	out, err := exec.CommandContext(ctx, bin, "up", "--nodes", strconv.Itoa(nodes), "--detach", "--data-dir", dir,
-		"--listen", listen, "--netns-prefix", c.prefix).CombinedOutput()
-	elapsed := time.Since(start)
-	if err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "tranche.log"))
-		b.Fatalf("tranche up --nodes %d: %v\n%s\n%s", nodes, err, out, tail(string(log), 30))
-	}
-	m := readyPID.FindSubmatch(out)
-	if m == nil {
-		b.Fatalf("tranche up did not say which process runs the cluster:\n%s", out)
-	}
-	c.pid, _ = strconv.Atoi(string(m[1]))
-	return c, elapsed
-}
-
-// stop runs `tranche down --purge`; it is idempotent.
-func (c *localCluster) stop() {
-	if c.dir == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), downTimeout)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, c.bin, "down", "--data-dir", c.dir, "--purge").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "tranche down --data-dir %s --purge: %v\n%s\n", c.dir, err, out)
-	}
-	os.RemoveAll(c.dir)
-	c.dir = ""
-}
-
-func (c *localCluster) kubeconfig() string { return filepath.Join(c.dir, "kubeconfig") }
 
 // descendants returns the processes below pid (children, grandchildren...), from the
 // parent links in /proc.
@@ -191,15 +97,6 @@ func procMemory(pid int) (memory, error) {
 	return m, nil
 }
 
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // cpuTimes is the CPU time (user + system) used by a cluster's processes.
 type cpuTimes struct {
 	up, agents, containers time.Duration
@@ -235,10 +132,10 @@ func procCPU(pid int) (own, children time.Duration) {
 // clusterCPU adds up the CPU time of the up process, of its agents, and of the
 // container processes (everything below the agents, with what they reaped: the
 // start-up scripts' commands). Container processes that have exited are not counted.
-func clusterCPU(c *localCluster) cpuTimes {
+func clusterCPU(c *benchcluster.Cluster) cpuTimes {
 	var t cpuTimes
-	t.up, _ = procCPU(c.pid)
-	for _, p := range descendants(c.pid) {
+	t.up, _ = procCPU(c.PID)
+	for _, p := range descendants(c.PID) {
 		own, reaped := procCPU(p)
 		if args := cmdline(p); len(args) > 1 && args[1] == "agent" {
 			t.agents += own

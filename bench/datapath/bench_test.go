@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/netns"
+
+	"github.com/tranche/tranche/bench/benchcluster"
 )
 
 const (
@@ -49,13 +51,13 @@ type scenario struct {
 // connections or a new connection per request. It prints each ClusterIP / pod IP ratio
 // beside the goal.
 func BenchmarkDataPath(b *testing.B) {
-	bin := needRoot(b)
+	bin := benchcluster.NeedRoot(b, "bench/datapath")
 	wrk, err := exec.LookPath("wrk")
 	if err != nil {
 		b.Fatal("bench/datapath needs wrk (Debian package wrk; make deps installs it)")
 	}
-	c := startCluster(b, bin, "bd", 2)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
+	c := benchcluster.Start(b, bin, "bd", 2)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func BenchmarkDataPath(b *testing.B) {
 	podNS, podIP := map[string]string{}, map[string]string{}
 	for _, p := range pods {
 		got := waitReady(b, ctx, client, ns, p.Name)
-		podNS[p.Name] = c.prefix + "p-" + strings.ReplaceAll(string(got.UID), "-", "")[:12]
+		podNS[p.Name] = c.Prefix + "p-" + strings.ReplaceAll(string(got.UID), "-", "")[:12]
 		podIP[p.Name] = got.Status.PodIP
 	}
 	targets := []struct{ name, addr string }{
@@ -114,7 +116,7 @@ func BenchmarkDataPath(b *testing.B) {
 		errors []string
 	}
 	results := make([]result, len(scenarios))
-	nodeNS := []string{c.nodeNS("tranche-1"), c.nodeNS("tranche-2")}
+	nodeNS := []string{c.NodeNS("tranche-1"), c.NodeNS("tranche-2")}
 	b.ResetTimer()
 	for i, sc := range scenarios {
 		for r := range rounds {

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/netns"
+
+	"github.com/tranche/tranche/bench/benchcluster"
 )
 
 const (
@@ -52,9 +54,9 @@ const goalP99 = 100 * time.Millisecond
 // node is refused). It prints p50/p99 beside the goal, and beside them the proxies' own
 // kubeproxy_network_programming_duration_seconds over the same changes.
 func BenchmarkNetworkProgramming(b *testing.B) {
-	bin := needRoot(b)
-	c := startCluster(b, bin, "bn", nodes)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
+	bin := benchcluster.NeedRoot(b, "bench/netprog")
+	c := benchcluster.Start(b, bin, "bn", nodes)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func BenchmarkNetworkProgramming(b *testing.B) {
 
 	var pollers []*poller
 	for i := 1; i <= nodes; i++ {
-		p, err := newPoller(c.nodeNS(fmt.Sprintf("tranche-%d", i)), target)
+		p, err := newPoller(c.NodeNS(fmt.Sprintf("tranche-%d", i)), target)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -343,11 +345,11 @@ func untilAll(pollers []*poller, accepted bool) ([]time.Time, error) {
 }
 
 // scrapeAll reads the programming-latency histogram of every node's proxy.
-func scrapeAll(b *testing.B, c *localCluster) []histogram {
+func scrapeAll(b *testing.B, c *benchcluster.Cluster) []histogram {
 	b.Helper()
 	var hs []histogram
 	for i := 1; i <= nodes; i++ {
-		h, err := scrapeHistogram(c.nodeNS(fmt.Sprintf("tranche-%d", i)), metricName)
+		h, err := scrapeHistogram(c.NodeNS(fmt.Sprintf("tranche-%d", i)), metricName)
 		if err != nil {
 			b.Fatalf("tranche-%d: %v", i, err)
 		}

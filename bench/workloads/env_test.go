@@ -3,10 +3,6 @@ package workloads
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tranche/tranche/bench/benchcluster"
 )
 
 // cluster is one `tranche up --detach` of the benchmark, on its own data directory,
@@ -26,51 +24,13 @@ type cluster struct {
 	client       kubernetes.Interface
 }
 
-// trancheBinary is $TRANCHE_BIN, else the repository's bin/tranche (go test runs in the
-// package directory).
-func trancheBinary() string {
-	if p := os.Getenv("TRANCHE_BIN"); p != "" {
-		return p
-	}
-	p, _ := filepath.Abs(filepath.Join("..", "..", "bin", "tranche"))
-	return p
-}
-
 // startCluster runs `tranche up --nodes nodes` and takes it down when b ends, also when
 // it fails.
 func startCluster(b *testing.B, nodes int) *cluster {
 	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Fatal("the workloads benchmark runs a real cluster: run it as root (make bench-workloads)")
-	}
-	bin := trancheBinary()
-	if _, err := os.Stat(bin); err != nil {
-		b.Fatalf("no tranche binary at %s (run make build or set TRANCHE_BIN): %v", bin, err)
-	}
-	dir, err := os.MkdirTemp("", "trbw-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	c := &cluster{bin: bin, dataDir: dir}
-	b.Cleanup(func() {
-		out, err := exec.Command(bin, "down", "--data-dir", dir, "--purge").CombinedOutput()
-		if err != nil {
-			b.Logf("tranche down: %v\n%s", err, out)
-		}
-	})
-	prefix := fmt.Sprintf("tb%d-", os.Getpid()%1000)
-	out, err := exec.Command(bin, "up", "--nodes", fmt.Sprint(nodes), "--detach", "--data-dir", dir,
-		"--listen", addr, "--netns-prefix", prefix, "--log-level", "warn").CombinedOutput()
-	if err != nil {
-		b.Fatalf("tranche up: %v\n%s", err, out)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	up := benchcluster.Start(b, benchcluster.NeedRoot(b, "bench/workloads"), "tb", nodes, "--log-level", "warn")
+	c := &cluster{bin: up.Bin, dataDir: up.Dir}
+	cfg, err := clientcmd.BuildConfigFromFlags("", up.Kubeconfig())
 	if err != nil {
 		b.Fatal(err)
 	}
