@@ -16,6 +16,7 @@ func dnsCmd() *cobra.Command {
 	var upstreams []string
 	var ttl uint32
 	var logLevel string
+	var serviceCIDRs, podCIDRs []string
 	cmd := &cobra.Command{
 		Use:   "dns",
 		Short: "Serve the cluster's DNS: the Kubernetes DNS specification for the cluster zone, other names forwarded",
@@ -38,6 +39,21 @@ func dnsCmd() *cobra.Command {
 					cfg.Upstreams = append(cfg.Upstreams, s)
 				}
 			}
+			for _, r := range []struct {
+				flag  string
+				cidrs []string
+			}{{"--service-cluster-ip-range", serviceCIDRs}, {"--cluster-cidr", podCIDRs}} {
+				for _, c := range r.cidrs {
+					if c = strings.TrimSpace(c); c == "" {
+						continue
+					}
+					p, err := netip.ParsePrefix(c)
+					if err != nil || p.Addr().Is4In6() {
+						return fmt.Errorf("%s %q: want an IPv4 or IPv6 CIDR (e.g. 10.96.0.0/12)", r.flag, c)
+					}
+					cfg.ReverseCIDRs = append(cfg.ReverseCIDRs, p.Masked())
+				}
+			}
 			if ttl == 0 {
 				return fmt.Errorf("--ttl must be at least 1 second")
 			}
@@ -56,6 +72,10 @@ func dnsCmd() *cobra.Command {
 	f.StringSliceVar(&upstreams, "upstream", nil, "resolvers for other names, IP[:port], repeatable or comma-separated (none: such names are refused)")
 	f.Uint32Var(&ttl, "ttl", 5, "TTL in seconds of the cluster zone's records and negative answers")
 	f.IntVar(&cfg.CacheEntries, "cache-size", 10000, "most answers from upstreams kept")
+	f.StringSliceVar(&serviceCIDRs, "service-cluster-ip-range", []string{"10.96.0.0/12"},
+		"the cluster's ClusterIP ranges, comma-separated: their reverse zones are answered here, never forwarded (empty: none)")
+	f.StringSliceVar(&podCIDRs, "cluster-cidr", []string{"10.244.0.0/16"},
+		"the cluster's pod ranges, comma-separated: their reverse zones are answered here, never forwarded (empty: none)")
 	f.BoolVar(&cfg.NoAutopath, "no-autopath", false, "do not answer pods' search-expanded names on the first query")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

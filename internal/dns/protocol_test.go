@@ -118,6 +118,8 @@ func FuzzRespond(f *testing.F) {
 		"api-svc.demo.svc.cluster.local. A", "_http._tcp.web.demo.svc.cluster.local. SRV",
 		"10.1.244.10.in-addr.arpa. PTR", "alias.demo.svc.cluster.local. ANY",
 		"api.example.com.demo.svc.cluster.local. AAAA", "cluster.local. SOA", "web.demo.svc.cluster.local. A",
+		"99.0.96.10.in-addr.arpa. PTR", "96.10.in-addr.arpa. ANY", "x.0.96.10.in-addr.arpa. PTR",
+		"1.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa. PTR",
 	} {
 		m := query(f, q, 1232)
 		b, _ := m.Pack()
@@ -129,7 +131,8 @@ func FuzzRespond(f *testing.F) {
 	f.Add(b, true)
 	f.Add([]byte{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, true)
 	f.Add([]byte{}, true)
-	h := newTestHandler(f, fakeCluster(f), Config{})
+	h := newTestHandler(f, fakeCluster(f), Config{ReverseCIDRs: []netip.Prefix{
+		netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:96::/110")}})
 	f.Fuzz(func(t *testing.T, raw []byte, udp bool) {
 		req := new(dns.Msg)
 		if err := req.Unpack(raw); err != nil {
