@@ -95,16 +95,38 @@ func TestWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	for _, raw := range [][]byte{b, append(b[:12:12], 0xff, 0xff, 0xff)} {
-		if _, err := conn.Write(raw); err != nil {
+	noQuestion := append([]byte{}, b[:12]...)
+	noQuestion[5] = 0
+	// A name of 320 octets, over the 255 RFC 1035 allows: five labels of 63 letters.
+	long := append([]byte{}, b[:12]...)
+	long[5] = 1
+	for range 5 {
+		long = append(append(long, 63), strings.Repeat("a", 63)...)
+	}
+	long = append(long, 0, 0, 1, 0, 1)
+	iquery := append([]byte{}, b...)
+	iquery[5] = 1
+	iquery[2] |= 1 << 3 // opcode 1, IQUERY (obsolete)
+	for _, tc := range []struct {
+		name  string
+		raw   []byte
+		rcode int
+	}{
+		{"two questions", b, dns.RcodeFormatError},
+		{"garbage after the header", append(b[:12:12], 0xff, 0xff, 0xff), dns.RcodeFormatError},
+		{"no question", noQuestion, dns.RcodeFormatError},
+		{"a name over 255 octets", long, dns.RcodeFormatError},
+		{"an obsolete opcode", iquery, dns.RcodeNotImplemented},
+	} {
+		if _, err := conn.Write(tc.raw); err != nil {
 			t.Fatal(err)
 		}
 		got, err := conn.ReadMsg()
 		if err != nil {
-			t.Fatalf("no answer to malformed input: %v", err)
+			t.Fatalf("%s: no answer to malformed input: %v", tc.name, err)
 		}
-		if got.Rcode != dns.RcodeFormatError {
-			t.Fatalf("rcode %s, want FORMERR", rcodeLabel(got.Rcode))
+		if got.Rcode != tc.rcode {
+			t.Fatalf("%s: rcode %s, want %s", tc.name, rcodeLabel(got.Rcode), rcodeLabel(tc.rcode))
 		}
 	}
 }
