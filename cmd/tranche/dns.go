@@ -21,7 +21,8 @@ func dnsCmd() *cobra.Command {
 		Use:   "dns",
 		Short: "Serve the cluster's DNS: the Kubernetes DNS specification for the cluster zone, other names forwarded",
 		Long: "Serve the cluster DNS (kube-system/tranche-dns behind the kube-dns Service). In a pod it reads the API\n" +
-			"with its service account; elsewhere give --kubeconfig. Names outside the cluster domain go to --upstream.",
+			"with its service account; elsewhere give --kubeconfig. Names outside the cluster domain go to --upstream,\n" +
+			"except the reverse names of the service and pod ranges, which only the cluster can answer.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, u := range upstreams {
