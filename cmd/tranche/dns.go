@@ -16,11 +16,13 @@ func dnsCmd() *cobra.Command {
 	var upstreams []string
 	var ttl uint32
 	var logLevel string
+	var serviceCIDRs, podCIDRs []string
 	cmd := &cobra.Command{
 		Use:   "dns",
 		Short: "Serve the cluster's DNS: the Kubernetes DNS specification for the cluster zone, other names forwarded",
 		Long: "Serve the cluster DNS (kube-system/tranche-dns behind the kube-dns Service). In a pod it reads the API\n" +
-			"with its service account; elsewhere give --kubeconfig. Names outside the cluster domain go to --upstream.",
+			"with its service account; elsewhere give --kubeconfig. Names outside the cluster domain go to --upstream,\n" +
+			"except the reverse names of the service and pod ranges, which only the cluster can answer.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, u := range upstreams {
@@ -36,6 +38,21 @@ func dnsCmd() *cobra.Command {
 						}
 					}
 					cfg.Upstreams = append(cfg.Upstreams, s)
+				}
+			}
+			for _, r := range []struct {
+				flag  string
+				cidrs []string
+			}{{"--service-cluster-ip-range", serviceCIDRs}, {"--cluster-cidr", podCIDRs}} {
+				for _, c := range r.cidrs {
+					if c = strings.TrimSpace(c); c == "" {
+						continue
+					}
+					p, err := netip.ParsePrefix(c)
+					if err != nil || p.Addr().Is4In6() {
+						return fmt.Errorf("%s %q: want an IPv4 or IPv6 CIDR (e.g. 10.96.0.0/12)", r.flag, c)
+					}
+					cfg.ReverseCIDRs = append(cfg.ReverseCIDRs, p.Masked())
 				}
 			}
 			if ttl == 0 {
@@ -56,6 +73,10 @@ func dnsCmd() *cobra.Command {
 	f.StringSliceVar(&upstreams, "upstream", nil, "resolvers for other names, IP[:port], repeatable or comma-separated (none: such names are refused)")
 	f.Uint32Var(&ttl, "ttl", 5, "TTL in seconds of the cluster zone's records and negative answers")
 	f.IntVar(&cfg.CacheEntries, "cache-size", 10000, "most answers from upstreams kept")
+	f.StringSliceVar(&serviceCIDRs, "service-cluster-ip-range", []string{"10.96.0.0/12"},
+		"the cluster's ClusterIP ranges, comma-separated: their reverse zones are answered here, never forwarded (empty: none)")
+	f.StringSliceVar(&podCIDRs, "cluster-cidr", []string{"10.244.0.0/16"},
+		"the cluster's pod ranges, comma-separated: their reverse zones are answered here, never forwarded (empty: none)")
 	f.BoolVar(&cfg.NoAutopath, "no-autopath", false, "do not answer pods' search-expanded names on the first query")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,8 +120,11 @@ func (f *forwarder) exchange(ctx context.Context, req *dns.Msg, up string) (*dns
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", up, err)
 	}
-	if resp.Id != req.Id || len(resp.Question) != 1 || resp.Question[0].Qtype != req.Question[0].Qtype {
-		return nil, fmt.Errorf("%s: answer does not match the question", up)
+	// The answer is cached and served to every pod: one for another question (a spoofed
+	// or confused reply that happened to carry the id) must not be taken.
+	if q := req.Question[0]; resp.Id != req.Id || len(resp.Question) != 1 || resp.Question[0].Qtype != q.Qtype ||
+		resp.Question[0].Qclass != q.Qclass || !strings.EqualFold(resp.Question[0].Name, q.Name) {
+		return nil, fmt.Errorf("%s: answer does not match the question %s %s", up, q.Name, dns.TypeToString[q.Qtype])
 	}
 	return resp, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -283,5 +284,99 @@ func TestConcurrentQuestionsShareOneExchange(t *testing.T) {
 	wg.Wait()
 	if n := up.count("api.example.com. A"); n != 1 {
 		t.Fatalf("upstream asked %d times for one burst, want 1", n)
+	}
+}
+
+// TestUpstreamAnswerForAnotherQuestion: an upstream reply with the right id but
+// another question (spoofed, or a confused server) is refused rather than cached and
+// served to every pod.
+func TestUpstreamAnswerForAnotherQuestion(t *testing.T) {
+	cases := []struct {
+		name string
+		mut  func(*dns.Msg)
+		want string
+	}{
+		{"another name", func(m *dns.Msg) { m.Question[0].Name = "evil.example.com." }, "SERVFAIL ra"},
+		{"another type", func(m *dns.Msg) { m.Question[0].Qtype = dns.TypeAAAA }, "SERVFAIL ra"},
+		{"another class", func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassCHAOS }, "SERVFAIL ra"},
+		{"no question", func(m *dns.Msg) { m.Question = nil }, "SERVFAIL ra"},
+		{"the same name in another case (0x20) is the same question", func(m *dns.Msg) { m.Question[0].Name = "API.example.COM." },
+			"NOERROR ra\nANSWER\napi.example.com. 60 IN A 192.0.2.66"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+				m := new(dns.Msg)
+				m.SetReply(r)
+				rr, _ := dns.NewRR(r.Question[0].Name + " 60 IN A 192.0.2.66")
+				m.Answer = []dns.RR{rr}
+				tc.mut(m)
+				_ = w.WriteMsg(m)
+			})}
+			go func() { _ = srv.ActivateAndServe() }()
+			t.Cleanup(func() { _ = srv.Shutdown() })
+			h := newTestHandler(t, NewFake(), Config{Upstreams: []string{pc.LocalAddr().String()}, ForwardTimeout: 500 * time.Millisecond})
+			diff(t, tc.name, tc.want, ask(t, h, "api.example.com. A", "", true, 0))
+			if n, want := h.fwd.cache.len(), strings.Count(tc.want, "ANSWER"); n != want {
+				t.Fatalf("%d answers cached, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestCacheTTL: how long an upstream answer is kept: its smallest TTL, bounded a day
+// for data and an hour for denials (RFC 2308: the negative TTL is the smaller of the
+// SOA's TTL and MINIMUM); answers that say nothing of their lifetime, and failures,
+// are not kept.
+func TestCacheTTL(t *testing.T) {
+	msg := func(rcode int, lines ...string) *dns.Msg {
+		m := new(dns.Msg)
+		m.Rcode = rcode
+		for _, l := range lines {
+			rr, err := dns.NewRR(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rr.Header().Rrtype == dns.TypeSOA {
+				m.Ns = append(m.Ns, rr)
+			} else {
+				m.Answer = append(m.Answer, rr)
+			}
+		}
+		return m
+	}
+	type verdict struct {
+		TTL      time.Duration
+		Negative bool
+		Kept     bool
+	}
+	cases := []struct {
+		name string
+		m    *dns.Msg
+		want verdict
+	}{
+		{"the smallest TTL of the answer", msg(dns.RcodeSuccess, "a.example. 300 IN CNAME b.example.", "b.example. 60 IN A 192.0.2.1"), verdict{60 * time.Second, false, true}},
+		{"data kept a day at most", msg(dns.RcodeSuccess, "a.example. 604800 IN A 192.0.2.1"), verdict{24 * time.Hour, false, true}},
+		{"TTL 0 is not kept", msg(dns.RcodeSuccess, "a.example. 0 IN A 192.0.2.1"), verdict{0, false, false}},
+		{"NXDOMAIN: the SOA's MINIMUM when smaller", msg(dns.RcodeNameError, "example. 3600 IN SOA ns.example. h.example. 1 2 3 4 30"), verdict{30 * time.Second, true, true}},
+		{"NXDOMAIN: the SOA's TTL when smaller", msg(dns.RcodeNameError, "example. 20 IN SOA ns.example. h.example. 1 2 3 4 300"), verdict{20 * time.Second, true, true}},
+		{"NODATA like NXDOMAIN", msg(dns.RcodeSuccess, "example. 60 IN SOA ns.example. h.example. 1 2 3 4 60"), verdict{60 * time.Second, true, true}},
+		{"denials kept an hour at most", msg(dns.RcodeNameError, "example. 86400 IN SOA ns.example. h.example. 1 2 3 4 86400"), verdict{time.Hour, true, true}},
+		{"a denial without SOA is not kept", msg(dns.RcodeNameError), verdict{0, true, false}},
+		{"SERVFAIL is not kept", msg(dns.RcodeServerFailure), verdict{0, false, false}},
+		{"REFUSED is not kept", msg(dns.RcodeRefused), verdict{0, false, false}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got verdict
+			got.TTL, got.Negative, got.Kept = cacheTTL(tc.m)
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -26,6 +26,10 @@ type Config struct {
 	CacheEntries int
 	// ForwardTimeout bounds one upstream exchange (default 2 s).
 	ForwardTimeout time.Duration
+	// ReverseCIDRs are the address ranges whose reverse zones the server answers
+	// authoritatively, an address nobody holds being NXDOMAIN there (the service and
+	// pod CIDRs; see reverse.go); reverse names of other addresses go upstream.
+	ReverseCIDRs []netip.Prefix
 	// NoAutopath turns off answering pods' search-expanded names on the first query.
 	NoAutopath bool
 	// Serial of the zone's SOA; 0 means the start time.
@@ -43,6 +47,7 @@ type Config struct {
 // forwarder. It is a miekg/dns Handler; Respond is the same logic on parsed messages.
 type Handler struct {
 	zone     *zone
+	reverse  reverseZones
 	cache    Cache
 	fwd      *forwarder
 	autopath bool
@@ -68,6 +73,10 @@ func NewHandler(cfg Config, c Cache) (*Handler, error) {
 			return nil, fmt.Errorf("upstream %q: want IP:port (%v)", u, err)
 		}
 	}
+	reverse, err := newReverseZones(cfg.ReverseCIDRs)
+	if err != nil {
+		return nil, err
+	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
@@ -89,7 +98,7 @@ func NewHandler(cfg Config, c Cache) (*Handler, error) {
 		label = "dns://:53"
 	}
 	origin := zoneName + "."
-	h := &Handler{zone: newZone(origin, ttl, serial), cache: c, autopath: !cfg.NoAutopath,
+	h := &Handler{zone: newZone(origin, ttl, serial), reverse: reverse, cache: c, autopath: !cfg.NoAutopath,
 		m: newMetrics(cfg.Metrics, label, origin), log: log, now: now}
 	if len(cfg.Upstreams) > 0 {
 		h.fwd = newForwarder(cfg.Upstreams, cfg.CacheEntries, cfg.ForwardTimeout, h.m, now)
@@ -220,17 +229,25 @@ func (h *Handler) answer(ctx context.Context, resp *dns.Msg, q dns.Question, fro
 		h.answerZone(ctx, resp, q, name, from)
 		return
 	}
-	if ip, ok := reverseAddr(name); ok {
-		if !h.cache.Synced() {
-			resp.Rcode = dns.RcodeServerFailure
+	if r, ok := parseReverse(name); ok {
+		if apex, ok := h.reverse.apex(r); ok {
+			h.answerReverse(resp, q, name, r, apex)
 			return
 		}
-		if rrs := h.zone.ptr(h.cache, name, ip); len(rrs) > 0 {
-			resp.Authoritative = true
-			if q.Qtype == dns.TypePTR || q.Qtype == dns.TypeANY {
-				resp.Answer = keepCase(rrs, name, q.Name)
+		// Outside the reverse zones, an address of the cluster (a headless Service's
+		// endpoint elsewhere) still has its PTR; any other name is the upstreams'.
+		if r.full() {
+			if !h.cache.Synced() {
+				resp.Rcode = dns.RcodeServerFailure
+				return
 			}
-			return
+			if rrs := h.zone.ptr(h.cache, name, r.addr); len(rrs) > 0 {
+				resp.Authoritative = true
+				if q.Qtype == dns.TypePTR || q.Qtype == dns.TypeANY {
+					resp.Answer = keepCase(rrs, name, q.Name)
+				}
+				return
+			}
 		}
 	}
 	h.forward(ctx, resp, q, name)

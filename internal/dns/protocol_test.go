@@ -95,16 +95,38 @@ func TestWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	for _, raw := range [][]byte{b, append(b[:12:12], 0xff, 0xff, 0xff)} {
-		if _, err := conn.Write(raw); err != nil {
+	noQuestion := append([]byte{}, b[:12]...)
+	noQuestion[5] = 0
+	// A name of 320 octets, over the 255 RFC 1035 allows: five labels of 63 letters.
+	long := append([]byte{}, b[:12]...)
+	long[5] = 1
+	for range 5 {
+		long = append(append(long, 63), strings.Repeat("a", 63)...)
+	}
+	long = append(long, 0, 0, 1, 0, 1)
+	iquery := append([]byte{}, b...)
+	iquery[5] = 1
+	iquery[2] |= 1 << 3 // opcode 1, IQUERY (obsolete)
+	for _, tc := range []struct {
+		name  string
+		raw   []byte
+		rcode int
+	}{
+		{"two questions", b, dns.RcodeFormatError},
+		{"garbage after the header", append(b[:12:12], 0xff, 0xff, 0xff), dns.RcodeFormatError},
+		{"no question", noQuestion, dns.RcodeFormatError},
+		{"a name over 255 octets", long, dns.RcodeFormatError},
+		{"an obsolete opcode", iquery, dns.RcodeNotImplemented},
+	} {
+		if _, err := conn.Write(tc.raw); err != nil {
 			t.Fatal(err)
 		}
 		got, err := conn.ReadMsg()
 		if err != nil {
-			t.Fatalf("no answer to malformed input: %v", err)
+			t.Fatalf("%s: no answer to malformed input: %v", tc.name, err)
 		}
-		if got.Rcode != dns.RcodeFormatError {
-			t.Fatalf("rcode %s, want FORMERR", rcodeLabel(got.Rcode))
+		if got.Rcode != tc.rcode {
+			t.Fatalf("%s: rcode %s, want %s", tc.name, rcodeLabel(got.Rcode), rcodeLabel(tc.rcode))
 		}
 	}
 }
@@ -118,6 +140,8 @@ func FuzzRespond(f *testing.F) {
 		"api-svc.demo.svc.cluster.local. A", "_http._tcp.web.demo.svc.cluster.local. SRV",
 		"10.1.244.10.in-addr.arpa. PTR", "alias.demo.svc.cluster.local. ANY",
 		"api.example.com.demo.svc.cluster.local. AAAA", "cluster.local. SOA", "web.demo.svc.cluster.local. A",
+		"99.0.96.10.in-addr.arpa. PTR", "96.10.in-addr.arpa. ANY", "x.0.96.10.in-addr.arpa. PTR",
+		"1.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa. PTR",
 	} {
 		m := query(f, q, 1232)
 		b, _ := m.Pack()
@@ -129,7 +153,8 @@ func FuzzRespond(f *testing.F) {
 	f.Add(b, true)
 	f.Add([]byte{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, true)
 	f.Add([]byte{}, true)
-	h := newTestHandler(f, fakeCluster(f), Config{})
+	h := newTestHandler(f, fakeCluster(f), Config{ReverseCIDRs: []netip.Prefix{
+		netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:96::/110")}})
 	f.Fuzz(func(t *testing.T, raw []byte, udp bool) {
 		req := new(dns.Msg)
 		if err := req.Unpack(raw); err != nil {

@@ -135,7 +135,8 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			log.Info("caches synced: answering the cluster zone", "zone", h.zone.origin)
 		}
 	}()
-	log.Info("serving DNS", "listen", cfg.Listen, "zone", h.zone.origin, "upstreams", cfg.Upstreams, "metrics", cfg.MetricsListen)
+	log.Info("serving DNS", "listen", cfg.Listen, "zone", h.zone.origin, "upstreams", cfg.Upstreams,
+		"reverseZonesOf", cfg.ReverseCIDRs, "metrics", cfg.MetricsListen)
 	return Serve(ctx, h, pc, ln)
 }
 

@@ -2,7 +2,6 @@ package dns
 
 import (
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -355,48 +354,4 @@ func undash(label string) (netip.Addr, bool) {
 	}
 	a, err := netip.ParseAddr(strings.ReplaceAll(label, "-", ":"))
 	return a, err == nil && a.Is6()
-}
-
-// reverseAddr parses a lowercase fqdn below in-addr.arpa. or ip6.arpa. naming one
-// full address.
-func reverseAddr(name string) (netip.Addr, bool) {
-	if rest, ok := strings.CutSuffix(name, ".in-addr.arpa."); ok {
-		l := strings.Split(rest, ".")
-		if len(l) != 4 {
-			return netip.Addr{}, false
-		}
-		var b [4]byte
-		for i, s := range l {
-			v, err := strconv.ParseUint(s, 10, 8)
-			if err != nil || (len(s) > 1 && s[0] == '0') {
-				return netip.Addr{}, false
-			}
-			b[3-i] = byte(v)
-		}
-		return netip.AddrFrom4(b), true
-	}
-	if rest, ok := strings.CutSuffix(name, ".ip6.arpa."); ok {
-		l := strings.Split(rest, ".")
-		if len(l) != 32 {
-			return netip.Addr{}, false
-		}
-		var b [16]byte
-		for i, s := range l {
-			if len(s) != 1 {
-				return netip.Addr{}, false
-			}
-			v, err := strconv.ParseUint(s, 16, 8)
-			if err != nil {
-				return netip.Addr{}, false
-			}
-			j := 31 - i
-			if j%2 == 0 {
-				b[j/2] |= byte(v) << 4
-			} else {
-				b[j/2] |= byte(v)
-			}
-		}
-		return netip.AddrFrom16(b), true
-	}
-	return netip.Addr{}, false
 }

@@ -173,6 +173,26 @@ func TestSpecification(t *testing.T) {
 			NXDOMAIN aa
 			AUTHORITY
 			` + soaLine},
+		{"a pod record asked for AAAA: NODATA", "10-244-1-9.demo.pod.cluster.local. AAAA", "", `
+			NOERROR aa
+			AUTHORITY
+			` + soaLine},
+		{"nothing below a pod record", "x.10-244-1-9.demo.pod.cluster.local. A", "", `
+			NXDOMAIN aa
+			AUTHORITY
+			` + soaLine},
+		{"a namespace under pod is an empty non-terminal", "demo.pod.cluster.local. A", "", `
+			NOERROR aa
+			AUTHORITY
+			` + soaLine},
+		{"an unknown namespace under pod", "nosuchns.pod.cluster.local. A", "", `
+			NXDOMAIN aa
+			AUTHORITY
+			` + soaLine},
+		{"pod is an empty non-terminal", "pod.cluster.local. A", "", `
+			NOERROR aa
+			AUTHORITY
+			` + soaLine},
 		// NXDOMAIN versus NODATA.
 		{"unknown Service", "nope.demo.svc.cluster.local. A", "", `
 			NXDOMAIN aa
@@ -215,6 +235,23 @@ func TestSpecification(t *testing.T) {
 			NOERROR aa
 			ANSWER
 			ns.dns.cluster.local. 5 IN A 10.96.0.10`},
+		{"the name server has no AAAA: NODATA", "ns.dns.cluster.local. AAAA", "", `
+			NOERROR aa
+			AUTHORITY
+			` + soaLine},
+		{"dns is an empty non-terminal", "dns.cluster.local. A", "", `
+			NOERROR aa
+			AUTHORITY
+			` + soaLine},
+		{"nothing below dns-version", "x.dns-version.cluster.local. TXT", "", `
+			NXDOMAIN aa
+			AUTHORITY
+			` + soaLine},
+		{"the zone's SOA and NS for ANY", "Cluster.Local. ANY", "", `
+			NOERROR aa
+			ANSWER
+			Cluster.Local. 5 IN NS ns.dns.cluster.local.
+			Cluster.Local. 5 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 5`},
 		// Outside the zone with no upstream.
 		{"other names are refused without upstream", "example.com. A", "", `
 			REFUSED`},
@@ -307,5 +344,29 @@ func TestTruncation(t *testing.T) {
 				t.Fatalf("%d answers, want %d", len(resp.Answer), tc.answers)
 			}
 		})
+	}
+}
+
+// TestTruncationOverTCP: an answer larger than a DNS message can be (64 KiB) is cut
+// to fit, with TC set, rather than failing to pack and leaving the client without
+// any answer.
+func TestTruncationOverTCP(t *testing.T) {
+	f := fakeCluster(t)
+	var eps []discoveryv1.Endpoint
+	for i := range 5000 {
+		eps = append(eps, ep(fmt.Sprintf("10.245.%d.%d", i/250, i%250+1), true, ""))
+	}
+	if err := f.Add(makeService("demo", "huge", func(s *v1.Service) { s.Spec.ClusterIP = v1.ClusterIPNone }),
+		makeSlice("demo", "huge", "huge-a", func(s *discoveryv1.EndpointSlice) { s.Endpoints = eps })); err != nil {
+		t.Fatal(err)
+	}
+	h := newTestHandler(t, f, Config{})
+	resp := ask(t, h, "huge.demo.svc.cluster.local. A", "", false, 0)
+	b, err := resp.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Truncated || len(b) > 65535 || len(resp.Answer) < 4000 || len(resp.Answer) >= 5000 {
+		t.Fatalf("tc=%v, %d bytes, %d of 5000 answers; want tc, at most 65535 bytes, most answers", resp.Truncated, len(b), len(resp.Answer))
 	}
 }

@@ -115,6 +115,14 @@ func ensureClusterDNS(ctx context.Context, client kubernetes.Interface, cfg Conf
 		},
 	}
 	args := []string{"dns", "--listen=:53", fmt.Sprintf("--metrics-listen=:%d", dnsMetricsPort), "--cluster-domain=cluster.local"}
+	// The DNS answers the reverse zones of the service and pod ranges itself; given
+	// the cluster's own ranges rather than trusting its defaults to match them.
+	if cfg.ServiceCIDR.IsValid() {
+		args = append(args, "--service-cluster-ip-range="+cfg.ServiceCIDR.String())
+	}
+	if cfg.ClusterCIDR.IsValid() {
+		args = append(args, "--cluster-cidr="+cfg.ClusterCIDR.String())
+	}
 	for _, u := range cfg.DNS.Upstreams {
 		args = append(args, "--upstream="+u)
 	}
