@@ -200,8 +200,19 @@ func TestServedMetrics(t *testing.T) {
 	if got != 4 || nx != 1 {
 		t.Fatalf("coredns_dns_requests_total = %v (want 4), NXDOMAIN responses = %v (want 1)", got, nx)
 	}
-	if n := seriesCount(t, reg, "coredns_dns_request_duration_seconds"); n != 1 {
-		t.Fatalf("coredns_dns_request_duration_seconds: %d series, want 1", n)
+	for _, name := range []string{"coredns_dns_request_duration_seconds", "coredns_dns_request_size_bytes", "coredns_dns_response_size_bytes"} {
+		if n := seriesCount(t, reg, name); n != 1 {
+			t.Errorf("%s: %d series, want 1", name, n)
+		}
+	}
+	// The four answers are packed once each: the response size histogram holds
+	// exactly their lengths.
+	var sum float64
+	for _, q := range []string{"api-svc.demo.svc.cluster.local. A", "api-svc.demo.svc.cluster.local. A", "api-svc.demo.svc.cluster.local. A", "nope.demo.svc.cluster.local. A"} {
+		sum += float64(h.Respond(context.Background(), query(t, q, 0), netip.Addr{}, true).Len())
+	}
+	if got := histogramSum(t, reg, "coredns_dns_response_size_bytes"); got != sum {
+		t.Errorf("coredns_dns_response_size_bytes sum = %v, want %v", got, sum)
 	}
 }
 
@@ -379,4 +390,20 @@ func TestCacheTTL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// histogramSum is the sum of the only series of histogram name in reg.
+func histogramSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetHistogram().GetSampleSum()
+		}
+	}
+	t.Fatalf("no single series of %s", name)
+	return 0
 }

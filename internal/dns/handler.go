@@ -131,15 +131,26 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if resp == nil {
 		return
 	}
-	// Counted before the answer leaves, so a client that got it sees it counted.
-	h.count(req, resp, proto, from, start)
-	if err := w.WriteMsg(resp); err != nil {
+	// Packed here rather than by WriteMsg so that the response size metric costs
+	// nothing; counted before the answer leaves, so a client that got it sees it counted.
+	buf, err := resp.Pack()
+	if err != nil {
+		h.log.Error("packing a DNS answer", "to", w.RemoteAddr(), "err", err)
+		fail := new(dns.Msg)
+		fail.SetRcode(req, dns.RcodeServerFailure)
+		resp, buf = fail, nil
+		if buf, err = fail.Pack(); err != nil {
+			return
+		}
+	}
+	h.count(req, resp, proto, from, start, len(buf))
+	if _, err := w.Write(buf); err != nil {
 		h.log.Debug("writing a DNS answer", "to", w.RemoteAddr(), "err", err)
 	}
 }
 
 // count records one answered request in CoreDNS's request metrics.
-func (h *Handler) count(req, resp *dns.Msg, proto string, from netip.Addr, start time.Time) {
+func (h *Handler) count(req, resp *dns.Msg, proto string, from netip.Addr, start time.Time, respSize int) {
 	family := "1"
 	if from.Is6() && !from.Is4In6() {
 		family = "2"
@@ -155,6 +166,8 @@ func (h *Handler) count(req, resp *dns.Msg, proto string, from netip.Addr, start
 	h.m.requests.WithLabelValues(h.m.server, zoneLabel, "", proto, family, qtype).Inc()
 	h.m.responses.WithLabelValues(h.m.server, zoneLabel, "", rcodeLabel(resp.Rcode), "").Inc()
 	h.m.duration.WithLabelValues(h.m.server, zoneLabel, "", qtype).Observe(h.now().Sub(start).Seconds())
+	h.m.requestSize.WithLabelValues(h.m.server, zoneLabel, "", proto).Observe(float64(req.Len()))
+	h.m.responseSize.WithLabelValues(h.m.server, zoneLabel, "", proto).Observe(float64(respSize))
 }
 
 // Respond returns the answer to req from the client at from, sized for UDP when udp

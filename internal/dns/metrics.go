@@ -13,6 +13,8 @@ type metrics struct {
 	requests      *prometheus.CounterVec   // server, zone, view, proto, family, type
 	responses     *prometheus.CounterVec   // server, zone, view, rcode, plugin
 	duration      *prometheus.HistogramVec // server, zone, view, type
+	requestSize   *prometheus.HistogramVec // server, zone, view, proto
+	responseSize  *prometheus.HistogramVec // server, zone, view, proto
 	cacheHits     *prometheus.CounterVec   // server, type, zones, view
 	cacheMisses   *prometheus.CounterVec   // server, zones, view
 	cacheEntries  *prometheus.GaugeVec     // server, type, zones, view
@@ -34,6 +36,12 @@ func newMetrics(reg prometheus.Registerer, server, origin string) *metrics {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "coredns", Subsystem: "dns", Name: "request_duration_seconds",
 			Help:    "Histogram of the time (in seconds) each request took per zone.",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 16)}, []string{"server", "zone", "view", "type"}),
+		requestSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "coredns", Subsystem: "dns", Name: "request_size_bytes",
+			Help: "Size of the request in bytes, per zone and protocol.", Buckets: sizeBuckets},
+			[]string{"server", "zone", "view", "proto"}),
+		responseSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "coredns", Subsystem: "dns", Name: "response_size_bytes",
+			Help: "Size of the answer in bytes, per zone and protocol.", Buckets: sizeBuckets},
+			[]string{"server", "zone", "view", "proto"}),
 		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "coredns", Subsystem: "cache", Name: "hits_total",
 			Help: "The count of cache hits."}, []string{"server", "type", "zones", "view"}),
 		cacheMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "coredns", Subsystem: "cache", Name: "misses_total",
@@ -53,11 +61,15 @@ func newMetrics(reg prometheus.Registerer, server, origin string) *metrics {
 		zoneCacheName: ".",
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.responses, m.duration, m.cacheHits, m.cacheMisses, m.cacheEntries,
+		reg.MustRegister(m.requests, m.responses, m.duration, m.requestSize, m.responseSize, m.cacheHits, m.cacheMisses, m.cacheEntries,
 			m.fwdRequests, m.fwdResponses, m.autopath, m.panics)
 	}
 	return m
 }
+
+// sizeBuckets are CoreDNS's buckets for message sizes: around the classic 512-byte UDP
+// limit, EDNS0 buffer sizes and up to TCP's 64 KiB.
+var sizeBuckets = []float64{0, 100, 200, 300, 400, 511, 1023, 2047, 4095, 8291, 16e3, 32e3, 48e3, 64e3}
 
 // typeLabel is CoreDNS's "type" label: the common types by name, the rest as "other".
 func typeLabel(t uint16) string {
