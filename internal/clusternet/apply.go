@@ -69,13 +69,17 @@ func (a applier) apply(s Step) error {
 	case OpLoUp:
 		return l.LoUp()
 	case OpBridge:
-		return l.AddBridge(s.Link, s.Addr)
+		return l.AddBridge(s.Link, s.Addr, s.MAC)
 	case OpVeth:
 		return l.AddVeth(s.Link, s.Peer, s.PeerNamespace)
 	case OpAttach:
-		return l.AttachToBridge(s.Link, s.Bridge)
+		return l.AttachToBridge(s.Link, s.Bridge, s.Hairpin)
 	case OpAddr:
-		if err := l.AddAddr(s.Link, s.Addr); err != nil {
+		add := l.AddAddr
+		if s.NoPrefixRoute {
+			add = l.AddAddrNoPrefixRoute
+		}
+		if err := add(s.Link, s.Addr); err != nil {
 			return err
 		}
 		return l.SetUp(s.Link)

@@ -104,28 +104,32 @@ func TestPlanUp(t *testing.T) {
 	want := []string{
 		"ip netns add x-net",
 		"x-net: ip link set lo up",
-		"x-net: ip link add br_underlay type bridge; ip addr add 10.240.0.1/24 dev br_underlay; ip link set br_underlay up",
+		"x-net: ip link add br_underlay address 0a:58:0a:f0:00:01 type bridge; ip addr add 10.240.0.1/24 dev br_underlay; ip link set br_underlay up",
 
 		"ip netns add x-a",
 		"x-a: sysctl -w net.ipv4.ip_forward=1",
 		"x-a: sysctl -w net.ipv4.conf.all.rp_filter=0",
 		"x-a: sysctl -w net.ipv4.conf.default.rp_filter=0",
+		"x-a: sysctl -w net.ipv4.conf.all.send_redirects=0",
+		"x-a: sysctl -w net.ipv4.conf.default.send_redirects=0",
 		"x-a: ip link set lo up",
 		"x-net: ip link add a type veth peer eth0 netns x-a",
 		"x-net: ip link set a master br_underlay; bridge link set dev a hairpin on; ip link set a up",
 		"x-a: ip addr add 10.240.0.10/24 dev eth0; ip link set eth0 up",
-		"x-a: ip link add cbr0 type bridge; ip addr add 10.244.0.1/24 dev cbr0; ip link set cbr0 up",
+		"x-a: ip link add cbr0 address 0a:58:0a:f4:00:01 type bridge; ip addr add 10.244.0.1/24 dev cbr0; ip link set cbr0 up",
 		"x-a: ip route replace 10.244.1.0/24 via 10.240.0.11 dev eth0",
 
 		"ip netns add x-b",
 		"x-b: sysctl -w net.ipv4.ip_forward=1",
 		"x-b: sysctl -w net.ipv4.conf.all.rp_filter=0",
 		"x-b: sysctl -w net.ipv4.conf.default.rp_filter=0",
+		"x-b: sysctl -w net.ipv4.conf.all.send_redirects=0",
+		"x-b: sysctl -w net.ipv4.conf.default.send_redirects=0",
 		"x-b: ip link set lo up",
 		"x-net: ip link add b type veth peer eth0 netns x-b",
 		"x-net: ip link set b master br_underlay; bridge link set dev b hairpin on; ip link set b up",
 		"x-b: ip addr add 10.240.0.11/24 dev eth0; ip link set eth0 up",
-		"x-b: ip link add cbr0 type bridge; ip addr add 10.244.1.1/24 dev cbr0; ip link set cbr0 up",
+		"x-b: ip link add cbr0 address 0a:58:0a:f4:01:01 type bridge; ip addr add 10.244.1.1/24 dev cbr0; ip link set cbr0 up",
 		"x-b: ip route replace 10.244.0.0/24 via 10.240.0.10 dev eth0",
 
 		"x-net: ip route replace 10.244.0.0/24 via 10.240.0.10 dev br_underlay",
@@ -198,9 +202,12 @@ func TestPlanAttachPod(t *testing.T) {
 	veth := PodVeth("x-pod1")
 	want := []string{
 		"x-pod1: ip link set lo up",
+		"x-pod1: sysctl -w net.ipv4.conf.all.accept_redirects=0",
+		"x-pod1: sysctl -w net.ipv4.conf.default.accept_redirects=0",
 		"x-b: ip link add " + veth + " type veth peer eth0 netns x-pod1",
-		"x-b: ip link set " + veth + " master cbr0; bridge link set dev " + veth + " hairpin on; ip link set " + veth + " up",
-		"x-pod1: ip addr add 10.244.1.7/24 dev eth0; ip link set eth0 up",
+		"x-b: ip link set " + veth + " master cbr0; bridge link set dev " + veth + " hairpin off; ip link set " + veth + " up",
+		"x-pod1: ip addr add 10.244.1.7/24 dev eth0 noprefixroute; ip link set eth0 up",
+		"x-pod1: ip route replace 10.244.1.1 dev eth0 scope link",
 		"x-pod1: ip route replace default via 10.244.1.1 dev eth0",
 	}
 	if diff := cmp.Diff(want, render(steps)); diff != "" {
