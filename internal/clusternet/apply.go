@@ -59,6 +59,9 @@ func (a applier) apply(s Step) error {
 		}
 		return netns.Delete(s.Namespace)
 	case OpSysctl:
+		if s.IfExists {
+			return netns.SetSysctlIfExists(s.Namespace, s.Key, s.Value)
+		}
 		return netns.SetSysctl(s.Namespace, s.Key, s.Value)
 	}
 	l, err := a.links(s.Namespace)
@@ -73,7 +76,7 @@ func (a applier) apply(s Step) error {
 	case OpVeth:
 		return l.AddVeth(s.Link, s.Peer, s.PeerNamespace)
 	case OpAttach:
-		return l.AttachToBridge(s.Link, s.Bridge, s.Hairpin)
+		return l.AttachToBridge(s.Link, s.Bridge)
 	case OpAddr:
 		add := l.AddAddr
 		if s.NoPrefixRoute {

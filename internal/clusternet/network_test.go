@@ -123,8 +123,8 @@ func newPod(t *testing.T, topo Topology, node, name, addr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lines(ip(t, "-n", topo.NodeNamespace(node), "-d", "link", "show", veth), "hairpin off"); len(got) != 1 {
-		t.Errorf("pod veth %s on node %s: hairpin is not off", veth, node)
+	if got := lines(ip(t, "-n", topo.NodeNamespace(node), "-d", "link", "show", veth), "hairpin on"); len(got) != 1 {
+		t.Errorf("pod veth %s on node %s: hairpin is not on", veth, node)
 	}
 	n, _ := topo.Node(node)
 	gw := n.Gateway().String()
@@ -199,6 +199,10 @@ func TestClusterNetwork(t *testing.T) {
 		if got, err := netns.Sysctl(nodeA, key); err != nil || got != want {
 			t.Errorf("%s in %s = %q, %v; want %s", key, nodeA, got, err, want)
 		}
+	}
+	// Only where the kernel has br_netfilter (its keys exist in the namespace).
+	if got, err := netns.Sysctl(nodeA, "net.bridge.bridge-nf-call-iptables"); err == nil && got != "0" {
+		t.Errorf("bridge-nf-call-iptables in %s = %q, want 0", nodeA, got)
 	}
 	if err := Up(topo); err == nil {
 		t.Errorf("a second Up over a running cluster succeeded")

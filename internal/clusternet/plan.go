@@ -15,7 +15,8 @@ const (
 	OpCreateNamespace Op = iota
 	// OpDeleteNamespace removes Namespace (idempotent).
 	OpDeleteNamespace
-	// OpSysctl writes Key=Value in Namespace.
+	// OpSysctl writes Key=Value in Namespace; with IfExists, a key the kernel does not
+	// have there is skipped.
 	OpSysctl
 	// OpLoUp sets lo up in Namespace.
 	OpLoUp
@@ -23,7 +24,7 @@ const (
 	OpBridge
 	// OpVeth creates the veth Link in Namespace with its peer Peer in PeerNamespace.
 	OpVeth
-	// OpAttach makes Link a port of Bridge, with hairpin on when Hairpin is set, up.
+	// OpAttach makes Link a port of Bridge with hairpin on, up.
 	OpAttach
 	// OpAddr adds Addr to Link (without its subnet route when NoPrefixRoute is set) and
 	// sets Link up.
@@ -52,8 +53,6 @@ type Step struct {
 	Addr netip.Prefix
 	// MAC is an OpBridge's MAC address.
 	MAC net.HardwareAddr
-	// Hairpin is an OpAttach's hairpin mode.
-	Hairpin bool
 	// NoPrefixRoute keeps the kernel from routing an OpAddr's whole subnet to Link.
 	NoPrefixRoute bool
 	// Dst and Via are a route's destination and gateway.
@@ -61,6 +60,8 @@ type Step struct {
 	Via netip.Addr
 	// Key and Value are an OpSysctl's sysctl.
 	Key, Value string
+	// IfExists makes an OpSysctl skip a key the kernel does not have.
+	IfExists bool
 }
 
 // String renders the step like the iproute2 command that would do the same, for logs,
@@ -73,6 +74,9 @@ func (s Step) String() string {
 	case OpDeleteNamespace:
 		return "ip netns delete " + n
 	case OpSysctl:
+		if s.IfExists {
+			return fmt.Sprintf("%s: sysctl -w -e %s=%s", n, s.Key, s.Value)
+		}
 		return fmt.Sprintf("%s: sysctl -w %s=%s", n, s.Key, s.Value)
 	case OpLoUp:
 		return n + ": ip link set lo up"
@@ -81,11 +85,7 @@ func (s Step) String() string {
 	case OpVeth:
 		return fmt.Sprintf("%s: ip link add %s type veth peer %s netns %s", n, s.Link, s.Peer, s.PeerNamespace)
 	case OpAttach:
-		hairpin := "off"
-		if s.Hairpin {
-			hairpin = "on"
-		}
-		return fmt.Sprintf("%s: ip link set %s master %s; bridge link set dev %s hairpin %s; ip link set %s up", n, s.Link, s.Bridge, s.Link, hairpin, s.Link)
+		return fmt.Sprintf("%s: ip link set %s master %s; bridge link set dev %s hairpin on; ip link set %s up", n, s.Link, s.Bridge, s.Link, s.Link)
 	case OpAddr:
 		flags := ""
 		if s.NoPrefixRoute {
@@ -126,26 +126,45 @@ func bridgeMAC(addr netip.Addr) net.HardwareAddr {
 	return net.HardwareAddr{0x0a, 0x58, a[0], a[1], a[2], a[3]}
 }
 
+// sysctl is one sysctl of a plan; ifExists ones are skipped where the kernel lacks them.
+type sysctl struct {
+	key, value string
+	ifExists   bool
+}
+
 // Sysctls every node namespace gets: it routes between its pods and the underlay;
 // reverse-path filtering is off because with host-gw routing and Service DNAT a reply
 // may legitimately arrive on another interface than the one the route back points to;
-// and it sends no ICMP redirects, because routing a packet between two of its pods back
-// out of cbr0, the interface it came in by, is the design (README "Routed pods"), not
-// a shortcut the pod should learn.
-var nodeSysctls = [][2]string{
-	{"net.ipv4.ip_forward", "1"},
-	{"net.ipv4.conf.all.rp_filter", "0"},
-	{"net.ipv4.conf.default.rp_filter", "0"},
-	{"net.ipv4.conf.all.send_redirects", "0"},
-	{"net.ipv4.conf.default.send_redirects", "0"},
+// it sends no ICMP redirects, because routing a packet between two of its pods back out
+// of cbr0, the interface it came in by, is the design (README "Routed pods"), not a
+// shortcut the pod should learn; and where the kernel has br_netfilter, its bridges do
+// not run the IP hooks on frames (README "Routed pods" says why).
+var nodeSysctls = []sysctl{
+	{key: "net.ipv4.ip_forward", value: "1"},
+	{key: "net.ipv4.conf.all.rp_filter", value: "0"},
+	{key: "net.ipv4.conf.default.rp_filter", value: "0"},
+	{key: "net.ipv4.conf.all.send_redirects", value: "0"},
+	{key: "net.ipv4.conf.default.send_redirects", value: "0"},
+	{key: "net.bridge.bridge-nf-call-iptables", value: "0", ifExists: true},
+	{key: "net.bridge.bridge-nf-call-ip6tables", value: "0", ifExists: true},
+	{key: "net.bridge.bridge-nf-call-arptables", value: "0", ifExists: true},
 }
 
 // Sysctls every pod namespace gets before its eth0 exists (so "default" applies to it):
 // it accepts no ICMP redirect, which would let it send to another pod of its node
-// directly over the bridge, past the node's netfilter hooks.
-var podSysctls = [][2]string{
-	{"net.ipv4.conf.all.accept_redirects", "0"},
-	{"net.ipv4.conf.default.accept_redirects", "0"},
+// directly over the bridge, past the node's IP layer.
+var podSysctls = []sysctl{
+	{key: "net.ipv4.conf.all.accept_redirects", value: "0"},
+	{key: "net.ipv4.conf.default.accept_redirects", value: "0"},
+}
+
+// sysctlSteps are the steps that set sysctls in namespace ns.
+func sysctlSteps(ns string, sysctls []sysctl) []Step {
+	steps := make([]Step, len(sysctls))
+	for i, s := range sysctls {
+		steps[i] = Step{Op: OpSysctl, Namespace: ns, Key: s.key, Value: s.value, IfExists: s.ifExists}
+	}
+	return steps
 }
 
 // PlanUp returns the steps that build t from nothing: the underlay namespace and bridge,
@@ -174,14 +193,11 @@ func PlanUp(t Topology) ([]Step, error) {
 // a route to every other node's pod subnet via that node's underlay address (host-gw).
 func nodeSteps(t Topology, n Node) []Step {
 	ns := t.NodeNamespace(n.Name)
-	steps := []Step{{Op: OpCreateNamespace, Namespace: ns}}
-	for _, kv := range nodeSysctls {
-		steps = append(steps, Step{Op: OpSysctl, Namespace: ns, Key: kv[0], Value: kv[1]})
-	}
+	steps := append([]Step{{Op: OpCreateNamespace, Namespace: ns}}, sysctlSteps(ns, nodeSysctls)...)
 	steps = append(steps,
 		Step{Op: OpLoUp, Namespace: ns},
 		Step{Op: OpVeth, Namespace: t.Underlay(), Link: underlayLink(n.Name), Peer: NodeUplink, PeerNamespace: ns},
-		Step{Op: OpAttach, Namespace: t.Underlay(), Link: underlayLink(n.Name), Bridge: UnderlayBridge, Hairpin: true},
+		Step{Op: OpAttach, Namespace: t.Underlay(), Link: underlayLink(n.Name), Bridge: UnderlayBridge},
 		Step{Op: OpAddr, Namespace: ns, Link: NodeUplink, Addr: netip.PrefixFrom(n.Underlay, t.UnderlayCIDR.Bits())},
 		Step{Op: OpBridge, Namespace: ns, Link: PodBridge, Addr: netip.PrefixFrom(n.Gateway(), n.PodCIDR.Bits()), MAC: bridgeMAC(n.Gateway())},
 	)
@@ -242,13 +258,12 @@ func PlanRemoveNode(t Topology, name string) ([]Step, error) {
 }
 
 // PlanAttachPod returns the steps that connect the existing namespace podNS to node's pod
-// bridge with address ip, routed rather than bridged (README "Routed pods"): no ICMP
-// redirects in the pod, a veth named PodVeth(podNS) on the node's bridge (hairpin off: no
-// frame of the pod ever needs to come back out of its own port), eth0 with ip and the
-// node's pod prefix length but without the subnet route, a link route to the node
-// bridge's address and a default route via it, and lo up. The pod thus sends every
-// packet, also one to a pod of its own node, to the node, whose IP layer (netfilter
-// included) routes it.
+// bridge with address ip, routed rather than bridged (README "Routed pods"): lo up, no
+// ICMP redirects in the pod, a veth named PodVeth(podNS) on the node's bridge (hairpin
+// on), eth0 with ip and the node's pod prefix length but without the subnet route, a
+// link route to the node bridge's address and a default route via it. The pod thus
+// sends every packet, also one to a pod of its own node, to the node, whose IP layer
+// (netfilter included) routes it.
 func PlanAttachPod(t Topology, node, podNS string, ip netip.Addr) ([]Step, error) {
 	n, ok := t.Node(node)
 	if !ok {
@@ -262,10 +277,7 @@ func PlanAttachPod(t Topology, node, podNS string, ip netip.Addr) ([]Step, error
 	}
 	ns := t.NodeNamespace(node)
 	veth := PodVeth(podNS)
-	steps := []Step{{Op: OpLoUp, Namespace: podNS}}
-	for _, kv := range podSysctls {
-		steps = append(steps, Step{Op: OpSysctl, Namespace: podNS, Key: kv[0], Value: kv[1]})
-	}
+	steps := append([]Step{{Op: OpLoUp, Namespace: podNS}}, sysctlSteps(podNS, podSysctls)...)
 	return append(steps,
 		Step{Op: OpVeth, Namespace: ns, Link: veth, Peer: PodInterface, PeerNamespace: podNS},
 		Step{Op: OpAttach, Namespace: ns, Link: veth, Bridge: PodBridge},

@@ -101,10 +101,10 @@ func (l *Links) AddVeth(name, peer, peerNS string) error {
 	return nil
 }
 
-// AttachToBridge makes link a port of bridge, with hairpin mode on when hairpin is true
-// (the bridge may then send a frame back out of the port it came in by), and sets the
-// link up.
-func (l *Links) AttachToBridge(link, bridge string, hairpin bool) error {
+// AttachToBridge makes link a port of bridge with hairpin mode on (the bridge may send a
+// frame back out of the port it came in by, so a pod can reach itself through a Service
+// address) and sets the link up.
+func (l *Links) AttachToBridge(link, bridge string) error {
 	lk, err := l.link(link)
 	if err != nil {
 		return err
@@ -116,8 +116,8 @@ func (l *Links) AttachToBridge(link, bridge string, hairpin bool) error {
 	if err := l.h.LinkSetMaster(lk, br); err != nil {
 		return fmt.Errorf("attaching %q to bridge %q in network namespace %q: %w", link, bridge, l.ns, err)
 	}
-	if err := l.h.LinkSetHairpin(lk, hairpin); err != nil {
-		return fmt.Errorf("setting hairpin mode %t on %q in network namespace %q: %w", hairpin, link, l.ns, err)
+	if err := l.h.LinkSetHairpin(lk, true); err != nil {
+		return fmt.Errorf("setting hairpin mode on %q in network namespace %q: %w", link, l.ns, err)
 	}
 	return l.SetUp(link)
 }
