@@ -168,7 +168,6 @@ func config() proxy.Config {
 		NodeName:    "node-0",
 		ClusterCIDR: netip.MustParsePrefix("10.128.0.0/9"),
 		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/12"),
-		PodCIDR:     netip.MustParsePrefix("10.128.0.0/24"),
 	}
 }
 

@@ -83,7 +83,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
 		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
-			ServiceCIDR: cfg.ServiceCIDR, PodCIDR: me.PodCIDR},
+			ServiceCIDR: cfg.ServiceCIDR},
 		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy")})
 	if err != nil {
 		return err

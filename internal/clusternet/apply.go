@@ -59,6 +59,9 @@ func (a applier) apply(s Step) error {
 		}
 		return netns.Delete(s.Namespace)
 	case OpSysctl:
+		if s.IfExists {
+			return netns.SetSysctlIfExists(s.Namespace, s.Key, s.Value)
+		}
 		return netns.SetSysctl(s.Namespace, s.Key, s.Value)
 	}
 	l, err := a.links(s.Namespace)
@@ -69,13 +72,17 @@ func (a applier) apply(s Step) error {
 	case OpLoUp:
 		return l.LoUp()
 	case OpBridge:
-		return l.AddBridge(s.Link, s.Addr)
+		return l.AddBridge(s.Link, s.Addr, s.MAC)
 	case OpVeth:
 		return l.AddVeth(s.Link, s.Peer, s.PeerNamespace)
 	case OpAttach:
 		return l.AttachToBridge(s.Link, s.Bridge)
 	case OpAddr:
-		if err := l.AddAddr(s.Link, s.Addr); err != nil {
+		add := l.AddAddr
+		if s.NoPrefixRoute {
+			add = l.AddAddrNoPrefixRoute
+		}
+		if err := add(s.Link, s.Addr); err != nil {
 			return err
 		}
 		return l.SetUp(s.Link)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,7 +126,45 @@ func newPod(t *testing.T, topo Topology, node, name, addr string) string {
 	if got := lines(ip(t, "-n", topo.NodeNamespace(node), "-d", "link", "show", veth), "hairpin on"); len(got) != 1 {
 		t.Errorf("pod veth %s on node %s: hairpin is not on", veth, node)
 	}
+	n, _ := topo.Node(node)
+	gw := n.Gateway().String()
+	// Only the gateway is on-link: every other destination, pods of the same node
+	// included, is reached through the node.
+	want := []string{"default via " + gw + " dev eth0 ", gw + " dev eth0 scope link "}
+	if diff := cmp.Diff(want, lines(ip(t, "-n", ns, "-4", "route"), "dev eth0")); diff != "" {
+		t.Errorf("routes of pod %s (-want +got):\n%s", name, diff)
+	}
+	if got := lines(ip(t, "-n", ns, "-4", "addr", "show", "eth0"), "inet "+addr+"/24 "); len(got) != 1 || !strings.Contains(got[0], "noprefixroute") {
+		t.Errorf("eth0 of pod %s: %q, want %s/24 noprefixroute", name, got, addr)
+	}
+	if got, err := netns.Sysctl(ns, "net.ipv4.conf.eth0.accept_redirects"); err != nil || got != "0" {
+		t.Errorf("accept_redirects on eth0 of pod %s = %q, %v; want 0", name, got, err)
+	}
 	return ns
+}
+
+// forwarded is how many packets namespace ns has forwarded (IpForwDatagrams).
+func forwarded(t *testing.T, ns string) int {
+	t.Helper()
+	var names, values []string
+	for _, l := range lines(ip(t, "netns", "exec", ns, "cat", "/proc/net/snmp"), "Ip: ") {
+		if names == nil {
+			names = strings.Fields(l)
+		} else {
+			values = strings.Fields(l)
+		}
+	}
+	for i, n := range names {
+		if n == "ForwDatagrams" && i < len(values) {
+			v, err := strconv.Atoi(values[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no Ip ForwDatagrams in /proc/net/snmp of %s", ns)
+	return 0
 }
 
 func TestClusterNetwork(t *testing.T) {
@@ -151,7 +190,8 @@ func TestClusterNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeA, nodeB := topo.NodeNamespace("a"), topo.NodeNamespace("b")
-	for _, key := range []string{"net.ipv4.ip_forward", "net.ipv4.conf.all.rp_filter", "net.ipv4.conf.default.rp_filter", "net.ipv4.conf.eth0.rp_filter"} {
+	for _, key := range []string{"net.ipv4.ip_forward", "net.ipv4.conf.all.rp_filter", "net.ipv4.conf.default.rp_filter", "net.ipv4.conf.eth0.rp_filter",
+		"net.ipv4.conf.all.send_redirects", "net.ipv4.conf.cbr0.send_redirects"} {
 		want := "0"
 		if key == "net.ipv4.ip_forward" {
 			want = "1"
@@ -159,6 +199,10 @@ func TestClusterNetwork(t *testing.T) {
 		if got, err := netns.Sysctl(nodeA, key); err != nil || got != want {
 			t.Errorf("%s in %s = %q, %v; want %s", key, nodeA, got, err, want)
 		}
+	}
+	// Only where the kernel has br_netfilter (its keys exist in the namespace).
+	if got, err := netns.Sysctl(nodeA, "net.bridge.bridge-nf-call-iptables"); err == nil && got != "0" {
+		t.Errorf("bridge-nf-call-iptables in %s = %q, want 0", nodeA, got)
 	}
 	if err := Up(topo); err == nil {
 		t.Errorf("a second Up over a running cluster succeeded")
@@ -170,6 +214,23 @@ func TestClusterNetwork(t *testing.T) {
 	t.Run("pod to pod across nodes", func(t *testing.T) {
 		addr := listen(t, podB, "10.244.1.2:8080", "pb")
 		talk(t, podA, addr, "pb")
+	})
+	t.Run("pod to pod on the same node is routed by the node", func(t *testing.T) {
+		podA2 := newPod(t, topo, "a", "pa2", "10.244.0.3")
+		addr := listen(t, podA2, "10.244.0.3:8080", "pa2")
+		before := forwarded(t, nodeA)
+		talk(t, podA, addr, "pa2")
+		// Bridged, the exchange would never reach node a's IP layer.
+		if n := forwarded(t, nodeA) - before; n < 2 {
+			t.Errorf("node a forwarded %d packets of a connection between two of its pods, want both directions", n)
+		}
+		if err := DetachPod(topo, "a", podA2); err != nil {
+			t.Fatal(err)
+		}
+		if got := lines(ip(t, "-n", nodeA, "link", "show", PodBridge), "link/ether 0a:58:0a:f4:00:01 "); len(got) != 1 {
+			t.Errorf("cbr0 of node a changed its MAC when a port went")
+		}
+		talk(t, podA, listen(t, nodeA, "10.244.0.1:0", "node a"), "node a")
 	})
 	t.Run("pod to its node bridge", func(t *testing.T) {
 		addr := listen(t, nodeA, "10.244.0.1:0", "node a")

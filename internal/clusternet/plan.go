@@ -2,6 +2,7 @@ package clusternet
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 )
 
@@ -14,19 +15,22 @@ const (
 	OpCreateNamespace Op = iota
 	// OpDeleteNamespace removes Namespace (idempotent).
 	OpDeleteNamespace
-	// OpSysctl writes Key=Value in Namespace.
+	// OpSysctl writes Key=Value in Namespace; with IfExists, a key the kernel does not
+	// have there is skipped.
 	OpSysctl
 	// OpLoUp sets lo up in Namespace.
 	OpLoUp
-	// OpBridge creates the bridge Link holding Addr, up.
+	// OpBridge creates the bridge Link with the MAC address MAC, holding Addr, up.
 	OpBridge
 	// OpVeth creates the veth Link in Namespace with its peer Peer in PeerNamespace.
 	OpVeth
 	// OpAttach makes Link a port of Bridge with hairpin on, up.
 	OpAttach
-	// OpAddr adds Addr to Link and sets Link up.
+	// OpAddr adds Addr to Link (without its subnet route when NoPrefixRoute is set) and
+	// sets Link up.
 	OpAddr
-	// OpRoute routes Dst via Via out of Link (replacing any route to Dst).
+	// OpRoute routes Dst via Via out of Link, or directly on Link when Via is the zero
+	// Addr (replacing any route to Dst).
 	OpRoute
 	// OpDelRoute removes the route to Dst (idempotent).
 	OpDelRoute
@@ -47,11 +51,17 @@ type Step struct {
 	Peer, PeerNamespace string
 	// Addr is an address with its prefix length (OpBridge, OpAddr).
 	Addr netip.Prefix
+	// MAC is an OpBridge's MAC address.
+	MAC net.HardwareAddr
+	// NoPrefixRoute keeps the kernel from routing an OpAddr's whole subnet to Link.
+	NoPrefixRoute bool
 	// Dst and Via are a route's destination and gateway.
 	Dst netip.Prefix
 	Via netip.Addr
 	// Key and Value are an OpSysctl's sysctl.
 	Key, Value string
+	// IfExists makes an OpSysctl skip a key the kernel does not have.
+	IfExists bool
 }
 
 // String renders the step like the iproute2 command that would do the same, for logs,
@@ -64,18 +74,28 @@ func (s Step) String() string {
 	case OpDeleteNamespace:
 		return "ip netns delete " + n
 	case OpSysctl:
+		if s.IfExists {
+			return fmt.Sprintf("%s: sysctl -w -e %s=%s", n, s.Key, s.Value)
+		}
 		return fmt.Sprintf("%s: sysctl -w %s=%s", n, s.Key, s.Value)
 	case OpLoUp:
 		return n + ": ip link set lo up"
 	case OpBridge:
-		return fmt.Sprintf("%s: ip link add %s type bridge; ip addr add %s dev %s; ip link set %s up", n, s.Link, s.Addr, s.Link, s.Link)
+		return fmt.Sprintf("%s: ip link add %s address %s type bridge; ip addr add %s dev %s; ip link set %s up", n, s.Link, s.MAC, s.Addr, s.Link, s.Link)
 	case OpVeth:
 		return fmt.Sprintf("%s: ip link add %s type veth peer %s netns %s", n, s.Link, s.Peer, s.PeerNamespace)
 	case OpAttach:
 		return fmt.Sprintf("%s: ip link set %s master %s; bridge link set dev %s hairpin on; ip link set %s up", n, s.Link, s.Bridge, s.Link, s.Link)
 	case OpAddr:
-		return fmt.Sprintf("%s: ip addr add %s dev %s; ip link set %s up", n, s.Addr, s.Link, s.Link)
+		flags := ""
+		if s.NoPrefixRoute {
+			flags = " noprefixroute"
+		}
+		return fmt.Sprintf("%s: ip addr add %s dev %s%s; ip link set %s up", n, s.Addr, s.Link, flags, s.Link)
 	case OpRoute:
+		if !s.Via.IsValid() {
+			return fmt.Sprintf("%s: ip route replace %s dev %s scope link", n, routeDst(s.Dst), s.Link)
+		}
 		return fmt.Sprintf("%s: ip route replace %s via %s dev %s", n, routeDst(s.Dst), s.Via, s.Link)
 	case OpDelRoute:
 		return fmt.Sprintf("%s: ip route del %s", n, routeDst(s.Dst))
@@ -86,19 +106,65 @@ func (s Step) String() string {
 }
 
 func routeDst(p netip.Prefix) string {
-	if p.Bits() == 0 {
+	switch {
+	case p.Bits() == 0:
 		return "default"
+	case p.IsSingleIP():
+		return p.Addr().String()
 	}
 	return p.String()
 }
 
-// Sysctls every node namespace gets: it routes between its pods and the underlay, and
+// bridgeMAC is the MAC address of the bridge holding addr: locally administered
+// (0a:58, as ovn-kubernetes derives MACs from IPs) followed by the IPv4 address, so it is
+// unique in the cluster and the same after every rebuild. A bridge's MAC must not change:
+// the kernel would otherwise give the bridge its lowest port's MAC, which changes when
+// that pod goes, and every pod routing through the bridge would keep sending to the old
+// MAC until its ARP entry failed (seconds without a gateway).
+func bridgeMAC(addr netip.Addr) net.HardwareAddr {
+	a := addr.As4()
+	return net.HardwareAddr{0x0a, 0x58, a[0], a[1], a[2], a[3]}
+}
+
+// sysctl is one sysctl of a plan; ifExists ones are skipped where the kernel lacks them.
+type sysctl struct {
+	key, value string
+	ifExists   bool
+}
+
+// Sysctls every node namespace gets: it routes between its pods and the underlay;
 // reverse-path filtering is off because with host-gw routing and Service DNAT a reply
-// may legitimately arrive on another interface than the one the route back points to.
-var nodeSysctls = [][2]string{
-	{"net.ipv4.ip_forward", "1"},
-	{"net.ipv4.conf.all.rp_filter", "0"},
-	{"net.ipv4.conf.default.rp_filter", "0"},
+// may legitimately arrive on another interface than the one the route back points to;
+// it sends no ICMP redirects, because routing a packet between two of its pods back out
+// of cbr0, the interface it came in by, is the design (README "Routed pods"), not a
+// shortcut the pod should learn; and where the kernel has br_netfilter, its bridges do
+// not run the IP hooks on frames (README "Routed pods" says why).
+var nodeSysctls = []sysctl{
+	{key: "net.ipv4.ip_forward", value: "1"},
+	{key: "net.ipv4.conf.all.rp_filter", value: "0"},
+	{key: "net.ipv4.conf.default.rp_filter", value: "0"},
+	{key: "net.ipv4.conf.all.send_redirects", value: "0"},
+	{key: "net.ipv4.conf.default.send_redirects", value: "0"},
+	{key: "net.bridge.bridge-nf-call-iptables", value: "0", ifExists: true},
+	{key: "net.bridge.bridge-nf-call-ip6tables", value: "0", ifExists: true},
+	{key: "net.bridge.bridge-nf-call-arptables", value: "0", ifExists: true},
+}
+
+// Sysctls every pod namespace gets before its eth0 exists (so "default" applies to it):
+// it accepts no ICMP redirect, which would let it send to another pod of its node
+// directly over the bridge, past the node's IP layer.
+var podSysctls = []sysctl{
+	{key: "net.ipv4.conf.all.accept_redirects", value: "0"},
+	{key: "net.ipv4.conf.default.accept_redirects", value: "0"},
+}
+
+// sysctlSteps are the steps that set sysctls in namespace ns.
+func sysctlSteps(ns string, sysctls []sysctl) []Step {
+	steps := make([]Step, len(sysctls))
+	for i, s := range sysctls {
+		steps[i] = Step{Op: OpSysctl, Namespace: ns, Key: s.key, Value: s.value, IfExists: s.ifExists}
+	}
+	return steps
 }
 
 // PlanUp returns the steps that build t from nothing: the underlay namespace and bridge,
@@ -111,7 +177,7 @@ func PlanUp(t Topology) ([]Step, error) {
 	steps := []Step{
 		{Op: OpCreateNamespace, Namespace: u},
 		{Op: OpLoUp, Namespace: u},
-		{Op: OpBridge, Namespace: u, Link: UnderlayBridge, Addr: netip.PrefixFrom(t.APIAddress, t.UnderlayCIDR.Bits())},
+		{Op: OpBridge, Namespace: u, Link: UnderlayBridge, Addr: netip.PrefixFrom(t.APIAddress, t.UnderlayCIDR.Bits()), MAC: bridgeMAC(t.APIAddress)},
 	}
 	for _, n := range t.Nodes {
 		steps = append(steps, nodeSteps(t, n)...)
@@ -127,16 +193,13 @@ func PlanUp(t Topology) ([]Step, error) {
 // a route to every other node's pod subnet via that node's underlay address (host-gw).
 func nodeSteps(t Topology, n Node) []Step {
 	ns := t.NodeNamespace(n.Name)
-	steps := []Step{{Op: OpCreateNamespace, Namespace: ns}}
-	for _, kv := range nodeSysctls {
-		steps = append(steps, Step{Op: OpSysctl, Namespace: ns, Key: kv[0], Value: kv[1]})
-	}
+	steps := append([]Step{{Op: OpCreateNamespace, Namespace: ns}}, sysctlSteps(ns, nodeSysctls)...)
 	steps = append(steps,
 		Step{Op: OpLoUp, Namespace: ns},
 		Step{Op: OpVeth, Namespace: t.Underlay(), Link: underlayLink(n.Name), Peer: NodeUplink, PeerNamespace: ns},
 		Step{Op: OpAttach, Namespace: t.Underlay(), Link: underlayLink(n.Name), Bridge: UnderlayBridge},
 		Step{Op: OpAddr, Namespace: ns, Link: NodeUplink, Addr: netip.PrefixFrom(n.Underlay, t.UnderlayCIDR.Bits())},
-		Step{Op: OpBridge, Namespace: ns, Link: PodBridge, Addr: netip.PrefixFrom(n.Gateway(), n.PodCIDR.Bits())},
+		Step{Op: OpBridge, Namespace: ns, Link: PodBridge, Addr: netip.PrefixFrom(n.Gateway(), n.PodCIDR.Bits()), MAC: bridgeMAC(n.Gateway())},
 	)
 	for _, o := range t.Nodes {
 		if o.Name != n.Name {
@@ -195,9 +258,12 @@ func PlanRemoveNode(t Topology, name string) ([]Step, error) {
 }
 
 // PlanAttachPod returns the steps that connect the existing namespace podNS to node's pod
-// bridge with address ip: a veth named PodVeth(podNS) on the node's bridge (hairpin on),
-// eth0 with ip and the node's pod prefix length in the pod, a default route via the node
-// bridge's address, and lo up.
+// bridge with address ip, routed rather than bridged (README "Routed pods"): lo up, no
+// ICMP redirects in the pod, a veth named PodVeth(podNS) on the node's bridge (hairpin
+// on), eth0 with ip and the node's pod prefix length but without the subnet route, a
+// link route to the node bridge's address and a default route via it. The pod thus
+// sends every packet, also one to a pod of its own node, to the node, whose IP layer
+// (netfilter included) routes it.
 func PlanAttachPod(t Topology, node, podNS string, ip netip.Addr) ([]Step, error) {
 	n, ok := t.Node(node)
 	if !ok {
@@ -211,13 +277,14 @@ func PlanAttachPod(t Topology, node, podNS string, ip netip.Addr) ([]Step, error
 	}
 	ns := t.NodeNamespace(node)
 	veth := PodVeth(podNS)
-	return []Step{
-		{Op: OpLoUp, Namespace: podNS},
-		{Op: OpVeth, Namespace: ns, Link: veth, Peer: PodInterface, PeerNamespace: podNS},
-		{Op: OpAttach, Namespace: ns, Link: veth, Bridge: PodBridge},
-		{Op: OpAddr, Namespace: podNS, Link: PodInterface, Addr: netip.PrefixFrom(ip, n.PodCIDR.Bits())},
-		{Op: OpRoute, Namespace: podNS, Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Via: n.Gateway(), Link: PodInterface},
-	}, nil
+	steps := append([]Step{{Op: OpLoUp, Namespace: podNS}}, sysctlSteps(podNS, podSysctls)...)
+	return append(steps,
+		Step{Op: OpVeth, Namespace: ns, Link: veth, Peer: PodInterface, PeerNamespace: podNS},
+		Step{Op: OpAttach, Namespace: ns, Link: veth, Bridge: PodBridge},
+		Step{Op: OpAddr, Namespace: podNS, Link: PodInterface, Addr: netip.PrefixFrom(ip, n.PodCIDR.Bits()), NoPrefixRoute: true},
+		Step{Op: OpRoute, Namespace: podNS, Dst: netip.PrefixFrom(n.Gateway(), 32), Link: PodInterface},
+		Step{Op: OpRoute, Namespace: podNS, Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Via: n.Gateway(), Link: PodInterface},
+	), nil
 }
 
 // PlanDetachPod returns the step that removes podNS's veth from node (idempotent); the

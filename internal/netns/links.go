@@ -54,12 +54,16 @@ func (l *Links) LinkExists(name string) (bool, error) {
 	return true, nil
 }
 
-// AddBridge creates a bridge, gives it addr when addr is valid, and sets it up.
-func (l *Links) AddBridge(name string, addr netip.Prefix) error {
+// AddBridge creates a bridge, gives it addr when addr is valid, and sets it up. A non-nil
+// mac is the bridge's MAC address for good: without one the kernel gives the bridge the
+// lowest MAC of its ports, which changes when that port goes, and every neighbour that
+// routes through the bridge's address keeps sending to the old MAC until its ARP entry
+// fails.
+func (l *Links) AddBridge(name string, addr netip.Prefix, mac net.HardwareAddr) error {
 	if err := checkLinkName(name); err != nil {
 		return err
 	}
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, HardwareAddr: mac}}
 	if err := l.h.LinkAdd(br); err != nil {
 		return fmt.Errorf("creating bridge %q in network namespace %q: %w", name, l.ns, err)
 	}
@@ -150,6 +154,18 @@ func (l *Links) LoUp() error {
 // AddAddr adds addr (address and prefix length, e.g. 10.244.0.1/24) to link; an address
 // already present is not an error.
 func (l *Links) AddAddr(link string, addr netip.Prefix) error {
+	return l.addAddr(link, addr, 0)
+}
+
+// AddAddrNoPrefixRoute is AddAddr without the route to the address's subnet that the
+// kernel would add (`ip addr add ... noprefixroute`): the address keeps its prefix
+// length for everyone reading it, but only explicit routes decide what is reachable
+// directly on the link.
+func (l *Links) AddAddrNoPrefixRoute(link string, addr netip.Prefix) error {
+	return l.addAddr(link, addr, unix.IFA_F_NOPREFIXROUTE)
+}
+
+func (l *Links) addAddr(link string, addr netip.Prefix, flags int) error {
 	lk, err := l.link(link)
 	if err != nil {
 		return err
@@ -157,7 +173,7 @@ func (l *Links) AddAddr(link string, addr netip.Prefix) error {
 	a := &netlink.Addr{IPNet: &net.IPNet{
 		IP:   addr.Addr().AsSlice(),
 		Mask: net.CIDRMask(addr.Bits(), addr.Addr().BitLen()),
-	}}
+	}, Flags: flags}
 	if err := l.h.AddrAdd(lk, a); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("adding address %s to %q in network namespace %q: %w", addr, link, l.ns, err)
 	}
@@ -166,18 +182,25 @@ func (l *Links) AddAddr(link string, addr netip.Prefix) error {
 
 // AddRoute routes dst via gateway via out of dev (a zero dst prefix length means the
 // default route), replacing any route to the same dst, so applying a plan twice is
-// harmless.
+// harmless. With no via (the zero Addr) dst is directly on dev (scope link).
 func (l *Links) AddRoute(dst netip.Prefix, via netip.Addr, dev string) error {
 	lk, err := l.link(dev)
 	if err != nil {
 		return err
 	}
-	r := &netlink.Route{LinkIndex: lk.Attrs().Index, Gw: via.AsSlice()}
+	r := &netlink.Route{LinkIndex: lk.Attrs().Index}
+	route := fmt.Sprintf("%s dev %s scope link", dst, dev)
+	if via.IsValid() {
+		r.Gw = via.AsSlice()
+		route = fmt.Sprintf("%s via %s dev %s", dst, via, dev)
+	} else {
+		r.Scope = netlink.SCOPE_LINK
+	}
 	if dst.Bits() > 0 {
 		r.Dst = prefixNet(dst)
 	}
 	if err := l.h.RouteReplace(r); err != nil {
-		return fmt.Errorf("adding route %s via %s dev %s in network namespace %q: %w", dst, via, dev, l.ns, err)
+		return fmt.Errorf("adding route %s in network namespace %q: %w", route, l.ns, err)
 	}
 	return nil
 }

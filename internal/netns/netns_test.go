@@ -209,10 +209,11 @@ func TestRefusesRootNamespace(t *testing.T) {
 	}
 
 	for name, err := range map[string]error{
-		"Do":             Do(alias, func() error { return nil }),
-		"SetSysctl":      SetSysctl(alias, "net.ipv4.ip_forward", "1"),
-		"SetSysctl \"\"": SetSysctl("", "net.ipv4.ip_forward", "1"),
-		"Do \"\"":        Do("", func() error { return nil }),
+		"Do":                Do(alias, func() error { return nil }),
+		"SetSysctl":         SetSysctl(alias, "net.ipv4.ip_forward", "1"),
+		"SetSysctl \"\"":    SetSysctl("", "net.ipv4.ip_forward", "1"),
+		"SetSysctlIfExists": SetSysctlIfExists(alias, "net.ipv4.ip_forward", "1"),
+		"Do \"\"":           Do("", func() error { return nil }),
 	} {
 		if err == nil {
 			t.Errorf("%s on the root namespace succeeded", name)
@@ -326,6 +327,27 @@ func TestSysctl(t *testing.T) {
 		if err := SetSysctl(ns, key, "1"); err == nil {
 			t.Errorf("SetSysctl(%q) succeeded", key)
 		}
+		if err := SetSysctlIfExists(ns, key, "1"); err == nil {
+			t.Errorf("SetSysctlIfExists(%q) succeeded", key)
+		}
+	}
+
+	// A key the kernel does not have: skipped only when asked to; a key it has is set.
+	const missing = "net.ipv4.conf.tr-nosuchlink.rp_filter"
+	if err := SetSysctl(ns, missing, "0"); err == nil {
+		t.Errorf("SetSysctl(%q) succeeded", missing)
+	}
+	if err := SetSysctlIfExists(ns, missing, "0"); err != nil {
+		t.Errorf("SetSysctlIfExists(%q): %v", missing, err)
+	}
+	if err := SetSysctlIfExists(ns, "net.ipv4.ip_forward", rootBefore); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Sysctl(ns, "net.ipv4.ip_forward"); err != nil || got != rootBefore {
+		t.Errorf("after SetSysctlIfExists, ip_forward in %s = %q, %v; want %q", ns, got, err, rootBefore)
+	}
+	if err := SetSysctlIfExists("tr-no-such-namespace", "net.ipv4.ip_forward", "1"); err == nil {
+		t.Errorf("SetSysctlIfExists in a missing namespace succeeded")
 	}
 }
 
@@ -364,18 +386,21 @@ func TestLinks(t *testing.T) {
 	b := mustCreate(t, "lb")
 	la, lb := mustLinks(t, a), mustLinks(t, b)
 
-	// a: bridge br0 10.9.0.1/24 with port va; b: eth0 10.9.0.2/24, the peer of va.
+	// a: bridge br0 10.9.0.1/24 (MAC pinned) with port va; b: eth0 10.9.0.2/24 without its prefix route, the peer of va, reaching br0 through a
+	// link route to 10.9.0.1 only.
+	brMAC := net.HardwareAddr{0x0a, 0x58, 10, 9, 0, 1}
 	steps := []error{
 		la.LoUp(),
 		lb.LoUp(),
-		la.AddBridge("br0", netip.MustParsePrefix("10.9.0.1/24")),
+		la.AddBridge("br0", netip.MustParsePrefix("10.9.0.1/24"), brMAC),
 		la.AddVeth("va", "eth0", b),
 		la.SetMTU("va", 1400),
 		la.AttachToBridge("va", "br0"),
 		lb.SetMTU("eth0", 1400),
-		lb.AddAddr("eth0", netip.MustParsePrefix("10.9.0.2/24")),
-		lb.AddAddr("eth0", netip.MustParsePrefix("10.9.0.2/24")),
+		lb.AddAddrNoPrefixRoute("eth0", netip.MustParsePrefix("10.9.0.2/24")),
+		lb.AddAddrNoPrefixRoute("eth0", netip.MustParsePrefix("10.9.0.2/24")),
 		lb.SetUp("eth0"),
+		lb.AddRoute(netip.MustParsePrefix("10.9.0.1/32"), netip.Addr{}, "eth0"),
 		lb.AddRoute(netip.MustParsePrefix("0.0.0.0/0"), netip.MustParseAddr("10.9.0.1"), "eth0"),
 		lb.AddRoute(netip.MustParsePrefix("10.8.0.0/16"), netip.MustParseAddr("10.9.0.1"), "eth0"),
 	}
@@ -387,8 +412,16 @@ func TestLinks(t *testing.T) {
 	if lines := grepLines(t, "ip", []string{"-n", a, "-d", "link", "show", "va"}, "hairpin on"); len(lines) != 1 {
 		t.Errorf("va has no hairpin on")
 	}
-	routes := grepLines(t, "ip", []string{"-n", b, "route"}, "via 10.9.0.1")
-	if diff := cmp.Diff([]string{"default via 10.9.0.1 dev eth0 ", "10.8.0.0/16 via 10.9.0.1 dev eth0 "}, routes); diff != "" {
+	// A port joined: a bridge without a pinned MAC would have taken the lowest port's.
+	if lines := grepLines(t, "ip", []string{"-n", a, "link", "show", "br0"}, "link/ether "+brMAC.String()+" "); len(lines) != 1 {
+		t.Errorf("br0 lost its MAC %s once ports joined", brMAC)
+	}
+	if lines := grepLines(t, "ip", []string{"-n", b, "addr", "show", "eth0"}, "inet 10.9.0.2/24 "); len(lines) != 1 || !strings.Contains(lines[0], "noprefixroute") {
+		t.Errorf("eth0 in b: address lines %q, want 10.9.0.2/24 noprefixroute", lines)
+	}
+	routes := grepLines(t, "ip", []string{"-n", b, "route"}, "10.")
+	want := []string{"default via 10.9.0.1 dev eth0 ", "10.8.0.0/16 via 10.9.0.1 dev eth0 ", "10.9.0.1 dev eth0 scope link "}
+	if diff := cmp.Diff(want, routes); diff != "" {
 		t.Errorf("routes in b (-want +got):\n%s", diff)
 	}
 

@@ -206,13 +206,28 @@ func sysctlPath(key string) (string, error) {
 // `ip netns exec NAME sysctl -w KEY=VALUE`. The empty name (the root namespace) and keys
 // outside net.* are refused.
 func SetSysctl(name, key, value string) error {
+	return setSysctl(name, key, value, false)
+}
+
+// SetSysctlIfExists is SetSysctl, except that a key the kernel does not have in that
+// namespace (`sysctl -e`: its module is not loaded, or it is not per-namespace in this
+// kernel) is skipped without error.
+func SetSysctlIfExists(name, key, value string) error {
+	return setSysctl(name, key, value, true)
+}
+
+func setSysctl(name, key, value string, ifExists bool) error {
 	p, err := sysctlPath(key)
 	if err != nil {
 		return err
 	}
 	err = Do(name, func() error {
 		// /proc/sys/net shows the namespace of the thread that opens the file.
-		return os.WriteFile(p, []byte(value), 0)
+		err := os.WriteFile(p, []byte(value), 0)
+		if ifExists && errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("setting sysctl %s=%s in network namespace %q: %w", key, value, name, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -62,7 +61,6 @@ func newKernelProxier(t *testing.T) *kernelProxier {
 func (k *kernelProxier) restart(t *testing.T) {
 	t.Helper()
 	cfg := DefaultConfig(testNode)
-	cfg.PodCIDR = netip.MustParsePrefix("10.244.1.0/24")
 	var err error
 	if k.real, err = NewProxier(k.nft, ProxierConfig{Config: cfg, Registerer: prometheus.NewRegistry()}); err != nil {
 		t.Fatal(err)

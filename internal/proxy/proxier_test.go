@@ -97,7 +97,6 @@ func newTestProxier(t testing.TB) (*Proxier, *knftables.Fake) {
 	fake := knftables.NewFake(knftables.IPv4Family, TableName)
 	cfg := DefaultConfig(testNode)
 	cfg.Zone = "zone-a"
-	cfg.PodCIDR = netip.MustParsePrefix("10.244.1.0/24")
 	p, err := NewProxier(fake, ProxierConfig{Config: cfg, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -157,9 +156,13 @@ func TestRules(t *testing.T) {
 				[]discoveryv1.EndpointPort{port("dns", 5353, v1.ProtocolUDP), port("dns-tcp", 5353, v1.ProtocolTCP)},
 				ready("10.244.1.2", testNode), ready("10.244.2.2", "node-b"))},
 			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.10", "udp", 53), "accept dnat 10.244.1.2:5353 masquerade | accept dnat 10.244.2.2:5353"},
-				{pkt("10.244.1.9", "10.96.0.10", "tcp", 53), "accept dnat 10.244.1.2:5353 masquerade | accept dnat 10.244.2.2:5353"},
+				// A pod of this node keeps its address, whether the endpoint is on this
+				// node (routed through it, so the reply is un-DNATed here) or another.
+				{pkt("10.244.1.9", "10.96.0.10", "udp", 53), "accept dnat 10.244.1.2:5353 | accept dnat 10.244.2.2:5353"},
+				{pkt("10.244.1.9", "10.96.0.10", "tcp", 53), "accept dnat 10.244.1.2:5353 | accept dnat 10.244.2.2:5353"},
 				{pkt("10.240.0.9", "10.96.0.10", "tcp", 53), "accept dnat 10.244.1.2:5353 masquerade | accept dnat 10.244.2.2:5353 masquerade"},
+				// Hairpin: the endpoint reaching itself is masqueraded (a reply from
+				// itself to itself would never leave it to be un-DNATed).
 				{pkt("10.244.1.2", "10.96.0.10", "udp", 53), "accept dnat 10.244.1.2:5353 masquerade | accept dnat 10.244.2.2:5353"},
 				{pkt("10.244.3.9", "10.96.0.10", "udp", 53), "accept dnat 10.244.1.2:5353 | accept dnat 10.244.2.2:5353"},
 				{pkt("10.244.1.9", "10.96.0.10", "tcp", 80), "reject tcp-reset"},
@@ -204,7 +207,8 @@ func TestRules(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "sticky", "sticky-1", httpPorts,
 				ready("10.244.1.7", testNode), ready("10.244.2.7", "node-b"))},
 			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.40", "tcp", 80), "accept dnat 10.244.1.7:8080 masquerade | accept dnat 10.244.2.7:8080"},
+				{pkt("10.244.1.9", "10.96.0.40", "tcp", 80), "accept dnat 10.244.1.7:8080 | accept dnat 10.244.2.7:8080"},
+				{pkt("10.244.1.7", "10.96.0.40", "tcp", 80), "accept dnat 10.244.1.7:8080 masquerade | accept dnat 10.244.2.7:8080"},
 			},
 		},
 		{
@@ -227,8 +231,8 @@ func TestRules(t *testing.T) {
 			},
 			traces: []traceCase{
 				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080"},
-				{pkt("10.244.1.9", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080 masquerade | accept dnat 10.244.2.3:8080"},
-				{pkt("10.244.1.9", "10.96.0.51", "tcp", 80), "accept dnat 10.244.1.4:8080 masquerade"},
+				{pkt("10.244.1.9", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080 | accept dnat 10.244.2.3:8080"},
+				{pkt("10.244.1.9", "10.96.0.51", "tcp", 80), "accept dnat 10.244.1.4:8080"},
 				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30052), "drop"},
 				{pkt("10.244.1.9", "10.96.0.52", "tcp", 80), "accept dnat 10.244.2.6:8080"},
 			},
@@ -240,7 +244,7 @@ func TestRules(t *testing.T) {
 				ep{ip: "10.244.1.8", serving: true, terminating: true, node: testNode},
 				ep{ip: "10.244.2.8", serving: false, terminating: true, node: "node-b"})},
 			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.60", "tcp", 80), "accept dnat 10.244.1.8:8080 masquerade"},
+				{pkt("10.244.1.9", "10.96.0.60", "tcp", 80), "accept dnat 10.244.1.8:8080"},
 				{pkt("10.244.1.9", "10.96.0.61", "tcp", 80), "reject tcp-reset"},
 				{pkt("10.244.1.9", "10.96.0.61", "udp", 80), "reject"},
 			},
@@ -262,8 +266,8 @@ func TestRules(t *testing.T) {
 					ep{ip: "10.244.2.11", ready: true, serving: true, node: "node-b", zoneHints: []string{"zone-a"}, nodeHints: []string{"node-b"}}),
 			},
 			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.70", "tcp", 80), "accept dnat 10.244.1.10:8080 masquerade | accept dnat 10.244.2.10:8080"},
-				{pkt("10.244.1.9", "10.96.0.71", "tcp", 80), "accept dnat 10.244.1.11:8080 masquerade"},
+				{pkt("10.244.1.9", "10.96.0.70", "tcp", 80), "accept dnat 10.244.1.10:8080 | accept dnat 10.244.2.10:8080"},
+				{pkt("10.244.1.9", "10.96.0.71", "tcp", 80), "accept dnat 10.244.1.11:8080"},
 			},
 		},
 	}
@@ -330,7 +334,7 @@ func TestPartialSync(t *testing.T) {
 	if strings.Contains(txt, "10.96.1.1 ") || strings.Contains(txt, "svc-2") || strings.Contains(txt, "10.96.1.3 ") || !strings.Contains(txt, "10.96.1.2 ") {
 		t.Errorf("partial sync touched other services or missed svc-1:\n%s", txt)
 	}
-	if got := trace(t, fake, pkt("10.244.1.9", "10.96.1.2", "tcp", 80)); got != "accept dnat 10.244.1.2:8080 masquerade | accept dnat 10.244.2.2:8080" {
+	if got := trace(t, fake, pkt("10.244.1.9", "10.96.1.2", "tcp", 80)); got != "accept dnat 10.244.1.2:8080 | accept dnat 10.244.2.2:8080" {
 		t.Errorf("after update: %s", got)
 	}
 

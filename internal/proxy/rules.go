@@ -54,12 +54,6 @@ type Config struct {
 	ClusterCIDR netip.Prefix
 	// ServiceCIDR is the ClusterIP range: unallocated addresses in it are dropped.
 	ServiceCIDR netip.Prefix
-	// PodCIDR is this node's own pod subnet when its pods share a bridge that does not
-	// pass bridged frames through IP netfilter (no br_netfilter, as in tranche's node
-	// namespaces): DNATed traffic between two of its pods is then masqueraded, so that
-	// the reply goes back through the node to be translated instead of being bridged
-	// straight to the client. The zero value adds no such rule.
-	PodCIDR netip.Prefix
 }
 
 // DefaultConfig returns the cluster's default address plan for a node.
@@ -94,15 +88,12 @@ type skeletonSet struct {
 // per-service decision. README.md explains each entry.
 func skeleton(cfg Config) ([]skeletonChain, []skeletonSet) {
 	newJump := func(chain string) string { return "ct state new jump " + chain }
-	masquerading := []string{"ct status dnat ip saddr . ip daddr @" + hairpinSet + " masquerade fully-random"}
-	if cfg.PodCIDR.IsValid() {
-		local := cfg.PodCIDR.Masked().String()
-		masquerading = append(masquerading, "ct status dnat ip saddr "+local+" ip daddr "+local+" masquerade fully-random")
+	masquerading := []string{
+		"ct status dnat ip saddr . ip daddr @" + hairpinSet + " masquerade fully-random",
+		"meta mark & " + masqueradeMark + " == 0 return",
+		"meta mark set meta mark xor " + masqueradeMark,
+		"masquerade fully-random",
 	}
-	masquerading = append(masquerading,
-		"meta mark & "+masqueradeMark+" == 0 return",
-		"meta mark set meta mark xor "+masqueradeMark,
-		"masquerade fully-random")
 	chains := []skeletonChain{
 		{name: "filter-prerouting", typ: knftables.FilterType, hook: knftables.PreroutingHook, priority: "dstnat-10",
 			rules: []string{newJump(firewallCheckChain)}},

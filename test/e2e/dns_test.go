@@ -106,6 +106,14 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
+metadata: {name: client-far}
+spec:
+  nodeName: %[2]s
+  containers:
+  - {name: c, image: busybox, command: ["sleep", "3600"]}
+---
+apiVersion: v1
+kind: Pod
 metadata: {name: client-own-dnsconfig}
 spec:
   nodeName: %[1]s
@@ -121,20 +129,22 @@ func TestClusterDNS(t *testing.T) {
 	c := up(t)
 	s := c.srv
 	ns := s.namespace(t)
-	// The clients run on a node without a DNS replica: a query from a pod to a replica
-	// on its own node is masqueraded by the node's proxy (its pods share a bridge
-	// without br_netfilter), which hides the pod's address that autopath needs.
-	dnsNodes := s.must(t, "get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns", "-o", "jsonpath={.items[*].spec.nodeName}")
-	clientNode := ""
+	// The clients run on a node with a DNS replica, where a query may reach the replica
+	// beside it (routed through the node, so it keeps the pod's address that autopath
+	// needs), except client-far, on a node without one.
+	dnsNodes := strings.Fields(s.must(t, "get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns", "-o", "jsonpath={.items[*].spec.nodeName}"))
+	nearNode, farNode := "", ""
 	for _, n := range strings.Fields(s.must(t, "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}")) {
-		if !slices.Contains(strings.Fields(dnsNodes), n) {
-			clientNode = n
+		if slices.Contains(dnsNodes, n) {
+			nearNode = n
+		} else {
+			farNode = n
 		}
 	}
-	if clientNode == "" {
-		t.Fatalf("no node without a DNS replica (replicas on %q)", dnsNodes)
+	if nearNode == "" || farNode == "" {
+		t.Fatalf("want a node with a DNS replica and one without (replicas on %q)", dnsNodes)
 	}
-	if _, errOut, err := s.kubectl(t, fmt.Sprintf(apiLikePod, "api-0")+"---\n"+fmt.Sprintf(dnsObjects, clientNode), "apply", "-n", ns, "-f", "-"); err != nil {
+	if _, errOut, err := s.kubectl(t, fmt.Sprintf(apiLikePod, "api-0")+"---\n"+fmt.Sprintf(dnsObjects, nearNode, farNode), "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("apply: %v %s", err, errOut)
 	}
 	s.must(t, "create", "namespace", "signalements")
@@ -142,7 +152,7 @@ func TestClusterDNS(t *testing.T) {
 	if _, errOut, err := s.kubectl(t, "", "apply", "-f", "testdata/001-signalements-svc.yaml"); err != nil {
 		t.Fatalf("apply: %v %s", err, errOut)
 	}
-	for _, p := range []string{"api-0", "web-0", "web-1", "client", "client-own-dnsconfig"} {
+	for _, p := range []string{"api-0", "web-0", "web-1", "client", "client-far", "client-own-dnsconfig"} {
 		c.waitReady(t, ns, p)
 	}
 	apiIP := s.must(t, "get", "svc", "api-svc", "-n", ns, "-o", "jsonpath={.spec.clusterIP}")
@@ -243,14 +253,29 @@ func TestClusterDNS(t *testing.T) {
 		// The walk a stub resolver does (search domains in order, A and AAAA for each,
 		// stop at the first answer), sent from inside each pod's network namespace.
 		plain, _, plainTrace := stubWalk(t, c.podNS(t, ns, "client-own-dnsconfig"), ns, "api.example.com")
-		fast, got, trace := stubWalk(t, client, ns, "api.example.com")
-		if !slices.Equal(got, []string{"192.0.2.10", "2001:db8::10"}) {
-			t.Fatalf("api.example.com: %v, want 192.0.2.10 and 2001:db8::10\n%s", got, trace)
+		if plain != 8 {
+			t.Fatalf("queries without acceleration: %d, want 8\n%s", plain, plainTrace)
 		}
-		t.Logf("queries for api.example.com with ndots:5: %d from a pod with its own dnsConfig, %d with acceleration", plain, fast)
-		if plain != 8 || fast != 2 {
-			t.Fatalf("queries: %d without acceleration, %d with; want 8 and 2\nwithout:\n%s\nwith:\n%s", plain, fast, plainTrace, trace)
+		// Each query is a new flow that the proxy sends to any replica. Six walks from
+		// beside a replica send all their first two queries elsewhere with probability
+		// at most 4^-6, so a source address lost on the way to the replica beside the
+		// client would show.
+		for _, cl := range []struct {
+			pod   string
+			walks int
+		}{{"client", 6}, {"client-far", 2}} {
+			from := c.podNS(t, ns, cl.pod)
+			for range cl.walks {
+				fast, got, trace := stubWalk(t, from, ns, "api.example.com")
+				if !slices.Equal(got, []string{"192.0.2.10", "2001:db8::10"}) {
+					t.Fatalf("api.example.com from %s: %v, want 192.0.2.10 and 2001:db8::10\n%s", cl.pod, got, trace)
+				}
+				if fast != 2 {
+					t.Fatalf("queries from %s with acceleration: %d, want 2\n%s", cl.pod, fast, trace)
+				}
+			}
 		}
+		t.Logf("queries for api.example.com with ndots:5: %d from a pod with its own dnsConfig, 2 with acceleration beside a DNS replica (%s) and away from one (%s)", plain, nearNode, farNode)
 	})
 }
 

@@ -168,6 +168,34 @@ spec:
         periodSeconds: 1
 `
 
+// whoamiManifests are a netexec pod (HTTP /clientip answers the caller's ip:port) on
+// node %s behind a ClusterIP Service.
+const whoamiManifests = `apiVersion: v1
+kind: Service
+metadata:
+  name: whoami
+spec:
+  selector: {role: whoami}
+  ports:
+    - {name: http, port: 80, targetPort: 8080}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: whoami
+  labels: {role: whoami}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: c
+      image: registry.k8s.io/e2e-test-images/agnhost:2.52
+      args: ["netexec", "--http-port=8080"]
+      readinessProbe:
+        httpGet: {path: /healthz, port: 8080}
+        periodSeconds: 1
+`
+
 // fetch runs busybox wget in a network namespace and returns the body.
 func fetch(nsName, url string) (string, error) {
 	// (Debian's busybox wget crashes with -T; the context bounds the request.)
@@ -196,7 +224,8 @@ func hits(nsName, url string, n int) map[string]int {
 // TestServiceProxy runs the proxy's scenarios on the shared 3-node cluster: ClusterIP
 // spreading over the seed's three pods on three nodes, readiness, the kubernetes
 // Service, NodePort on every node, session affinity, refusal without endpoints, ping,
-// hairpin, both traffic policies with the health check node port, UDP conntrack
+// hairpin, the client's own address seen by a server on its node and on another, both
+// traffic policies with the health check node port, UDP conntrack
 // cleanup, and a rolling restart under continuous requests. Requests come from a
 // busybox pod's network namespace (`ip netns exec`, or sockets opened there).
 func TestServiceProxy(t *testing.T) {
@@ -369,6 +398,40 @@ func TestServiceProxy(t *testing.T) {
 		eventually(t, 20*time.Second, self+" answering itself through "+api, func() (bool, string) {
 			h := hits(from, api, 6)
 			return h[self] > 0, fmt.Sprint(h)
+		})
+	})
+
+	t.Run("a ClusterIP server sees the client pod's own address, from its node and another", func(t *testing.T) {
+		near := podNodes["client"]
+		if _, errOut, err := s.kubectl(t, fmt.Sprintf(whoamiManifests, near), "apply", "-n", ns, "-f", "-"); err != nil {
+			t.Fatalf("apply: %v %s", err, errOut)
+		}
+		c.waitReady(t, ns, "whoami")
+		url := "http://" + clusterIP("whoami") + "/clientip"
+		clients := []string{"client"}
+		for _, p := range apiPods {
+			if podNodes[p] != near {
+				clients = append(clients, p)
+				break
+			}
+		}
+		for _, from := range clients {
+			ip := s.must(t, "get", "pod", from, "-n", ns, "-o", "jsonpath={.status.podIP}")
+			where := "another node"
+			if podNodes[from] == near {
+				where = "the server's node"
+			}
+			eventually(t, 20*time.Second, from+" (on "+where+") seen as "+ip+" through "+url, func() (bool, string) {
+				body, err := fetch(c.podNS(t, ns, from), url)
+				return err == nil && strings.HasPrefix(body, ip+":"), fmt.Sprint(body, err)
+			})
+		}
+		// Hairpin: the server reaching itself through its own Service (masqueraded, so
+		// its reply leaves it to be un-DNATed by the node).
+		self := c.podNS(t, ns, "whoami")
+		eventually(t, 20*time.Second, "whoami answering itself through "+url, func() (bool, string) {
+			body, err := fetch(self, url)
+			return err == nil && body != "", fmt.Sprint(body, err)
 		})
 	})
 
