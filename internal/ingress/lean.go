@@ -390,9 +390,9 @@ func (lc *leanConn) serveRequest(rq *request, head []byte, x *exchange) bool {
 		}
 		var ce clientError
 		if errors.As(err, &ce) {
-			// The client went away or sent a broken body: nobody to answer.
-			x.status = http.StatusBadRequest
-			return false
+			// A broken body, or the client went away (then nobody reads this).
+			rq.close = true
+			return lc.page(rq, x, http.StatusBadRequest, "reading the request body: "+ce.Error())
 		}
 		p.cfg.Logger.Warn("backend failed", "backend", be.Name(), "endpoint", x.endpoint, "err", err)
 		return lc.page(rq, x, http.StatusBadGateway, "backend "+be.Name()+" failed")
@@ -1004,6 +1004,9 @@ func (pp pipe) chunked(limit int64) (int64, error) {
 				if len(l) == 2 {
 					return total, nil
 				}
+				if _, ok := parseFields(l, nil); !ok {
+					return total, readError{fmt.Errorf("chunked body: bad trailer line %q", l)}
+				}
 			}
 		}
 		if total += size; limit > 0 && total > limit {
@@ -1020,9 +1023,15 @@ func (pp pipe) chunked(limit int64) (int64, error) {
 	}
 }
 
-// chunkSize parses a chunk-size line (hex digits, maybe extensions, CRLF).
+// chunkSize parses a chunk-size line (hex digits, maybe extensions, CRLF). Control
+// characters are refused anywhere in it: the line goes on to the backend as it is.
 func chunkSize(l []byte) (int64, bool) {
 	l = l[:len(l)-2]
+	for _, c := range l {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return 0, false
+		}
+	}
 	if i := bytes.IndexByte(l, ';'); i >= 0 {
 		l = l[:i]
 	}

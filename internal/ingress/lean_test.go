@@ -38,6 +38,9 @@ func probeBackend(t *testing.T) *httptest.Server {
 			http.NewResponseController(w).Flush()
 			_, _ = io.WriteString(w, "cd")
 			w.Header().Set("X-Sum", "4")
+		case "/bighead":
+			w.Header().Set("X-Big", strings.Repeat("b", 10000))
+			_, _ = io.WriteString(w, "big")
 		case "/notmod":
 			w.WriteHeader(http.StatusNotModified)
 		case "/hints":
@@ -174,10 +177,21 @@ func TestLeanPath(t *testing.T) {
 		methods: []string{"POST"},
 		want:    []want{{status: 200, body: []string{"POST /echo len=-1 body=hello world te=[chunked]"}}},
 	}, {
+		name:    "POST chunked with a broken chunk size",
+		req:     "POST /echo HTTP/1.1\r\nHost: h.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+		methods: []string{"POST"},
+		want:    []want{{status: 400, body: []string{"bad chunk size line"}, close: true}},
+		closed:  true,
+	}, {
 		name:    "chunked answer with a trailer",
 		req:     "GET /chunked HTTP/1.1\r\nHost: h.test\r\n\r\n",
 		methods: []string{"GET"},
 		want:    []want{{status: 200, body: []string{"abcd"}, trailer: map[string]string{"X-Sum": "4"}}},
+	}, {
+		name:    "answer head larger than the backend connection's buffer",
+		req:     "GET /bighead HTTP/1.1\r\nHost: h.test\r\n\r\n",
+		methods: []string{"GET"},
+		want:    []want{{status: 200, body: []string{"big"}, header: map[string]string{"X-Big": strings.Repeat("b", 10000)}}},
 	}, {
 		name:    "HEAD: no body",
 		req:     "HEAD /echo HTTP/1.1\r\nHost: h.test\r\n\r\n",
