@@ -457,7 +457,7 @@ func (lc *leanConn) send(rq *request, head []byte, x *exchange) (*backendConn, e
 		bc.setDeadline(time.Time{})
 		_, _ = bc.bw.Write(lc.out.Bytes())
 		if !replayable {
-			pp := pipe{dst: bc.bw, src: lc.br}
+			pp := pipe{dst: bc.bw, src: lc.br, pool: p.buffers}
 			if rq.chunked {
 				_, err = pp.chunked(p.cfg.MaxBodyBytes)
 			} else {
@@ -572,7 +572,7 @@ func (lc *leanConn) relay(rq *request, bc *backendConn, x *exchange) bool {
 		untilClose := !noBody && !rh.chunked && rh.contentLength < 0
 		lc.writeResponseHead(rh, rq, untilClose)
 		_, _ = bc.br.Discard(rh.size)
-		pp := pipe{dst: lc.bw, src: bc.br}
+		pp := pipe{dst: lc.bw, src: bc.br, pool: lc.f.p.buffers}
 		switch {
 		case noBody:
 		case rh.chunked:
@@ -918,7 +918,12 @@ func parseLength(v []byte) int64 {
 type pipe struct {
 	dst *bufio.Writer
 	src *bufio.Reader
+	// pool, when set, lends the buffer large bodies are copied through.
+	pool *bufferPool
 }
+
+// bigCopy is the length from which a body is copied through a pooled buffer.
+const bigCopy = 16 << 10
 
 // readError and writeError tell which side of a pipe failed.
 type readError struct{ error }
@@ -947,7 +952,35 @@ func (pp pipe) fill() error {
 // copyN copies n bytes.
 func (pp pipe) copyN(n int64) (int64, error) {
 	var done int64
+	var big []byte
+	defer func() {
+		if big != nil {
+			pp.pool.Put(big)
+		}
+	}()
 	for done < n {
+		if pp.src.Buffered() == 0 && n-done >= bigCopy && pp.pool != nil {
+			// A large body: read and write it in 32 kB pieces, past both small buffers,
+			// rather than in pieces of their size.
+			if err := pp.dst.Flush(); err != nil {
+				return done, writeError{err}
+			}
+			if big == nil {
+				big = pp.pool.Get()
+			}
+			m, err := pp.src.Read(big[:min(int64(len(big)), n-done)])
+			if _, werr := pp.dst.Write(big[:m]); werr != nil {
+				return done, writeError{werr}
+			}
+			done += int64(m)
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return done, readError{err}
+			}
+			continue
+		}
 		if err := pp.fill(); err != nil {
 			return done, err
 		}

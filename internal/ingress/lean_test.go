@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,6 +39,14 @@ func probeBackend(t *testing.T) *httptest.Server {
 			http.NewResponseController(w).Flush()
 			_, _ = io.WriteString(w, "cd")
 			w.Header().Set("X-Sum", "4")
+		case "/big":
+			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+			if r.URL.Query().Get("chunked") == "" {
+				w.Header().Set("Content-Length", strconv.Itoa(n))
+			}
+			for i := 0; i < n; i += len(bigPattern) {
+				_, _ = io.WriteString(w, bigPattern[:min(len(bigPattern), n-i)])
+			}
 		case "/bighead":
 			w.Header().Set("X-Big", strings.Repeat("b", 10000))
 			_, _ = io.WriteString(w, "big")
@@ -138,6 +147,13 @@ func (rc *rawClient) closed() bool {
 	return err == io.EOF
 }
 
+// bigPattern is what /big answers with, repeated: a shifted or lost piece shows.
+const bigPattern = "0123456789abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKLMNOPQRSTUVWXYZ!\n"
+
+func bigBody(n int) string {
+	return strings.Repeat(bigPattern, n/len(bigPattern)+1)[:n]
+}
+
 const echoReq = "GET /echo HTTP/1.1\r\nHost: h.test\r\n\r\n"
 
 func TestLeanPath(t *testing.T) {
@@ -151,6 +167,7 @@ func TestLeanPath(t *testing.T) {
 		trailer map[string]string
 		bodyErr bool
 		close   bool // Connection: close
+		exact   *string
 	}
 	cases := []struct {
 		name    string
@@ -187,6 +204,16 @@ func TestLeanPath(t *testing.T) {
 		req:     "GET /chunked HTTP/1.1\r\nHost: h.test\r\n\r\n",
 		methods: []string{"GET"},
 		want:    []want{{status: 200, body: []string{"abcd"}, trailer: map[string]string{"X-Sum": "4"}}},
+	}, {
+		name:    "large answer with a Content-Length",
+		req:     "GET /big?n=1000000 HTTP/1.1\r\nHost: h.test\r\n\r\n",
+		methods: []string{"GET"},
+		want:    []want{{status: 200, exact: ptr.To(bigBody(1000000))}},
+	}, {
+		name:    "large chunked answer",
+		req:     "GET /big?n=300000&chunked=1 HTTP/1.1\r\nHost: h.test\r\n\r\n",
+		methods: []string{"GET"},
+		want:    []want{{status: 200, exact: ptr.To(bigBody(300000))}},
 	}, {
 		name:    "answer head larger than the backend connection's buffer",
 		req:     "GET /bighead HTTP/1.1\r\nHost: h.test\r\n\r\n",
@@ -308,6 +335,9 @@ func TestLeanPath(t *testing.T) {
 					if g := got.trailer.Get(k); g != v {
 						t.Errorf("answer %d: trailer %s = %q, want %q", i, k, g, v)
 					}
+				}
+				if w.exact != nil && got.body != *w.exact {
+					t.Errorf("answer %d: body of %d bytes differs from the %d sent", i, len(got.body), len(*w.exact))
 				}
 				if got.close != w.close {
 					t.Errorf("answer %d: Connection: close %v, want %v", i, got.close, w.close)
@@ -498,5 +528,50 @@ func TestRetryOnClosedKeptConnection(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLeanLargeUpload: bodies larger than every buffer reach the backend whole, with a
+// Content-Length and chunked.
+func TestLeanLargeUpload(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil || string(b) != bigBody(len(b)) {
+			http.Error(w, fmt.Sprintf("body of %d bytes differs from the pattern (%v)", len(b), err), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "%d %v", len(b), r.TransferEncoding)
+	}))
+	t.Cleanup(backend.Close)
+	f := NewFake(defaultClass(), makeIngress("default", "i", 0, func(ing *networkingv1.Ingress) {
+		ing.Spec.DefaultBackend = ptr.To(svcBackend("s", 80))
+	}))
+	serviceFor(t, f, "default", "s", backend.URL)
+	p := NewProxy(ProxyConfig{MaxBodyBytes: 10 << 20})
+	p.SetTable(Build(f))
+	a := startServe(t, p, 0)
+	for _, tc := range []struct {
+		name    string
+		chunked bool
+		want    string
+	}{
+		{"Content-Length", false, "1000000 []"},
+		{"chunked", true, "1000000 [chunked]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(bigBody(1000000))
+			if tc.chunked {
+				body = io.MultiReader(body) // no length known: the client sends chunks
+			}
+			resp, err := http.Post("http://"+a.http+"/", "text/plain", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != tc.want {
+				t.Errorf("got %d %q, want 200 %q", resp.StatusCode, b, tc.want)
+			}
+		})
 	}
 }

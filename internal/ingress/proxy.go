@@ -46,6 +46,8 @@ type Proxy struct {
 	rp    *httputil.ReverseProxy
 	// direct keeps the backend connections of both paths.
 	direct *directTransport
+	// buffers lends both paths the buffers large bodies are copied through.
+	buffers *bufferPool
 	// children caches the metric children per backend of the current Table and status
 	// code: WithLabelValues hashes and looks up its labels under a lock on every call.
 	// SetTable empties it, so Backends of old Tables are not kept.
@@ -88,13 +90,14 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		// on its own and then decompress what the client may have wanted compressed.
 		DisableCompression: true,
 	}
+	p.buffers = &bufferPool{}
 	p.direct = &directTransport{dial: dialer.DialContext, fallback: transport, maxIdle: 256, idleTime: 60 * time.Second}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      rewrite,
 		Transport:    &retryTransport{attempts: cfg.Attempts, base: p.direct},
 		ErrorHandler: p.proxyError,
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
-		BufferPool:   &bufferPool{},
+		BufferPool:   p.buffers,
 	}
 	return p
 }
