@@ -42,6 +42,9 @@ const (
 	// idleTimeout and headerTimeout are those of the net/http server too.
 	idleTimeout   = 120 * time.Second
 	headerTimeout = 30 * time.Second
+	// idleSlack is how much shorter than idleTimeout the idle timeout of a busy
+	// connection may be.
+	idleSlack = 10 * time.Second
 )
 
 // front accepts the connections of one listener for the lean path.
@@ -85,6 +88,15 @@ type leanConn struct {
 	tokens             [][]byte
 	// out holds the request for the backend: head, and body when it can be replayed.
 	out bytes.Buffer
+	// deadline is the read deadline set last on c.
+	deadline time.Time
+}
+
+func (lc *leanConn) setReadDeadline(t time.Time) {
+	if !t.Equal(lc.deadline) {
+		_ = lc.c.SetReadDeadline(t)
+		lc.deadline = t
+	}
 }
 
 // field is one header line, both parts pointing into a read buffer.
@@ -209,7 +221,12 @@ var (
 // readHead waits for a whole request head in the buffer and returns it, unread. A head
 // that does not fit in maxHead, or that arrives with bare LF line ends, is errHandOff.
 func (lc *leanConn) readHead() ([]byte, error) {
-	_ = lc.c.SetReadDeadline(time.Now().Add(idleTimeout))
+	// Re-arming the idle timeout is a call into the poller's timers: done only when the
+	// deadline set last is more than idleSlack short of a full idle timeout, so a busy
+	// connection does it every few seconds rather than for every request.
+	if next := time.Now().Add(idleTimeout); lc.deadline.IsZero() || next.Sub(lc.deadline) > idleSlack {
+		lc.setReadDeadline(next)
+	}
 	n := 1
 	for first := true; ; first = false {
 		buf, err := lc.br.Peek(n)
@@ -228,7 +245,7 @@ func (lc *leanConn) readHead() ([]byte, error) {
 		}
 		if first {
 			// The head came in pieces: from now on the header timeout applies.
-			_ = lc.c.SetReadDeadline(time.Now().Add(headerTimeout))
+			lc.setReadDeadline(time.Now().Add(headerTimeout))
 		}
 		n = len(buf) + 1
 	}
@@ -424,7 +441,7 @@ func (lc *leanConn) send(rq *request, head []byte, x *exchange) (*backendConn, e
 	rq.headLen = 0
 	if hasBody {
 		// A body may take long to come; the idle and header timeouts do not apply to it.
-		_ = lc.c.SetReadDeadline(time.Time{})
+		lc.setReadDeadline(time.Time{})
 		rq.bodyStarted = true
 	}
 	if hasBody && replayable {
@@ -549,7 +566,8 @@ func writeField(w interface {
 func (lc *leanConn) relay(rq *request, bc *backendConn, x *exchange) bool {
 	t := lc.f.p.direct
 	for {
-		rh, err := lc.readResponseHead(bc)
+		var rh responseHead
+		err := lc.readResponseHead(bc, &rh)
 		if err != nil {
 			bc.conn.Close()
 			lc.f.p.cfg.Logger.Warn("backend failed", "backend", x.backend.Name(), "endpoint", x.endpoint, "err", err)
@@ -558,7 +576,7 @@ func (lc *leanConn) relay(rq *request, bc *backendConn, x *exchange) bool {
 		}
 		if rh.status >= 100 && rh.status < 200 {
 			// 100 Continue, 103 Early Hints: the client gets them as they come.
-			lc.writeResponseHead(rh, nil, false)
+			lc.writeResponseHead(&rh, nil, false)
 			_, _ = bc.br.Discard(rh.size)
 			if err := lc.bw.Flush(); err != nil {
 				bc.conn.Close()
@@ -570,7 +588,7 @@ func (lc *leanConn) relay(rq *request, bc *backendConn, x *exchange) bool {
 		x.status = rh.status
 		noBody := x.method == http.MethodHead || rh.status == http.StatusNoContent || rh.status == http.StatusNotModified
 		untilClose := !noBody && !rh.chunked && rh.contentLength < 0
-		lc.writeResponseHead(rh, rq, untilClose)
+		lc.writeResponseHead(&rh, rq, untilClose)
 		_, _ = bc.br.Discard(rh.size)
 		pp := pipe{dst: lc.bw, src: bc.br, pool: lc.f.p.buffers}
 		switch {
@@ -619,13 +637,13 @@ type responseHead struct {
 
 var errRespHead = errors.New("malformed answer head")
 
-func (lc *leanConn) readResponseHead(bc *backendConn) (*responseHead, error) {
+func (lc *leanConn) readResponseHead(bc *backendConn, rh *responseHead) error {
 	var buf []byte
 	for n := 1; ; {
 		b, err := bc.br.Peek(n)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			if bc.br.Size() >= respHeadMax {
-				return nil, fmt.Errorf("answer head larger than %d bytes", respHeadMax)
+				return fmt.Errorf("answer head larger than %d bytes", respHeadMax)
 			}
 			// A large head (cookies, say): read it in a larger buffer, which the
 			// connection keeps.
@@ -634,7 +652,7 @@ func (lc *leanConn) readResponseHead(bc *backendConn) (*responseHead, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		buf, _ = bc.br.Peek(bc.br.Buffered())
 		if i := bytes.Index(buf, crlfcrlf); i >= 0 {
@@ -643,24 +661,24 @@ func (lc *leanConn) readResponseHead(bc *backendConn) (*responseHead, error) {
 		}
 		n = len(buf) + 1
 	}
-	rh := &responseHead{size: len(buf), contentLength: -1}
+	*rh = responseHead{size: len(buf), contentLength: -1}
 	i := bytes.Index(buf, crlf)
 	line := buf[:i]
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
-		return nil, fmt.Errorf("%w: status line %q", errRespHead, line)
+		return fmt.Errorf("%w: status line %q", errRespHead, line)
 	}
 	code, err := strconv.Atoi(string(line[9:12]))
 	if err != nil || code < 100 {
-		return nil, fmt.Errorf("%w: status line %q", errRespHead, line)
+		return fmt.Errorf("%w: status line %q", errRespHead, line)
 	}
 	rh.status = code
 	rh.statusLine = buf[9 : i+2]
 	if code == http.StatusSwitchingProtocols {
-		return nil, errors.New("101 Switching Protocols to a request without Upgrade")
+		return errors.New("101 Switching Protocols to a request without Upgrade")
 	}
 	var ok bool
 	if lc.resp, ok = parseFields(buf[i+2:len(buf)-2], lc.resp[:0]); !ok {
-		return nil, fmt.Errorf("%w: header lines", errRespHead)
+		return fmt.Errorf("%w: header lines", errRespHead)
 	}
 	rh.close = line[7] == '0' // HTTP/1.0: no keep-alive assumed
 	for _, fl := range lc.resp {
@@ -668,12 +686,12 @@ func (lc *leanConn) readResponseHead(bc *backendConn) (*responseHead, error) {
 		case bytes.EqualFold(fl.name, hdrContentLength):
 			n := parseLength(fl.value)
 			if n < 0 || (rh.contentLength >= 0 && n != rh.contentLength) {
-				return nil, fmt.Errorf("%w: Content-Length %q", errRespHead, fl.value)
+				return fmt.Errorf("%w: Content-Length %q", errRespHead, fl.value)
 			}
 			rh.contentLength = n
 		case bytes.EqualFold(fl.name, hdrTransferEncoding):
 			if !bytes.EqualFold(fl.value, valChunked) {
-				return nil, fmt.Errorf("%w: Transfer-Encoding %q", errRespHead, fl.value)
+				return fmt.Errorf("%w: Transfer-Encoding %q", errRespHead, fl.value)
 			}
 			rh.chunked = true
 		case bytes.EqualFold(fl.name, hdrConnection):
@@ -687,7 +705,7 @@ func (lc *leanConn) readResponseHead(bc *backendConn) (*responseHead, error) {
 	if rh.chunked {
 		rh.contentLength = -1
 	}
-	return rh, nil
+	return nil
 }
 
 // writeResponseHead writes the answer's head to the client without its hop-by-hop
