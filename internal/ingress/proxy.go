@@ -201,7 +201,8 @@ type exchange struct {
 
 // record counts an answered request in the metrics and writes its access line.
 func (p *Proxy) record(ctx context.Context, x *exchange) {
-	elapsed := time.Since(x.start)
+	now := time.Now()
+	elapsed := now.Sub(x.start)
 	ingress := x.ingress
 	if ingress == "" {
 		ingress = "-"
@@ -211,17 +212,25 @@ func (p *Proxy) record(ctx context.Context, x *exchange) {
 		c.requests.Inc()
 		c.latency.Observe(elapsed.Seconds())
 	}
-	if p.cfg.AccessLog {
-		backend := "-"
-		if x.backend != nil {
-			backend = x.backend.Name()
-		}
-		p.cfg.AccessLogger.LogAttrs(ctx, slog.LevelInfo, "request",
-			slog.String("client", x.client), slog.String("method", x.method), slog.String("host", x.host),
-			slog.String("path", x.path), slog.String("proto", x.proto), slog.Int("status", x.status),
-			slog.Int64("bytes", x.bytes), slog.Duration("duration", elapsed), slog.String("ingress", ingress),
-			slog.String("backend", backend), slog.String("endpoint", x.endpoint))
+	if !p.cfg.AccessLog {
+		return
 	}
+	backend := "-"
+	if x.backend != nil {
+		backend = x.backend.Name()
+	}
+	log := p.cfg.AccessLogger
+	if h, ok := log.Handler().(*accessHandler); ok {
+		if h.Enabled(ctx, slog.LevelInfo) {
+			h.writeAccess(now, x, elapsed, ingress, backend)
+		}
+		return
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "request",
+		slog.String("client", x.client), slog.String("method", x.method), slog.String("host", x.host),
+		slog.String("path", x.path), slog.String("proto", x.proto), slog.Int("status", x.status),
+		slog.Int64("bytes", x.bytes), slog.Duration("duration", elapsed), slog.String("ingress", ingress),
+		slog.String("backend", backend), slog.String("endpoint", x.endpoint))
 }
 
 // ServeHTTP is the general path: every request net/http serves (HTTP/2, protocol
