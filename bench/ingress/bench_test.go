@@ -8,9 +8,11 @@
 // table built from an in-memory cache instead of the API; nginx runs from a temporary
 // configuration. Both proxies route Host bench.test, path / to the three backends, keep
 // connections to them alive and run as many workers (nginx worker_processes, tranche's
-// GOMAXPROCS). The http and https rows log no requests; the "http, logged" row runs both
-// as they are deployed: tranche with its access log (NewAccessLogger, to a file) and its
-// Prometheus metrics, nginx with a buffered access log to a file.
+// GOMAXPROCS). The http and https rows log no requests on either side (nginx
+// access_log off, tranche without access log or metrics); the "http, logged" row runs
+// both as they are deployed: tranche with its access log (NewAccessLogger, to a file) and
+// its Prometheus metrics, nginx with a buffered access log to a file. The proxy runs
+// with GOGC=50, as `tranche ingress` does. See README.md.
 //
 // CPU/req is the proxy's user+system CPU time during a run divided by the requests
 // served: on a busy machine, where the proxies share the cores with wrk, the backends
@@ -35,6 +37,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -108,6 +111,10 @@ func runProxy() int {
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(port))}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{h}}},
 		})
+	}
+	// `tranche ingress` runs with GOGC=50 (cmd/tranche tuneMemory); so does the proxy here.
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(50)
 	}
 	ctx, stop := signalContext()
 	defer stop()

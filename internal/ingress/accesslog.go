@@ -5,8 +5,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // LineBuffer batches whole log lines into few writes: the access log writes one line per
@@ -61,7 +64,9 @@ func (b *LineBuffer) Run(ctx context.Context, interval time.Duration) {
 // NewAccessLogger returns the logger for access-log lines: text lines like the other
 // logs of `tranche ingress`, tagged component=ingress, at level Info, written through a
 // LineBuffer over w that flushes every 100 ms until ctx ends; flushed is closed when the
-// last line has been written out (after ctx ends).
+// last line has been written out (after ctx ends). The Proxy writes its lines through
+// the logger's handler directly (see accessHandler), in the format slog's TextHandler
+// gives them.
 func NewAccessLogger(ctx context.Context, w io.Writer) (log *slog.Logger, flushed <-chan struct{}) {
 	lb := NewLineBuffer(w, 64<<10)
 	done := make(chan struct{})
@@ -69,5 +74,89 @@ func NewAccessLogger(ctx context.Context, w io.Writer) (log *slog.Logger, flushe
 		defer close(done)
 		lb.Run(ctx, 100*time.Millisecond)
 	}()
-	return slog.New(slog.NewTextHandler(lb, nil)).With("component", "ingress"), done
+	text := slog.NewTextHandler(lb, nil).WithAttrs([]slog.Attr{slog.String("component", "ingress")})
+	return slog.New(&accessHandler{Handler: text, lb: lb}), done
+}
+
+// accessHandler is the handler of NewAccessLogger's logger. Any record goes through
+// slog's TextHandler; the Proxy's access lines are formatted by accessLine instead,
+// which writes the same text without slog's per-record work (a caller lookup, an
+// attribute slice, a generic formatter), a fifth of the proxy's CPU per request.
+type accessHandler struct {
+	slog.Handler
+	lb   *LineBuffer
+	bufs sync.Pool // *[]byte
+}
+
+// writeAccess writes the access line of x, answered at now.
+func (h *accessHandler) writeAccess(now time.Time, x *exchange, elapsed time.Duration, ingress, backend string) {
+	bp, _ := h.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	*bp = accessLine((*bp)[:0], now, x, elapsed, ingress, backend)
+	_, _ = h.lb.Write(*bp)
+	h.bufs.Put(bp)
+}
+
+// accessLine appends to b the line slog's TextHandler writes for the access record of x
+// (see Proxy.record), with the attribute component=ingress.
+func accessLine(b []byte, now time.Time, x *exchange, elapsed time.Duration, ingress, backend string) []byte {
+	b = append(b, "time="...)
+	b = now.Truncate(time.Millisecond).AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = append(b, " level=INFO msg=request component=ingress client="...)
+	b = appendText(b, x.client)
+	b = append(b, " method="...)
+	b = appendText(b, x.method)
+	b = append(b, " host="...)
+	b = appendText(b, x.host)
+	b = append(b, " path="...)
+	b = appendText(b, x.path)
+	b = append(b, " proto="...)
+	b = appendText(b, x.proto)
+	b = append(b, " status="...)
+	b = strconv.AppendInt(b, int64(x.status), 10)
+	b = append(b, " bytes="...)
+	b = strconv.AppendInt(b, x.bytes, 10)
+	b = append(b, " duration="...)
+	b = append(b, elapsed.String()...)
+	b = append(b, " ingress="...)
+	b = appendText(b, ingress)
+	b = append(b, " backend="...)
+	b = appendText(b, backend)
+	b = append(b, " endpoint="...)
+	b = appendText(b, x.endpoint)
+	return append(b, '\n')
+}
+
+// appendText appends s as slog's TextHandler writes a string value: quoted when it is
+// empty or holds a space, '=', '"', a control character, or a rune that is not
+// printable or not valid UTF-8.
+func appendText(b []byte, s string) []byte {
+	if needsQuoting(s) {
+		return strconv.AppendQuote(b, s)
+	}
+	return append(b, s...)
+}
+
+func needsQuoting(s string) bool {
+	if s == "" {
+		return true
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c <= ' ' || c == '=' || c == '"' {
+				return true
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return true
+		}
+		i += size
+	}
+	return false
 }

@@ -3,11 +3,14 @@ package ingress
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -113,5 +116,50 @@ func TestAccessLogAndMetricsAcrossTables(t *testing.T) {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("access line %q lacks %q", lines[0], want)
 		}
+	}
+}
+
+// TestAccessLineAsSlog: the access lines the Proxy formats itself are the lines slog's
+// TextHandler writes for the same record, quoting included.
+func TestAccessLineAsSlog(t *testing.T) {
+	at := time.Date(2026, 12, 2, 17, 4, 5, 987654321, time.FixedZone("X", 3600))
+	base := exchange{client: "10.0.0.1:4242", method: "GET", host: "monapp.example.com", path: "/web/page",
+		proto: "HTTP/1.1", endpoint: "10.244.1.5:8080", status: 200, bytes: 65}
+	for _, tc := range []struct {
+		name    string
+		tweak   func(*exchange)
+		elapsed time.Duration
+		ingress string
+	}{
+		{"plain", nil, 1234567 * time.Nanosecond, "default/mon-ingress"},
+		{"no endpoint, no ingress", func(x *exchange) { x.endpoint = ""; x.status = 404 }, 900 * time.Nanosecond, "-"},
+		{"space and quote in the path", func(x *exchange) { x.path = `/a b/"c"` }, time.Second, "i/j"},
+		{"equals sign and backslash", func(x *exchange) { x.path = `/a=b\c` }, time.Millisecond, "i/j"},
+		{"control character", func(x *exchange) { x.path = "/a\x01b\tc" }, time.Millisecond, "i/j"},
+		{"unicode", func(x *exchange) { x.host = "été.example"; x.path = "/ça" }, time.Millisecond, "i/j"},
+		{"unicode space", func(x *exchange) { x.path = "/a\u00a0b" }, time.Millisecond, "i/j"},
+		{"invalid UTF-8", func(x *exchange) { x.path = "/a\xffb" }, time.Millisecond, "i/j"},
+		{"odd method", func(x *exchange) { x.method = "M-SEARCH" }, time.Millisecond, "i/j"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := base
+			if tc.tweak != nil {
+				tc.tweak(&x)
+			}
+			var want bytes.Buffer
+			h := slog.NewTextHandler(&want, nil).WithAttrs([]slog.Attr{slog.String("component", "ingress")})
+			r := slog.NewRecord(at, slog.LevelInfo, "request", 0)
+			r.AddAttrs(slog.String("client", x.client), slog.String("method", x.method), slog.String("host", x.host),
+				slog.String("path", x.path), slog.String("proto", x.proto), slog.Int("status", x.status),
+				slog.Int64("bytes", x.bytes), slog.Duration("duration", tc.elapsed), slog.String("ingress", tc.ingress),
+				slog.String("backend", "default/web:80"), slog.String("endpoint", x.endpoint))
+			if err := h.Handle(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			got := string(accessLine(nil, at, &x, tc.elapsed, tc.ingress, "default/web:80"))
+			if diff := cmp.Diff(want.String(), got); diff != "" {
+				t.Errorf("access line (-slog +ours):\n%s", diff)
+			}
+		})
 	}
 }

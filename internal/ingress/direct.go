@@ -49,57 +49,69 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.fallback.RoundTrip(req)
 	}
 	addr := req.URL.Host
+	var body *replayBody
+	if req.Body != nil && req.Body != http.NoBody {
+		body = &replayBody{r: req.Body}
+		req.Body = body
+	}
 	for {
 		bc, reused, err := t.get(req.Context(), addr)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := t.exchange(bc, req)
+		resp, early, err := t.exchange(bc, req, body)
 		if err == nil {
 			return resp, nil
 		}
 		bc.conn.Close()
-		// A kept-alive connection the backend closed meanwhile: nothing was processed
-		// when the request has no body and no answer came; try a fresh connection.
-		if reused && (req.Body == nil || req.Body == http.NoBody) && req.Context().Err() == nil {
-			continue
+		// A kept-alive connection the backend closed meanwhile fails before any byte of
+		// the answer arrives: the backend never processed the request, whatever its
+		// method, so it goes again on another connection when its body can be sent again
+		// (as net/http's Transport does).
+		if !reused || !early || req.Context().Err() != nil {
+			return nil, err
 		}
-		return nil, err
+		if body != nil {
+			if !body.rewind() {
+				return nil, err
+			}
+		}
 	}
 }
 
-func (t *directTransport) exchange(bc *backendConn, req *http.Request) (*http.Response, error) {
+// exchange sends req on bc and reads the answer's head. early reports a failure before
+// any byte of the answer arrived.
+func (t *directTransport) exchange(bc *backendConn, req *http.Request, body *replayBody) (resp *http.Response, early bool, err error) {
 	dl, _ := req.Context().Deadline()
 	bc.setDeadline(dl)
 	// Cancelling the request (client gone) must unblock the read below. A connection
 	// whose request was cancelled is closed, never reused, so bc.deadline stays right.
 	stop := context.AfterFunc(req.Context(), func() { _ = bc.conn.SetDeadline(time.Unix(1, 0)) })
-	var body *bodyReader
-	if req.Body != nil && req.Body != http.NoBody {
-		body = &bodyReader{ReadCloser: req.Body}
-		req.Body = body
-	}
 	if err := req.Write(bc.bw); err != nil {
 		stop()
 		if body != nil && body.err != nil {
 			// The client's body failed (say, over the size limit): say so, not that the
 			// backend did; net/http hides this error's type.
-			return nil, body.err
+			return nil, false, body.err
 		}
-		return nil, err
+		return nil, true, err
 	}
 	if err := bc.bw.Flush(); err != nil {
 		stop()
-		return nil, err
+		return nil, true, err
 	}
-	resp, err := http.ReadResponse(bc.br, req)
+	if _, err := bc.br.Peek(1); err != nil {
+		stop()
+		return nil, true, err
+	}
+	resp, err = http.ReadResponse(bc.br, req)
 	if err != nil {
 		stop()
-		return nil, err
+		return nil, false, err
 	}
 	resp.Body = &pooledBody{body: resp.Body, t: t, bc: bc, addr: req.URL.Host, stop: stop,
 		reusable: !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols}
-	return resp, nil
+	return resp, false, nil
 }
 
 func (t *directTransport) get(ctx context.Context, addr string) (*backendConn, bool, error) {
@@ -190,16 +202,59 @@ func (b *pooledBody) Close() error {
 	return err
 }
 
-// bodyReader remembers the error reading the client's body.
-type bodyReader struct {
-	io.ReadCloser
+// replayKeep is how much of a request body replayBody keeps to send it again.
+const replayKeep = 64 << 10
+
+// replayBody is a request body that can be sent once more as long as no more than
+// replayKeep bytes of it were read: it keeps what it gave out. It also remembers the
+// error reading the client's body.
+type replayBody struct {
+	r    io.ReadCloser
+	kept []byte
+	// over is set once more than replayKeep bytes were read: no replay then.
+	over bool
+	// pos is where Read is in kept after a rewind; len(kept) reads from r again.
+	pos int
+	eof bool
 	err error
 }
 
-func (b *bodyReader) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
+func (b *replayBody) Read(p []byte) (int, error) {
+	if b.pos < len(b.kept) {
+		n := copy(p, b.kept[b.pos:])
+		b.pos += n
+		return n, nil
+	}
+	if b.eof {
+		return 0, io.EOF
+	}
+	n, err := b.r.Read(p)
+	if !b.over {
+		if len(b.kept)+n > replayKeep {
+			b.over, b.kept = true, nil
+		} else {
+			b.kept = append(b.kept, p[:n]...)
+		}
+		b.pos = len(b.kept)
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		b.eof = true
+	case err != nil:
 		b.err = err
 	}
 	return n, err
+}
+
+// Close leaves the client's body open: writing a request closes its body, and a replay
+// may still need to read the rest of it; the server closes it when the request ends.
+func (b *replayBody) Close() error { return nil }
+
+// rewind makes the next Read start the body again; false when that is not possible.
+func (b *replayBody) rewind() bool {
+	if b.over || b.err != nil {
+		return false
+	}
+	b.pos = 0
+	return true
 }

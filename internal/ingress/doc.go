@@ -19,4 +19,12 @@
 //   - A backend whose Service or port is missing answers 503, with an Event on the Ingress;
 //     a TLS Secret that is missing or invalid leaves the host on the fallback self-signed
 //     certificate, with an Event.
+//
+// Serving: HTTP/1.1 connections, plain and TLS, start on a lean path (lean.go) that
+// parses request heads in the connection's buffer and forwards the common exchange to
+// kept backend connections itself; the first request it does not handle (HTTP/2 after
+// ALPN, upgrades such as WebSocket, Expect: 100-continue, HTTP/1.0, heads over 8 kB)
+// hands the connection to net/http's server and Proxy.ServeHTTP (httputil.ReverseProxy).
+// Both paths share the backend connection pool, the retry rules, the access log and the
+// metrics.
 package ingress

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +44,10 @@ type Proxy struct {
 	cfg   ProxyConfig
 	table atomic.Pointer[Table]
 	rp    *httputil.ReverseProxy
+	// direct keeps the backend connections of both paths.
+	direct *directTransport
+	// buffers lends both paths the buffers large bodies are copied through.
+	buffers *bufferPool
 	// children caches the metric children per backend of the current Table and status
 	// code: WithLabelValues hashes and looks up its labels under a lock on every call.
 	// SetTable empties it, so Backends of old Tables are not kept.
@@ -84,13 +90,14 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		// on its own and then decompress what the client may have wanted compressed.
 		DisableCompression: true,
 	}
+	p.buffers = &bufferPool{}
+	p.direct = &directTransport{dial: dialer.DialContext, fallback: transport, maxIdle: 256, idleTime: 60 * time.Second}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite: rewrite,
-		Transport: &retryTransport{attempts: cfg.Attempts, base: &directTransport{
-			dial: dialer.DialContext, fallback: transport, maxIdle: 256, idleTime: 60 * time.Second}},
+		Rewrite:      rewrite,
+		Transport:    &retryTransport{attempts: cfg.Attempts, base: p.direct},
 		ErrorHandler: p.proxyError,
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
-		BufferPool:   &bufferPool{},
+		BufferPool:   p.buffers,
 	}
 	return p
 }
@@ -146,27 +153,96 @@ func rewrite(pr *httputil.ProxyRequest) {
 	// Keep what earlier proxies recorded; SetXForwarded appends the client's address.
 	pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 	pr.SetXForwarded()
+	if pr.In.TLS == nil && pr.In.Context().Value(tlsConnKey{}) != nil {
+		// A TLS connection the lean path handed over: net/http sees a plain one.
+		pr.Out.Header.Set("X-Forwarded-Proto", "https")
+	}
 	pr.Out.Host = pr.In.Host
 }
 
+// tlsConnKey marks the context of a request that came over TLS on a connection the lean
+// path handed to net/http.
+type tlsConnKey struct{}
+
+// route finds the backend for a request with this Host header and path: ingress is
+// the namespace/name of the Ingress that named it ("" when none), be nil when nothing
+// matches and no Ingress has a default backend.
+func (p *Proxy) route(tab *Table, hostHeader, path string) (ingress string, be *Backend) {
+	if rt := tab.Route(routeHost(hostHeader), path); rt != nil {
+		return rt.Ingress, rt.Backend
+	}
+	if be = tab.Default(); be != nil {
+		return be.Ingress, be
+	}
+	return "", nil
+}
+
+// routeHost is the Host header without its port. It leaves a host without one alone
+// without calling net.SplitHostPort, whose error for it would be an allocation per request.
+func routeHost(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		if host, _, err := net.SplitHostPort(h); err == nil {
+			return host
+		}
+	}
+	return h
+}
+
+// exchange is what the metrics and the access log say about one answered request.
+type exchange struct {
+	start                             time.Time
+	client, method, host, path, proto string
+	ingress                           string
+	backend                           *Backend
+	endpoint                          string
+	status                            int
+	bytes                             int64
+}
+
+// record counts an answered request in the metrics and writes its access line.
+func (p *Proxy) record(ctx context.Context, x *exchange) {
+	now := time.Now()
+	elapsed := now.Sub(x.start)
+	ingress := x.ingress
+	if ingress == "" {
+		ingress = "-"
+	}
+	if m := p.cfg.Metrics; m != nil {
+		c := p.metrics(m, ingress, x.backend, x.status)
+		c.requests.Inc()
+		c.latency.Observe(elapsed.Seconds())
+	}
+	if !p.cfg.AccessLog {
+		return
+	}
+	backend := "-"
+	if x.backend != nil {
+		backend = x.backend.Name()
+	}
+	log := p.cfg.AccessLogger
+	if h, ok := log.Handler().(*accessHandler); ok {
+		if h.Enabled(ctx, slog.LevelInfo) {
+			h.writeAccess(now, x, elapsed, ingress, backend)
+		}
+		return
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "request",
+		slog.String("client", x.client), slog.String("method", x.method), slog.String("host", x.host),
+		slog.String("path", x.path), slog.String("proto", x.proto), slog.Int("status", x.status),
+		slog.Int64("bytes", x.bytes), slog.Duration("duration", elapsed), slog.String("ingress", ingress),
+		slog.String("backend", backend), slog.String("endpoint", x.endpoint))
+}
+
+// ServeHTTP is the general path: every request net/http serves (HTTP/2, protocol
+// upgrades, Expect: 100-continue, and whatever the lean path of Serve hands over).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	tab := p.table.Load()
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	ingress, be := "", (*Backend)(nil)
-	if rt := tab.Route(host, r.URL.Path); rt != nil {
-		ingress, be = rt.Ingress, rt.Backend
-	} else if be = tab.Default(); be != nil {
-		ingress = be.Ingress
-	}
+	ingress, be := p.route(p.table.Load(), r.Host, r.URL.Path)
 	rec := &recorder{ResponseWriter: w}
 	st := &attempt{backend: be}
 	switch {
 	case be == nil:
-		writePage(rec, http.StatusNotFound, "no Ingress rule matches host "+strconv.Quote(host)+" and path "+strconv.Quote(r.URL.Path)+", and no Ingress has a default backend")
+		writePage(rec, http.StatusNotFound, notFound(r.Host, r.URL.Path))
 	case be.Missing != "":
 		writePage(rec, http.StatusServiceUnavailable, "backend unavailable: "+be.Missing)
 	case r.ContentLength > p.cfg.MaxBodyBytes && p.cfg.MaxBodyBytes > 0:
@@ -186,26 +262,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
-	elapsed := time.Since(start)
-	if ingress == "" {
-		ingress = "-"
-	}
-	if m := p.cfg.Metrics; m != nil {
-		c := p.metrics(m, ingress, be, rec.status)
-		c.requests.Inc()
-		c.latency.Observe(elapsed.Seconds())
-	}
-	if p.cfg.AccessLog {
-		backend := "-"
-		if be != nil {
-			backend = be.Name()
-		}
-		p.cfg.AccessLogger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("client", r.RemoteAddr), slog.String("method", r.Method), slog.String("host", r.Host),
-			slog.String("path", r.URL.Path), slog.String("proto", r.Proto), slog.Int("status", rec.status),
-			slog.Int64("bytes", rec.bytes), slog.Duration("duration", elapsed), slog.String("ingress", ingress),
-			slog.String("backend", backend), slog.String("endpoint", st.endpoint))
-	}
+	p.record(r.Context(), &exchange{start: start, client: r.RemoteAddr, method: r.Method, host: r.Host, path: r.URL.Path,
+		proto: r.Proto, ingress: ingress, backend: be, endpoint: st.endpoint, status: rec.status, bytes: rec.bytes})
+}
+
+// notFound is the message of the 404 page.
+func notFound(hostHeader, path string) string {
+	return "no Ingress rule matches host " + strconv.Quote(routeHost(hostHeader)) + " and path " + strconv.Quote(path) + ", and no Ingress has a default backend"
 }
 
 func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
@@ -228,9 +291,14 @@ func writePage(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
+	_, _ = io.WriteString(w, pageBody(code, msg))
+}
+
+// pageBody is the HTML of one of our pages.
+func pageBody(code int, msg string) string {
 	text := strconv.Itoa(code) + " " + http.StatusText(code)
-	fmt.Fprintf(w, "<!DOCTYPE html>\n<html><head><title>%s</title></head><body><h1>%s</h1><p>%s</p><hr><p>tranche ingress</p></body></html>\n",
-		text, text, html.EscapeString(msg))
+	return "<!DOCTYPE html>\n<html><head><title>" + text + "</title></head><body><h1>" + text + "</h1><p>" +
+		html.EscapeString(msg) + "</p><hr><p>tranche ingress</p></body></html>\n"
 }
 
 // retryTransport retries idempotent requests without a body on another endpoint when
