@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tranche/tranche/internal/podclient"
 )
 
 // NewInformerCache returns the production Cache: shared informers on Services,
@@ -64,9 +62,6 @@ type RunConfig struct {
 	MetricsListen string
 }
 
-// serviceAccountDir is where a pod finds its token and the cluster CA.
-const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
-
 // Run serves DNS until ctx ends.
 func Run(ctx context.Context, cfg RunConfig) error {
 	log := cfg.Logger
@@ -74,7 +69,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		log = slog.Default()
 		cfg.Logger = log
 	}
-	restCfg, err := restConfig(cfg.Kubeconfig, cfg.APIServer)
+	restCfg, err := podclient.Config(cfg.Kubeconfig, cfg.APIServer, podclient.ServiceAccountDir)
 	if err != nil {
 		return err
 	}
@@ -138,28 +133,4 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	log.Info("serving DNS", "listen", cfg.Listen, "zone", h.zone.origin, "upstreams", cfg.Upstreams,
 		"reverseZonesOf", cfg.ReverseCIDRs, "metrics", cfg.MetricsListen)
 	return Serve(ctx, h, pc, ln)
-}
-
-// restConfig reads a kubeconfig, or else the pod's service account.
-func restConfig(kubeconfig, apiServer string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		c, err := clientcmd.BuildConfigFromFlags(apiServer, kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
-		}
-		return c, nil
-	}
-	if apiServer == "" {
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and not in a cluster (give --kubeconfig or --api-server): %w", err)
-		}
-		return c, nil
-	}
-	token := filepath.Join(serviceAccountDir, "token")
-	if _, err := os.Stat(token); err != nil {
-		return nil, fmt.Errorf("--api-server without --kubeconfig needs the pod's service account token: %w", err)
-	}
-	return &rest.Config{Host: apiServer, BearerTokenFile: token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(serviceAccountDir, "ca.crt")}}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,12 +18,11 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/tranche/tranche/internal/events"
+	"github.com/tranche/tranche/internal/podclient"
 )
 
 // RunConfig is what `tranche ingress` runs with.
@@ -44,8 +42,6 @@ type RunConfig struct {
 	MaxHeaderBytes int
 }
 
-const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
-
 // Run serves Ingresses until ctx ends.
 func Run(ctx context.Context, cfg RunConfig) error {
 	log := cfg.Logger
@@ -53,7 +49,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		log = slog.Default()
 	}
 	cfg.Proxy.Logger = log
-	restCfg, err := restConfig(cfg.Kubeconfig, cfg.APIServer)
+	restCfg, err := podclient.Config(cfg.Kubeconfig, cfg.APIServer, podclient.ServiceAccountDir)
 	if err != nil {
 		return err
 	}
@@ -243,28 +239,4 @@ func StatusUpdates(c Cache, tab *Table, publish string) []*networkingv1.Ingress 
 		out = append(out, cp)
 	}
 	return out
-}
-
-// restConfig reads a kubeconfig, or else the pod's service account.
-func restConfig(kubeconfig, apiServer string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		c, err := clientcmd.BuildConfigFromFlags(apiServer, kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
-		}
-		return c, nil
-	}
-	if apiServer == "" {
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and not in a cluster (give --kubeconfig or --api-server): %w", err)
-		}
-		return c, nil
-	}
-	token := filepath.Join(serviceAccountDir, "token")
-	if _, err := os.Stat(token); err != nil {
-		return nil, fmt.Errorf("--api-server without --kubeconfig needs the pod's service account token: %w", err)
-	}
-	return &rest.Config{Host: apiServer, BearerTokenFile: token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(serviceAccountDir, "ca.crt")}}, nil
 }
