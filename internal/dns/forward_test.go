@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -38,11 +39,7 @@ func newFakeUpstream(t testing.TB, lines ...string) *fakeUpstream {
 		k := strings.ToLower(rr.Header().Name) + " " + dns.TypeToString[rr.Header().Rrtype]
 		u.records[k] = append(u.records[k], rr)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	pc, ln, err := listenSamePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +50,26 @@ func newFakeUpstream(t testing.TB, lines ...string) *fakeUpstream {
 	go func() { _ = s2.ActivateAndServe() }()
 	t.Cleanup(func() { _ = s1.Shutdown(); _ = s2.Shutdown() })
 	return u
+}
+
+// listenSamePort opens UDP and TCP on one loopback port, as a resolver listens. The
+// kernel picks a free UDP port, which another process may hold for TCP: try again with
+// another then.
+func listenSamePort() (net.PacketConn, net.Listener, error) {
+	var lastErr error
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		lastErr = err
+	}
+	return nil, nil, fmt.Errorf("no loopback port free for both UDP and TCP: %w", lastErr)
 }
 
 const upstreamSOA = "example.com. 300 IN SOA ns.example.com. h.example.com. 1 2 3 4 60"

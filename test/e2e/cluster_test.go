@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -86,12 +87,21 @@ func tail(s string, n int) string {
 
 // freePort returns a loopback port nobody listens on now.
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	// Below the kernel's ephemeral range (32768-60999 by default), so that no outgoing
+	// connection of another process takes the port between this check and the
+	// cluster's bind, and below the NodePort range (30000-32767) that host publishers
+	// listen on.
+	var lastErr error
+	for range 50 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			ln.Close()
+			return addr, nil
+		}
+		lastErr = err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("no free loopback port in 20000-29999: %w", lastErr)
 }
 
 // startServer runs tranche server on a fresh data dir (short: etcd's unix socket path

@@ -23,14 +23,22 @@ import (
 // --upstream-dns), on loopback in the test process, so no test ever reaches the host's
 // resolvers. It knows api.example.com and answers NXDOMAIN for everything else.
 var fakeUpstreamDNS = sync.OnceValues(func() (string, error) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
+	// The kernel picks a free UDP port, which another process may hold for TCP: try
+	// again with another then.
+	var pc net.PacketConn
+	var ln net.Listener
+	var err error
+	for range 20 {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			return "", err
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
 		pc.Close()
-		return "", err
+	}
+	if err != nil {
+		return "", fmt.Errorf("no loopback port free for both UDP and TCP: %w", err)
 	}
 	records := map[string]string{
 		"api.example.com. A":    "api.example.com. 60 IN A 192.0.2.10",
