@@ -7,6 +7,7 @@ package benchcluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -70,12 +71,11 @@ func Start(b testing.TB, bin, tag string, nodes int, extra ...string) *Cluster {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	listen, err := FreePort()
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &Cluster{Bin: bin, Dir: dir, Prefix: fmt.Sprintf("%s%d-", tag, os.Getpid()%1000), Listen: ln.Addr().String()}
-	ln.Close()
+	c := &Cluster{Bin: bin, Dir: dir, Prefix: fmt.Sprintf("%s%d-", tag, os.Getpid()%1000), Listen: listen}
 	b.Cleanup(c.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
 	defer cancel()
@@ -94,6 +94,24 @@ func Start(b testing.TB, bin, tag string, nodes int, extra ...string) *Cluster {
 	}
 	c.PID, _ = strconv.Atoi(string(m[1]))
 	return c
+}
+
+// FreePort returns a loopback address nobody listens on now, below the kernel's
+// ephemeral range (32768-60999 by default) so that no outgoing connection of another
+// process takes it before the cluster binds it, and below the NodePort range
+// (30000-32767) that host publishers listen on.
+func FreePort() (string, error) {
+	var lastErr error
+	for range 50 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			ln.Close()
+			return addr, nil
+		}
+		lastErr = err
+	}
+	return "", fmt.Errorf("no free loopback port in 20000-29999: %w", lastErr)
 }
 
 // Stop runs `tranche down --purge`; it is idempotent.
