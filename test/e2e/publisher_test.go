@@ -232,3 +232,55 @@ func TestHostPublisherUDPAndLocal(t *testing.T) {
 		}
 	}
 }
+
+const secondClusterApp = `apiVersion: v1
+kind: Pod
+metadata: {name: here, labels: {app: here}}
+spec:
+  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: here}
+spec: {selector: {app: here}, ports: [{port: 80, targetPort: 80}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: here}
+spec:
+  rules:
+  - host: here.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: here, port: {number: 80}}}}
+`
+
+// TestTwoClustersShareTheHost: a second `tranche up` on the machine draws from the same
+// default pool as the first, but its tranche-ingress gets an address whose ports the
+// first cluster (or any other program) does not hold, so requests to it reach the
+// second cluster's Ingress, not the first one's. (Both taking 127.0.10.1, only one
+// could listen, and TestIngressSeed003 talked to another cluster when several ran.)
+func TestTwoClustersShareTheHost(t *testing.T) {
+	first := up(t)
+	firstIP := ingressAddress(t, first.srv)
+	second := upOwn(t, "tl", 1)
+	s := second.srv
+	ns := s.namespace(t)
+	if _, errOut, err := s.kubectl(t, secondClusterApp, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	ip := ingressAddress(t, s)
+	if ip == firstIP {
+		t.Fatalf("both clusters' tranche-ingress got %s", ip)
+	}
+	eventually(t, 60*time.Second, "http://here.example.com/ through "+ip+" answered by the second cluster's pod", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "curl", "-sS", "-m", "5", "--resolve", "here.example.com:80:"+ip, "http://here.example.com/").CombinedOutput()
+		return err == nil && strings.TrimSpace(string(out)) == "GET / from here", string(out)
+	})
+	out, _, _ := s.kubectl(t, "", "get", "events", "-n", "kube-system", "--field-selector", "involvedObject.name=tranche-ingress,reason=PublishFailed")
+	if strings.Contains(out, ip) {
+		t.Errorf("the second cluster's publisher could not listen on its own address:\n%s", out)
+	}
+}
