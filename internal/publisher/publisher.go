@@ -11,6 +11,9 @@
 // safety rule): loopback listeners need none, since all of 127/8 is local, and the
 // only way into the cluster is a socket made inside the underlay namespace.
 //
+// Ports of other protocols (SCTP) are not published; a Warning Event on the Service
+// says so, rather than leave it silently unreachable from the host.
+//
 // Clients' addresses are not preserved: pods see the underlay's address (10.240.0.1),
 // also with externalTrafficPolicy Local, where only the choice of nodes changes.
 // The publisher follows Services, EndpointSlices and Nodes through informers and
@@ -53,6 +56,9 @@ const (
 	// ReasonPublishFailed (Warning): a listener could not be opened, or another
 	// Service holds it.
 	ReasonPublishFailed = "PublishFailed"
+	// ReasonProtocolNotPublished (Warning): a port's protocol (SCTP) is not published
+	// on the host.
+	ReasonProtocolNotPublished = "ProtocolNotPublished"
 )
 
 // dialTimeout bounds one connection attempt to a backend.
@@ -104,6 +110,7 @@ type Publisher struct {
 	live   map[Listener]*live
 	failed map[Listener]string // the error last reported for a listener that is not open
 	lost   map[Conflict]bool   // conflicts already reported
+	told   map[Skipped]bool    // unpublished ports already reported
 
 	// closing counts unpublished listeners whose connections are still ending.
 	closing sync.WaitGroup
@@ -153,6 +160,7 @@ func New(cfg Config) *Publisher {
 		live:     map[Listener]*live{},
 		failed:   map[Listener]string{},
 		lost:     map[Conflict]bool{},
+		told:     map[Skipped]bool{},
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.wake() },
@@ -275,6 +283,17 @@ func (p *Publisher) sync() {
 		}
 	}
 	p.lost = current
+	skipped := map[Skipped]bool{}
+	for _, sk := range Unpublished(svcs) {
+		skipped[sk] = true
+		if !p.told[sk] {
+			p.log.Warn("port not published", "service", sk.Service.String(), "port", sk.Port, "protocol", sk.Protocol)
+			p.event(sk.Service, sk.UID, v1.EventTypeWarning, ReasonProtocolNotPublished,
+				fmt.Sprintf("Port %s (%s/%d) is not published on the host: the host publisher forwards TCP and UDP only; %s reaches the Service from inside the cluster network",
+					sk.Port, sk.Protocol, sk.Number, sk.Protocol))
+		}
+	}
+	p.told = skipped
 }
 
 // open opens the host socket of l and starts serving it.

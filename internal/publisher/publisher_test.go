@@ -469,3 +469,41 @@ func TestLoadBalancerAddressTakenOnTheHostTellsTheController(t *testing.T) {
 		t.Fatal("no signal to the controller after the load-balancer address was found taken")
 	}
 }
+
+// TestSCTPPortGetsAnEvent: an SCTP port of a LoadBalancer Service is not published on
+// the host; a Warning Event says so, once, while its TCP port is published.
+func TestSCTPPortGetsAnEvent(t *testing.T) {
+	svc := makeService("mixed", 1, func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.Ports = []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: int32(freePort(t, netip.MustParseAddr("127.0.0.1")))},
+			{Name: "assoc", Protocol: v1.ProtocolSCTP, Port: 9999, NodePort: 30999}}
+	})
+	f := start(t, map[string]string{}, readyNode("n0", "10.240.0.10"), svc)
+	f.waitEvent(t, "Warning", ReasonProtocolNotPublished, "Port assoc (SCTP/9999) is not published on the host: the host publisher forwards TCP and UDP only")
+	// Later syncs do not repeat it: publish two more Services one after the other;
+	// a repeat by the first one's sync would come before the second one's Event.
+	publish := func(name string, age int) string {
+		np := freePort(t, netip.MustParseAddr("127.0.0.1"))
+		if _, err := f.client.CoreV1().Services("default").Create(context.Background(),
+			makeService(name, age, nodePort(int32(np))), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("Listening on 127.0.0.1:%d/TCP", np)
+	}
+	f.waitEvent(t, "Normal", ReasonPublished, publish("second", 2))
+	last := publish("third", 3)
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			if strings.Contains(e, ReasonProtocolNotPublished) {
+				t.Fatalf("reported twice: %q", e)
+			}
+			if strings.Contains(e, last) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no event %q", last)
+		}
+	}
+}
