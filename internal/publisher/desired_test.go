@@ -287,8 +287,14 @@ func TestUnpublished(t *testing.T) {
 	svcs := []*v1.Service{
 		makeService("mixed", 1, all(loadBalancer("127.0.10.1"), func(s *v1.Service) { s.Spec.Ports = append(s.Spec.Ports, sctp("assoc", 9999)) })),
 		makeService("nodeport", 2, func(s *v1.Service) { s.Spec.Ports = []v1.ServicePort{sctp("", 7777)} }),
-		makeService("internal", 3, func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeClusterIP; s.Spec.Ports = []v1.ServicePort{sctp("", 1)} }),
-		makeService("going", 4, func(s *v1.Service) { s.DeletionTimestamp = &metav1.Time{Time: epoch}; s.Spec.Ports = []v1.ServicePort{sctp("", 1)} }),
+		makeService("internal", 3, func(s *v1.Service) {
+			s.Spec.Type = v1.ServiceTypeClusterIP
+			s.Spec.Ports = []v1.ServicePort{sctp("", 1)}
+		}),
+		makeService("going", 4, func(s *v1.Service) {
+			s.DeletionTimestamp = &metav1.Time{Time: epoch}
+			s.Spec.Ports = []v1.ServicePort{sctp("", 1)}
+		}),
 	}
 	want := []Skipped{
 		{Service: types.NamespacedName{Namespace: "default", Name: "mixed"}, UID: "uid-mixed", Port: "assoc", Protocol: v1.ProtocolSCTP, Number: 9999},
