@@ -13,10 +13,19 @@ import (
 	"github.com/tranche/tranche/internal/publisher"
 )
 
+// publisherHost returns the host side of the publisher and pool checked against it:
+// the servicelb controller then hands out no address whose port another program
+// holds on this machine (another local cluster drawing from the same default pool).
+func publisherHost(pool servicelb.Pool) (*publisher.Host, servicelb.Pool) {
+	host := publisher.NewHost(nil, nil)
+	return host, pool.OnHost(host)
+}
+
 // startPublisher runs the host publisher until ctx ends: NodePorts on 127.0.0.1 and
-// the addresses of pool on the host, forwarded from inside the underlay namespace.
-// Its client has no request timeout, which would cut its informers' watches.
-func startPublisher(ctx context.Context, p paths, underlay string, pool servicelb.Pool, log *slog.Logger) error {
+// the addresses of pool on the host, forwarded from inside the underlay namespace,
+// listening through host. Its client has no request timeout, which would cut its
+// informers' watches.
+func startPublisher(ctx context.Context, p paths, underlay string, pool servicelb.Pool, host *publisher.Host, log *slog.Logger) error {
 	rc, err := clientcmd.BuildConfigFromFlags("", p.kubeconfig())
 	if err != nil {
 		return fmt.Errorf("host publisher: admin kubeconfig: %w", err)
@@ -25,7 +34,7 @@ func startPublisher(ctx context.Context, p paths, underlay string, pool servicel
 	if err != nil {
 		return fmt.Errorf("host publisher: %w", err)
 	}
-	cfg := publisher.Config{Client: client, Namespace: underlay, Logger: log.With("component", "publisher"),
+	cfg := publisher.Config{Client: client, Namespace: underlay, Host: host, Logger: log.With("component", "publisher"),
 		Recorder: events.NewRecorder(ctx, client, "tranche-publisher")}
 	if !pool.Empty() {
 		cfg.Publishable = pool.Contains

@@ -138,6 +138,8 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	if !sc.ClusterCIDR.IsValid() {
 		sc.ClusterCIDR = state.Topology.ClusterCIDR
 	}
+	pubHost, lbPool := publisherHost(sc.LoadBalancerPool)
+	sc.LoadBalancerPool = lbPool
 	srvReady := make(chan struct{})
 	serverStarted = true
 	go func() {
@@ -156,7 +158,7 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	}
 	pubCtx, stopPublisher := context.WithCancel(srvCtx)
 	defer stopPublisher()
-	if err := startPublisher(pubCtx, p, state.Topology.Underlay(), sc.LoadBalancerPool, cfg.logger()); err != nil {
+	if err := startPublisher(pubCtx, p, state.Topology.Underlay(), sc.LoadBalancerPool, pubHost, cfg.logger()); err != nil {
 		return err
 	}
 	var procs []*agentProc

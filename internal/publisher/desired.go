@@ -158,6 +158,35 @@ func Desired(in Input) (map[Listener]Target, []Conflict) {
 	return out, conflicts
 }
 
+// Skipped is a port of a NodePort or LoadBalancer Service that the host does not get:
+// the publisher forwards TCP and UDP only (SCTP is left to clients inside the
+// cluster network).
+type Skipped struct {
+	Service  types.NamespacedName
+	UID      types.UID
+	Port     string // the port's name, else its number
+	Protocol v1.Protocol
+	Number   int32
+}
+
+// Unpublished returns the ports of svcs that Desired leaves out for their protocol,
+// so that the Service can say so rather than be silently unreachable from the host.
+func Unpublished(svcs []*v1.Service) []Skipped {
+	var out []Skipped
+	for _, svc := range svcs {
+		if svc.DeletionTimestamp != nil || (svc.Spec.Type != v1.ServiceTypeNodePort && svc.Spec.Type != v1.ServiceTypeLoadBalancer) {
+			continue
+		}
+		for _, sp := range svc.Spec.Ports {
+			if sp.Protocol != v1.ProtocolTCP && sp.Protocol != v1.ProtocolUDP {
+				out = append(out, Skipped{Service: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, UID: svc.UID,
+					Port: portName(sp), Protocol: sp.Protocol, Number: sp.Port})
+			}
+		}
+	}
+	return out
+}
+
 // node is a node connections may be sent to.
 type node struct {
 	name     string

@@ -279,3 +279,28 @@ func all(fs ...func(*v1.Service)) func(*v1.Service) {
 		}
 	}
 }
+
+func TestUnpublished(t *testing.T) {
+	sctp := func(name string, port int32) v1.ServicePort {
+		return v1.ServicePort{Name: name, Protocol: v1.ProtocolSCTP, Port: port, NodePort: 30000 + port}
+	}
+	svcs := []*v1.Service{
+		makeService("mixed", 1, all(loadBalancer("127.0.10.1"), func(s *v1.Service) { s.Spec.Ports = append(s.Spec.Ports, sctp("assoc", 9999)) })),
+		makeService("nodeport", 2, func(s *v1.Service) { s.Spec.Ports = []v1.ServicePort{sctp("", 7777)} }),
+		makeService("internal", 3, func(s *v1.Service) {
+			s.Spec.Type = v1.ServiceTypeClusterIP
+			s.Spec.Ports = []v1.ServicePort{sctp("", 1)}
+		}),
+		makeService("going", 4, func(s *v1.Service) {
+			s.DeletionTimestamp = &metav1.Time{Time: epoch}
+			s.Spec.Ports = []v1.ServicePort{sctp("", 1)}
+		}),
+	}
+	want := []Skipped{
+		{Service: types.NamespacedName{Namespace: "default", Name: "mixed"}, UID: "uid-mixed", Port: "assoc", Protocol: v1.ProtocolSCTP, Number: 9999},
+		{Service: types.NamespacedName{Namespace: "default", Name: "nodeport"}, UID: "uid-nodeport", Port: "7777", Protocol: v1.ProtocolSCTP, Number: 7777},
+	}
+	if diff := cmp.Diff(want, Unpublished(svcs)); diff != "" {
+		t.Fatalf("unpublished ports (-want +got):\n%s", diff)
+	}
+}

@@ -24,6 +24,7 @@ type live struct {
 	dial     dialFunc
 	log      *slog.Logger
 	idle     time.Duration // UDP flows end after this long without traffic
+	host     *Host         // told when the socket is closed
 
 	ln net.Listener   // TCP
 	pc net.PacketConn // UDP
@@ -59,6 +60,7 @@ func (l *live) close() {
 	} else {
 		l.pc.Close()
 	}
+	l.host.release(l.listener)
 }
 
 // wait waits until the goroutines of a closed listener have finished.

@@ -11,11 +11,16 @@
 // safety rule): loopback listeners need none, since all of 127/8 is local, and the
 // only way into the cluster is a socket made inside the underlay namespace.
 //
+// Ports of other protocols (SCTP) are not published; a Warning Event on the Service
+// says so, rather than leave it silently unreachable from the host.
+//
 // Clients' addresses are not preserved: pods see the underlay's address (10.240.0.1),
 // also with externalTrafficPolicy Local, where only the choice of nodes changes.
 // The publisher follows Services, EndpointSlices and Nodes through informers and
 // re-computes the listeners (Desired, pure) on every change. A port already taken on
-// the host is reported in an Event on the Service and a log line, and tried again.
+// the host is reported in an Event on the Service and a log line, and tried again;
+// when it is a load-balancer address, the servicelb controller sharing the publisher's
+// Host is told too, and moves the Service to an address the host has free.
 package publisher
 
 import (
@@ -28,6 +33,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -50,6 +56,9 @@ const (
 	// ReasonPublishFailed (Warning): a listener could not be opened, or another
 	// Service holds it.
 	ReasonPublishFailed = "PublishFailed"
+	// ReasonProtocolNotPublished (Warning): a port's protocol (SCTP) is not published
+	// on the host.
+	ReasonProtocolNotPublished = "ProtocolNotPublished"
 )
 
 // dialTimeout bounds one connection attempt to a backend.
@@ -64,10 +73,10 @@ type Config struct {
 	Namespace string
 	// Dial connects inside the cluster network; nil dials from Namespace.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Listen and ListenPacket open the host's sockets; nil means net.Listen and
-	// net.ListenPacket.
-	Listen       func(network, addr string) (net.Listener, error)
-	ListenPacket func(network, addr string) (net.PacketConn, error)
+	// Host opens the host's sockets; nil means a Host of its own with net.Listen and
+	// net.ListenPacket. `tranche up` shares it with the servicelb controller, which
+	// then hands out no address another program holds.
+	Host *Host
 	// NodePortAddress is where node ports are published; the zero value means
 	// 127.0.0.1.
 	NodePortAddress netip.Addr
@@ -101,6 +110,7 @@ type Publisher struct {
 	live   map[Listener]*live
 	failed map[Listener]string // the error last reported for a listener that is not open
 	lost   map[Conflict]bool   // conflicts already reported
+	told   map[Skipped]bool    // unpublished ports already reported
 
 	// closing counts unpublished listeners whose connections are still ending.
 	closing sync.WaitGroup
@@ -122,11 +132,8 @@ func New(cfg Config) *Publisher {
 			return netns.Dial(ns, network, addr, timeout)
 		}
 	}
-	if cfg.Listen == nil {
-		cfg.Listen = net.Listen
-	}
-	if cfg.ListenPacket == nil {
-		cfg.ListenPacket = net.ListenPacket
+	if cfg.Host == nil {
+		cfg.Host = NewHost(nil, nil)
 	}
 	if !cfg.NodePortAddress.IsValid() {
 		cfg.NodePortAddress = netip.MustParseAddr("127.0.0.1")
@@ -153,6 +160,7 @@ func New(cfg Config) *Publisher {
 		live:     map[Listener]*live{},
 		failed:   map[Listener]string{},
 		lost:     map[Conflict]bool{},
+		told:     map[Skipped]bool{},
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.wake() },
@@ -245,6 +253,11 @@ func (p *Publisher) sync() {
 			continue
 		}
 		lv, err := p.open(l, &t)
+		if err != nil && l.Addr.Addr() != p.cfg.NodePortAddress && errors.Is(err, syscall.EADDRINUSE) {
+			// The controller checked the address before assigning it, but another
+			// program (another local cluster) took it since: the Service moves.
+			p.cfg.Host.lost()
+		}
 		if err != nil {
 			msg := fmt.Sprintf("Cannot listen on %s on the host: %v", l, errors.Unwrap(err))
 			if p.failed[l] != msg {
@@ -270,21 +283,25 @@ func (p *Publisher) sync() {
 		}
 	}
 	p.lost = current
+	skipped := map[Skipped]bool{}
+	for _, sk := range Unpublished(svcs) {
+		skipped[sk] = true
+		if !p.told[sk] {
+			p.log.Warn("port not published", "service", sk.Service.String(), "port", sk.Port, "protocol", sk.Protocol)
+			p.event(sk.Service, sk.UID, v1.EventTypeWarning, ReasonProtocolNotPublished,
+				fmt.Sprintf("Port %s (%s/%d) is not published on the host: the host publisher forwards TCP and UDP only; %s reaches the Service from inside the cluster network",
+					sk.Port, sk.Protocol, sk.Number, sk.Protocol))
+		}
+	}
+	p.told = skipped
 }
 
 // open opens the host socket of l and starts serving it.
 func (p *Publisher) open(l Listener, t *Target) (*live, error) {
-	lv := &live{listener: l, dial: p.cfg.Dial, log: p.log, idle: p.cfg.UDPIdleTimeout}
+	lv := &live{listener: l, dial: p.cfg.Dial, log: p.log, idle: p.cfg.UDPIdleTimeout, host: p.cfg.Host}
 	lv.target.Store(t)
 	var err error
-	switch l.Protocol {
-	case v1.ProtocolTCP:
-		lv.ln, err = p.cfg.Listen("tcp", l.Addr.String())
-	case v1.ProtocolUDP:
-		lv.pc, err = p.cfg.ListenPacket("udp", l.Addr.String())
-	default:
-		err = fmt.Errorf("protocol %s is not published", l.Protocol)
-	}
+	lv.ln, lv.pc, err = p.cfg.Host.open(l)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", l, err)
 	}

@@ -85,6 +85,7 @@ func udpBackend(t *testing.T, name string) string {
 type fixture struct {
 	client   *fake.Clientset
 	recorder *record.FakeRecorder
+	host     *Host
 }
 
 // start runs a publisher whose Dial maps "network addr" to a real address in routes
@@ -101,7 +102,8 @@ func start(t *testing.T, routes map[string]string, objs ...runtime.Object) *fixt
 		var d net.Dialer
 		return d.DialContext(ctx, network, real)
 	}
-	p := New(Config{Client: client, Dial: dial, Recorder: recorder, RetryInterval: 50 * time.Millisecond,
+	host := NewHost(nil, nil)
+	p := New(Config{Client: client, Dial: dial, Recorder: recorder, RetryInterval: 50 * time.Millisecond, Host: host,
 		Publishable: func(a netip.Addr) bool { return a == lbAddr }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -129,7 +131,7 @@ func start(t *testing.T, routes map[string]string, objs ...runtime.Object) *fixt
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return &fixture{client: client, recorder: recorder}
+	return &fixture{client: client, recorder: recorder, host: host}
 }
 
 // ask sends "hi\n" over TCP to addr and returns the answer, or the error.
@@ -369,4 +371,139 @@ func TestSlowDialHoldsUpNothing(t *testing.T) {
 	}
 	answers(t, fmt.Sprintf("127.0.0.1:%d", other), "other hi\n")
 	refuses(t, stuckAddr)
+}
+
+// TestHostTellsWhoHoldsAPort: Taken says yes only for a port another program holds,
+// TCP or UDP; a port the publisher holds itself, or a free one, is not taken.
+func TestHostTellsWhoHoldsAPort(t *testing.T) {
+	np := freePort(t, netip.MustParseAddr("127.0.0.1"))
+	routes := map[string]string{fmt.Sprintf("tcp 10.240.0.10:%d", np): tcpBackend(t, "node0")}
+	svc := makeService("web", 1, func(s *v1.Service) { s.Spec.Ports[0].NodePort = int32(np) })
+	f := start(t, routes, readyNode("n0", "10.240.0.10"), svc)
+	ours := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), np)
+	answers(t, ours.String(), "node0 hi\n")
+
+	squatted, err := net.Listen("tcp", netip.AddrPortFrom(lbAddr, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer squatted.Close()
+	squattedUDP, err := net.ListenPacket("udp", netip.AddrPortFrom(lbAddr, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer squattedUDP.Close()
+	free := netip.AddrPortFrom(lbAddr, freePort(t, lbAddr))
+	cases := []struct {
+		name     string
+		protocol v1.Protocol
+		addr     netip.AddrPort
+		want     bool
+	}{
+		{"held by the publisher", v1.ProtocolTCP, ours, false},
+		{"held by another program", v1.ProtocolTCP, netip.MustParseAddrPort(squatted.Addr().String()), true},
+		{"UDP held by another program", v1.ProtocolUDP, netip.MustParseAddrPort(squattedUDP.LocalAddr().String()), true},
+		{"free", v1.ProtocolTCP, free, false},
+		{"not published", v1.ProtocolSCTP, free, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := f.host.Taken(tc.protocol, tc.addr); got != tc.want {
+				t.Fatalf("Taken(%s, %s) = %v, want %v", tc.protocol, tc.addr, got, tc.want)
+			}
+		})
+	}
+	// A trial leaves the port free for the publisher.
+	if _, err := f.client.CoreV1().Services("default").Create(context.Background(), makeService("lb", 2, func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.Ports[0].Port = int32(free.Port())
+		s.Spec.Ports[0].NodePort = int32(freePort(t, netip.MustParseAddr("127.0.0.1")))
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: lbAddr.String()}}
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitEvent(t, "Normal", ReasonPublished, "Listening on "+free.String()+"/TCP")
+	if f.host.Taken(v1.ProtocolTCP, free) {
+		t.Fatalf("%s is the publisher's, not another program's", free)
+	}
+}
+
+// TestLoadBalancerAddressTakenOnTheHostTellsTheController: a load-balancer address
+// another program holds signals Changed (the servicelb controller then moves the
+// Service); a node port another program holds does not, since no controller can move
+// a node port to another address.
+func TestLoadBalancerAddressTakenOnTheHostTellsTheController(t *testing.T) {
+	np := freePort(t, netip.MustParseAddr("127.0.0.1"))
+	npSquatter, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", np))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer npSquatter.Close()
+	svc := makeService("web", 1, func(s *v1.Service) { s.Spec.Ports[0].NodePort = int32(np) })
+	f := start(t, map[string]string{}, readyNode("n0", "10.240.0.10"), svc)
+	f.waitEvent(t, "Warning", ReasonPublishFailed, fmt.Sprintf("127.0.0.1:%d/TCP", np))
+	select {
+	case <-f.host.Changed():
+		t.Fatal("a node port taken on the host signalled the controller")
+	default:
+	}
+
+	squatter, err := net.Listen("tcp", netip.AddrPortFrom(lbAddr, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer squatter.Close()
+	taken := netip.MustParseAddrPort(squatter.Addr().String())
+	if _, err := f.client.CoreV1().Services("default").Create(context.Background(), makeService("lb", 2, func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.Ports[0].Port = int32(taken.Port())
+		s.Spec.Ports[0].NodePort = int32(freePort(t, netip.MustParseAddr("127.0.0.1")))
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: lbAddr.String()}}
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitEvent(t, "Warning", ReasonPublishFailed, "Cannot listen on "+taken.String()+"/TCP", "address already in use")
+	select {
+	case <-f.host.Changed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no signal to the controller after the load-balancer address was found taken")
+	}
+}
+
+// TestSCTPPortGetsAnEvent: an SCTP port of a LoadBalancer Service is not published on
+// the host; a Warning Event says so, once, while its TCP port is published.
+func TestSCTPPortGetsAnEvent(t *testing.T) {
+	svc := makeService("mixed", 1, func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.Ports = []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: int32(freePort(t, netip.MustParseAddr("127.0.0.1")))},
+			{Name: "assoc", Protocol: v1.ProtocolSCTP, Port: 9999, NodePort: 30999}}
+	})
+	f := start(t, map[string]string{}, readyNode("n0", "10.240.0.10"), svc)
+	f.waitEvent(t, "Warning", ReasonProtocolNotPublished, "Port assoc (SCTP/9999) is not published on the host: the host publisher forwards TCP and UDP only")
+	// Later syncs do not repeat it: publish two more Services one after the other;
+	// a repeat by the first one's sync would come before the second one's Event.
+	publish := func(name string, age int) string {
+		np := freePort(t, netip.MustParseAddr("127.0.0.1"))
+		if _, err := f.client.CoreV1().Services("default").Create(context.Background(),
+			makeService(name, age, nodePort(int32(np))), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("Listening on 127.0.0.1:%d/TCP", np)
+	}
+	f.waitEvent(t, "Normal", ReasonPublished, publish("second", 2))
+	last := publish("third", 3)
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			if strings.Contains(e, ReasonProtocolNotPublished) {
+				t.Fatalf("reported twice: %q", e)
+			}
+			if strings.Contains(e, last) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no event %q", last)
+		}
+	}
 }

@@ -93,6 +93,7 @@ func TestIngressSeed003(t *testing.T) {
 	s := c.srv
 	ns := s.namespace(t)
 	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "ingressclass", "nginx", "--ignore-not-found") })
+	diagnoseIngressOnFailure(t, c, ns)
 
 	dir := t.TempDir()
 	caFile := writeTestCertificates(t, dir, "monapp.secure.example.com")
@@ -146,6 +147,32 @@ func TestIngressSeed003(t *testing.T) {
 		out, _, _ := s.kubectl(t, "", "get", "events", "-n", ns, "--field-selector", "involvedObject.name=missing", "-o",
 			"jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
 		return strings.Contains(out, "BackendMissing: Service "+ns+"/nope not found"), out
+	})
+}
+
+// diagnoseIngressOnFailure logs, when t fails, what a failure of a request through the
+// Ingress needs explained: the pods and endpoints on the way, the nodes' readiness, the
+// Events of ns and kube-system, and the ends of the ingress controller's and the
+// cluster's logs.
+func diagnoseIngressOnFailure(t *testing.T, c *localCluster, ns string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		s := c.srv
+		for _, args := range [][]string{
+			{"get", "nodes"},
+			{"get", "pods,svc,endpointslices,ingress", "-n", ns, "-o", "wide"},
+			{"get", "pods,svc,endpointslices", "-n", "kube-system", "-o", "wide"},
+			{"get", "events", "-n", ns, "--sort-by", ".lastTimestamp"},
+			{"get", "events", "-n", "kube-system", "--sort-by", ".lastTimestamp"},
+			{"logs", "-n", "kube-system", "deployment/tranche-ingress", "--tail", "60"},
+		} {
+			out, errOut, _ := s.kubectl(t, "", args...)
+			t.Logf("kubectl %s:\n%s%s", strings.Join(args, " "), tail(out, 4000), errOut)
+		}
+		log, _ := os.ReadFile(filepath.Join(c.dataDir, "tranche.log"))
+		t.Logf("tranche.log (end):\n%s", tail(string(log), 8000))
 	})
 }
 
@@ -216,6 +243,7 @@ func TestIngressRollingUpdate(t *testing.T) {
 	c := up(t)
 	s := c.srv
 	ns := s.namespace(t)
+	diagnoseIngressOnFailure(t, c, ns)
 	if _, errOut, err := s.kubectl(t, rollingApp, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("apply: %v %s", err, errOut)
 	}

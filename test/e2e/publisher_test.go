@@ -67,12 +67,43 @@ spec:
       targetPort: 80
 `
 
+// sharingLB asks for another Service's address, on another port: the two share it.
+const sharingLB = `apiVersion: v1
+kind: Service
+metadata:
+  name: lb-share
+spec:
+  type: LoadBalancer
+  loadBalancerIP: %s
+  selector:
+    app: svc-example
+  ports:
+    - protocol: TCP
+      port: 8080
+      targetPort: 80
+`
+
+// sctpLB has a port the host publisher does not forward.
+const sctpLB = `apiVersion: v1
+kind: Service
+metadata:
+  name: lb-sctp
+spec:
+  type: LoadBalancer
+  ports:
+    - name: assoc
+      protocol: SCTP
+      port: 9999
+`
+
 // TestHostPublisher: seed 003's Services from the host of `tranche up`. svc-nodeport
 // answers on 127.0.0.1:30080; svc-loadbalancer gets an EXTERNAL-IP of 127.0.10.0/24
 // and answers there; a Service asking for the same address and port stays <pending>
 // with an Event naming the holder; deleting svc-loadbalancer stops its listener and
 // frees the address, which the waiting Service then gets and serves. A LoadBalancer
-// without node ports (allocateLoadBalancerNodePorts: false) answers too.
+// without node ports (allocateLoadBalancerNodePorts: false) answers too, until it
+// becomes a ClusterIP Service; a Service asking for a used address on another port
+// shares it; an SCTP port gets an Event saying it is not published on the host.
 func TestHostPublisher(t *testing.T) {
 	c := up(t)
 	s := c.srv
@@ -123,6 +154,36 @@ func TestHostPublisher(t *testing.T) {
 	eventually(t, 30*time.Second, "http://"+directIP+":8081/ answers from the host", func() (bool, string) {
 		out, code := curlHost("http://" + directIP + ":8081/")
 		return code == 0 && servedByNginx(out), tail(out, 300)
+	})
+
+	// A type change releases the address and stops the listener.
+	s.must(t, "patch", "svc", "lb-direct", "-n", ns, "-p", `{"spec":{"type":"ClusterIP"}}`)
+	eventually(t, 30*time.Second, "http://"+directIP+":8081/ refused once lb-direct is a ClusterIP Service", func() (bool, string) {
+		out, code := curlHost("http://" + directIP + ":8081/")
+		return code == 7, tail(out, 300)
+	})
+	if out := s.must(t, "get", "svc", "lb-direct", "-n", ns, "-o", "jsonpath={.status.loadBalancer.ingress}"); out != "" {
+		t.Fatalf("lb-direct kept its load-balancer status after the type change: %s", out)
+	}
+
+	if _, errOut, err := s.kubectl(t, strings.Replace(sharingLB, "%s", ip, 1), "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply lb-share: %v %s", err, errOut)
+	}
+	eventually(t, 30*time.Second, "lb-share shares "+ip+" and answers on port 8080", func() (bool, string) {
+		out, code := curlHost("http://" + ip + ":8080/")
+		return code == 0 && servedByNginx(out), tail(out, 300)
+	})
+	if out, code := curlHost("http://" + ip + "/"); code != 0 || !servedByNginx(out) {
+		t.Fatalf("svc-loadbalancer stopped answering on %s:80 once shared: exit %d\n%s", ip, code, tail(out, 300))
+	}
+	s.must(t, "delete", "svc", "lb-share", "-n", ns)
+
+	if _, errOut, err := s.kubectl(t, sctpLB, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply lb-sctp: %v %s", err, errOut)
+	}
+	eventually(t, 30*time.Second, "lb-sctp gets an Event: SCTP is not published on the host", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "events", "-n", ns, "--field-selector", "involvedObject.name=lb-sctp")
+		return strings.Contains(out, "ProtocolNotPublished") && strings.Contains(out, "Port assoc (SCTP/9999) is not published on the host"), out
 	})
 
 	if _, errOut, err := s.kubectl(t, strings.Replace(clashingLB, "%s", ip, 1), "apply", "-n", ns, "-f", "-"); err != nil {
@@ -230,5 +291,57 @@ func TestHostPublisherUDPAndLocal(t *testing.T) {
 		if out, code := curlHost("http://" + ip + ":8080/hostname"); code != 0 || !strings.HasSuffix(out, "\r\n\r\nnetexec") {
 			t.Fatalf("TCP request %d: curl exit %d:\n%s", i, code, out)
 		}
+	}
+}
+
+const secondClusterApp = `apiVersion: v1
+kind: Pod
+metadata: {name: here, labels: {app: here}}
+spec:
+  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: here}
+spec: {selector: {app: here}, ports: [{port: 80, targetPort: 80}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: here}
+spec:
+  rules:
+  - host: here.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: here, port: {number: 80}}}}
+`
+
+// TestTwoClustersShareTheHost: a second `tranche up` on the machine draws from the same
+// default pool as the first, but its tranche-ingress gets an address whose ports the
+// first cluster (or any other program) does not hold, so requests to it reach the
+// second cluster's Ingress, not the first one's. (Both taking 127.0.10.1, only one
+// could listen, and TestIngressSeed003 talked to another cluster when several ran.)
+func TestTwoClustersShareTheHost(t *testing.T) {
+	first := up(t)
+	firstIP := ingressAddress(t, first.srv)
+	second := upOwn(t, "tl", 1)
+	s := second.srv
+	ns := s.namespace(t)
+	if _, errOut, err := s.kubectl(t, secondClusterApp, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	ip := ingressAddress(t, s)
+	if ip == firstIP {
+		t.Fatalf("both clusters' tranche-ingress got %s", ip)
+	}
+	eventually(t, 60*time.Second, "http://here.example.com/ through "+ip+" answered by the second cluster's pod", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "curl", "-sS", "-m", "5", "--resolve", "here.example.com:80:"+ip, "http://here.example.com/").CombinedOutput()
+		return err == nil && strings.TrimSpace(string(out)) == "GET / from here", string(out)
+	})
+	out, _, _ := s.kubectl(t, "", "get", "events", "-n", "kube-system", "--field-selector", "involvedObject.name=tranche-ingress,reason=PublishFailed")
+	if strings.Contains(out, ip) {
+		t.Errorf("the second cluster's publisher could not listen on its own address:\n%s", out)
 	}
 }

@@ -10,7 +10,9 @@
 // the port.
 //
 // Traffic to the address is not this package's business: on a local cluster the host
-// publisher listens there. The ingress points carry ipMode Proxy, which is what the
+// publisher listens there, and the pool is checked against the host (Pool.OnHost) so
+// that no Service gets an address whose port another program holds, such as another
+// local cluster drawing from the same default pool. The ingress points carry ipMode Proxy, which is what the
 // publisher does: it forwards connections to a node's address and the Service's
 // nodePort, so nodes need no rule for the address itself.
 //
@@ -144,6 +146,18 @@ func (c *Controller) enqueue(old, obj any) {
 func (c *Controller) Run(ctx context.Context) {
 	c.log.Info("load-balancer pool", "pool", c.pool.String(), "class", LoadBalancerClass)
 	c.queue.Add(syncKey)
+	if c.pool.host != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.pool.host.Changed():
+					c.queue.Add(syncKey)
+				}
+			}
+		}()
+	}
 	worker.Loop{
 		Kind:       "load-balancer pool",
 		Queue:      c.queue,
@@ -208,9 +222,13 @@ func (c *Controller) apply(ctx context.Context, svc *v1.Service, a Assignment) e
 	}
 	c.written[key] = pendingWrite{over: svc.ResourceVersion, ingress: want}
 	if a.IP.IsValid() {
-		c.log.Info("assigned load-balancer address", "service", svc.Namespace+"/"+svc.Name, "ip", a.IP)
+		c.log.Info("assigned load-balancer address", "service", svc.Namespace+"/"+svc.Name, "ip", a.IP, "left", a.Left)
 		if c.recorder != nil {
-			c.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned %s from the load-balancer pool %s", a.IP, c.pool)
+			if a.Left != "" {
+				c.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned %s from the load-balancer pool %s; left the previous address: %s", a.IP, c.pool, a.Left)
+			} else {
+				c.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned %s from the load-balancer pool %s", a.IP, c.pool)
+			}
 		}
 	} else {
 		c.log.Info("load-balancer address pending", "service", svc.Namespace+"/"+svc.Name, "reason", a.Pending)

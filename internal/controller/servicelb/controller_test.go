@@ -26,11 +26,17 @@ type fixture struct {
 
 func start(t *testing.T, pool string, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return startOn(t, MustParsePool(pool), objs...)
+}
+
+// startOn is start with a parsed pool (one with a Host, say).
+func startOn(t *testing.T, pool Pool, objs ...runtime.Object) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(100)
-	c := New(Config{Client: client, Informers: factory, Pool: MustParsePool(pool), Recorder: recorder})
+	c := New(Config{Client: client, Informers: factory, Pool: pool, Recorder: recorder})
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	done := make(chan struct{})
@@ -182,4 +188,17 @@ func TestRestartAnnouncesNothingNew(t *testing.T) {
 		t.Fatalf("a restart wrote statuses: %q", w)
 	}
 	f.noEvent(t)
+}
+
+// TestAddressTakenOnTheHostMoves: when the publisher cannot listen because another
+// program (another local cluster) took the address, the Service moves to an address
+// the host has free, with an Event saying why; other Services are not touched.
+func TestAddressTakenOnTheHostMoves(t *testing.T) {
+	host := newFakeHost("TCP/127.0.10.1:443")
+	f := startOn(t, MustParsePool(DefaultPool).OnHost(host), makeService("web", 1, nil), makeService("tls", 2, withPorts(tcp(443))))
+	f.waitWrites(t, "tls 127.0.10.2/Proxy", "web 127.0.10.1/Proxy")
+	f.client.ClearActions()
+	host.take("TCP/127.0.10.1:80")
+	f.waitWrites(t, "web 127.0.10.3/Proxy")
+	f.waitEvent(t, "Normal", ReasonAssigned, "Assigned 127.0.10.3 from the load-balancer pool 127.0.10.0/24; left the previous address: port TCP/80 of 127.0.10.1 is held by another program on the host")
 }

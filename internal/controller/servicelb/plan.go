@@ -33,6 +33,9 @@ type Assignment struct {
 	Ports []Port
 	// Pending says why the Service has no address; empty when it has one.
 	Pending string
+	// Left says why the Service left the address its status showed, when another
+	// program took it on the host; empty otherwise.
+	Left string
 }
 
 // Plan maps every Service the controller serves to its assignment.
@@ -56,6 +59,7 @@ type candidate struct {
 	requested netip.Addr // spec.loadBalancerIP, when set
 	badReq    string     // why spec.loadBalancerIP is unusable
 	current   netip.Addr // the pool address its status shows, when any
+	left      string     // why it leaves the address its status shows (taken on the host)
 	tier      int
 }
 
@@ -68,18 +72,20 @@ const (
 	tierNew              // takes any free address
 )
 
-// Compute assigns addresses of pool to every eligible Service among svcs. It is pure:
-// the result depends only on its arguments, so the controller can be tested, and
-// restarted, without surprises.
+// Compute assigns addresses of pool to every eligible Service among svcs. The result
+// depends only on its arguments and, for a pool with a Host, on which ports other
+// programs hold on the host; so the controller can be tested, and restarted, without
+// surprises.
 //
 // Rules, in order:
 //   - a Service keeps the pool address its status already shows, unless
-//     spec.loadBalancerIP asks for another one;
+//     spec.loadBalancerIP asks for another one, or another program took one of its
+//     ports on the host (then it moves, as a new Service would);
 //   - a Service with spec.loadBalancerIP gets exactly that address if it is in the pool
 //     and none of the Service's ports is taken there, else it stays pending;
-//   - any other Service gets the lowest address no Service uses; when every address is
-//     used, it shares the lowest address where none of its ports (protocol and port) is
-//     taken;
+//   - any other Service gets the lowest address no Service uses and the host has its
+//     ports free; when every such address is used, it shares the lowest address where
+//     none of its ports (protocol and port) is taken;
 //   - when two Services want the same port of one address, the one served first keeps
 //     it and the later one stays pending, with a reason naming the other. Served first
 //     are holders whose ports did not grow since prev (the previous plan, may be nil),
@@ -99,23 +105,24 @@ func Compute(svcs []*v1.Service, pool Pool, prev Plan) Plan {
 	})
 	plan := Plan{}
 	used := map[netip.Addr]map[Port]types.NamespacedName{}
-	take := func(c candidate, ip netip.Addr) {
+	take := func(c candidate, ip netip.Addr, left string) {
 		if used[ip] == nil {
 			used[ip] = map[Port]types.NamespacedName{}
 		}
 		for _, p := range c.ports {
 			used[ip][p] = c.key
 		}
-		plan[c.key] = Assignment{IP: ip, Ports: c.ports}
+		plan[c.key] = Assignment{IP: ip, Ports: c.ports, Left: left}
 	}
-	// collision names the first port of c taken on ip, or returns "".
+	// collision names the first port of c taken on ip, by a Service of the cluster
+	// or by another program on the host, or returns "".
 	collision := func(c candidate, ip netip.Addr) string {
 		for _, p := range c.ports {
 			if owner, ok := used[ip][p]; ok {
 				return fmt.Sprintf("port %s of %s is already used by Service %s", p, ip, owner)
 			}
 		}
-		return ""
+		return pool.hostTaken(ip, c.ports)
 	}
 	for _, c := range cands {
 		pending := func(reason string) { plan[c.key] = Assignment{Ports: c.ports, Pending: reason} }
@@ -126,32 +133,32 @@ func Compute(svcs []*v1.Service, pool Pool, prev Plan) Plan {
 			if why := collision(c, c.requested); why != "" {
 				pending(why + " (spec.loadBalancerIP asks for that address)")
 			} else {
-				take(c, c.requested)
+				take(c, c.requested, "")
 			}
 		case c.current.IsValid():
 			if why := collision(c, c.current); why != "" {
 				pending(why + "; remove the colliding port or change one of the two Services' ports")
 			} else {
-				take(c, c.current)
+				take(c, c.current, "")
 			}
 		default:
 			if ip, ok := allocate(c, pool, used, collision); ok {
-				take(c, ip)
+				take(c, ip, c.left)
 			} else if pool.Empty() {
 				pending("the load-balancer pool is empty (see the server's --loadbalancer-pool)")
 			} else {
-				pending(fmt.Sprintf("no address of the load-balancer pool %s has %s free: %s", pool, portList(c.ports), holders(c, used, collision)))
+				pending(fmt.Sprintf("no address of the load-balancer pool %s has %s free: %s", pool, portList(c.ports), holders(c, pool, collision)))
 			}
 		}
 	}
 	return plan
 }
 
-// allocate returns the lowest unused pool address, else the lowest used one where
-// none of c's ports is taken.
+// allocate returns the lowest pool address no Service uses and where the host has
+// c's ports free, else the lowest used one where none of c's ports is taken.
 func allocate(c candidate, pool Pool, used map[netip.Addr]map[Port]types.NamespacedName, collision func(candidate, netip.Addr) string) (netip.Addr, bool) {
 	for a := range pool.Addrs() {
-		if _, ok := used[a]; !ok {
+		if _, ok := used[a]; !ok && pool.hostTaken(a, c.ports) == "" {
 			return a, true
 		}
 	}
@@ -171,19 +178,18 @@ func allocate(c candidate, pool Pool, used map[netip.Addr]map[Port]types.Namespa
 }
 
 // holders explains an exhausted pool by the collisions on its first addresses.
-func holders(c candidate, used map[netip.Addr]map[Port]types.NamespacedName, collision func(candidate, netip.Addr) string) string {
-	addrs := make([]netip.Addr, 0, len(used))
-	for a := range used {
-		addrs = append(addrs, a)
-	}
-	slices.SortFunc(addrs, netip.Addr.Compare)
+func holders(c candidate, pool Pool, collision func(candidate, netip.Addr) string) string {
 	const shown = 3
 	var why []string
-	for _, a := range addrs[:min(len(addrs), shown)] {
-		why = append(why, collision(c, a))
+	n := 0
+	for a := range pool.Addrs() {
+		if n < shown {
+			why = append(why, collision(c, a))
+		}
+		n++
 	}
-	if len(addrs) > shown {
-		why = append(why, fmt.Sprintf("and %d more addresses", len(addrs)-shown))
+	if n > shown {
+		why = append(why, fmt.Sprintf("and %d more addresses", n-shown))
 	}
 	return strings.Join(why, "; ")
 }
@@ -210,6 +216,12 @@ func newCandidate(svc *v1.Service, pool Pool, prev Plan) candidate {
 	}
 	if c.requested.IsValid() && c.current != c.requested {
 		c.current = netip.Addr{}
+	}
+	if c.current.IsValid() && !c.requested.IsValid() {
+		// It competes as a new Service, after every holder kept its address.
+		if why := pool.hostTaken(c.current, c.ports); why != "" {
+			c.left, c.current = why, netip.Addr{}
+		}
 	}
 	if c.current.IsValid() {
 		c.tier = tierHolder

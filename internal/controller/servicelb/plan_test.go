@@ -2,6 +2,7 @@ package servicelb
 
 import (
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +63,9 @@ func summary(p Plan) map[string]string {
 	for k, a := range p {
 		if a.IP.IsValid() {
 			out[k.Name] = a.IP.String()
+			if a.Left != "" {
+				out[k.Name] += ", left: " + a.Left
+			}
 		} else {
 			out[k.Name] = "pending: " + a.Pending
 		}
@@ -76,7 +80,10 @@ func TestCompute(t *testing.T) {
 		pool *Pool // nil means DefaultPool
 		svcs []*v1.Service
 		prev Plan
-		want map[string]string
+		// taken are the "PROTO/ip:port" other programs hold on the host; nil means
+		// the pool has no Host.
+		taken []string
+		want  map[string]string
 	}{
 		{
 			name: "each Service gets the lowest unused address",
@@ -176,6 +183,35 @@ func TestCompute(t *testing.T) {
 				"newer": "pending: port TCP/443 of 127.0.10.1 is already used by Service default/older; remove the colliding port or change one of the two Services' ports"},
 		},
 		{
+			name: "an address whose port another program holds on the host is skipped",
+			svcs: []*v1.Service{makeService("web", 1, nil), makeService("dns", 2, withPorts(udp(53))),
+				makeService("sctp", 3, withPorts(v1.ServicePort{Protocol: v1.ProtocolSCTP, Port: 80}))},
+			taken: []string{"TCP/127.0.10.1:80", "TCP/127.0.10.2:80", "SCTP/127.0.10.1:80"},
+			want:  map[string]string{"web": "127.0.10.3", "dns": "127.0.10.1", "sctp": "127.0.10.2"},
+		},
+		{
+			name:  "a holder whose port another program took on the host moves",
+			svcs:  []*v1.Service{makeService("holder", 1, withStatus("127.0.10.1")), makeService("udp", 2, all(withStatus("127.0.10.1"), withPorts(udp(80))))},
+			taken: []string{"TCP/127.0.10.1:80"},
+			want: map[string]string{"udp": "127.0.10.1",
+				"holder": "127.0.10.2, left: port TCP/80 of 127.0.10.1 is held by another program on the host"},
+		},
+		{
+			name:  "a requested address whose port another program holds stays pending",
+			svcs:  []*v1.Service{makeService("asks", 1, withRequest("127.0.10.5"))},
+			taken: []string{"TCP/127.0.10.5:80"},
+			want: map[string]string{
+				"asks": "pending: port TCP/80 of 127.0.10.5 is held by another program on the host (spec.loadBalancerIP asks for that address)"},
+		},
+		{
+			name:  "a pool the host holds entirely leaves Services pending with the reason",
+			pool:  &small,
+			svcs:  []*v1.Service{makeService("a", 1, nil)},
+			taken: []string{"TCP/127.0.10.1:80", "TCP/127.0.10.2:80"},
+			want: map[string]string{"a": "pending: no address of the load-balancer pool 127.0.10.1-127.0.10.2 has TCP/80 free: " +
+				"port TCP/80 of 127.0.10.1 is held by another program on the host; port TCP/80 of 127.0.10.2 is held by another program on the host"},
+		},
+		{
 			name: "empty pool",
 			pool: &Pool{},
 			svcs: []*v1.Service{makeService("a", 1, nil)},
@@ -187,6 +223,9 @@ func TestCompute(t *testing.T) {
 			pool := MustParsePool(DefaultPool)
 			if tc.pool != nil {
 				pool = *tc.pool
+			}
+			if tc.taken != nil {
+				pool = pool.OnHost(newFakeHost(tc.taken...))
 			}
 			got := summary(Compute(tc.svcs, pool, tc.prev))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -210,4 +249,38 @@ func TestComputeIsStable(t *testing.T) {
 	if diff := cmp.Diff(summary(first), summary(second)); diff != "" {
 		t.Fatalf("second plan differs (-first +second):\n%s", diff)
 	}
+}
+
+// fakeHost is a Host where other programs hold the listed "PROTO/ip:port".
+type fakeHost struct {
+	mu      sync.Mutex
+	taken   map[string]bool
+	changed chan struct{}
+}
+
+var _ Host = (*fakeHost)(nil)
+
+func newFakeHost(taken ...string) *fakeHost {
+	h := &fakeHost{taken: map[string]bool{}, changed: make(chan struct{}, 1)}
+	for _, t := range taken {
+		h.taken[t] = true
+	}
+	return h
+}
+
+func (h *fakeHost) Taken(protocol v1.Protocol, addr netip.AddrPort) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.taken[string(protocol)+"/"+addr.String()]
+}
+
+func (h *fakeHost) Changed() <-chan struct{} { return h.changed }
+
+// take makes another program hold "PROTO/ip:port" and tells the controller, as the
+// publisher does when it cannot listen.
+func (h *fakeHost) take(what string) {
+	h.mu.Lock()
+	h.taken[what] = true
+	h.mu.Unlock()
+	h.changed <- struct{}{}
 }

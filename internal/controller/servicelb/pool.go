@@ -18,6 +18,7 @@ const DefaultPool = "127.0.10.0/24"
 type Pool struct {
 	ranges []addrRange
 	text   string
+	host   Host // nil: addresses are not checked on a host (see OnHost)
 }
 
 // addrRange is an inclusive range of addresses of one family.
