@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/knftables"
@@ -568,4 +570,35 @@ func hundredsOfPorts(n int) (*v1.Service, *discoveryv1.EndpointSlice) {
 		ports = append(ports, port(fmt.Sprintf("p%d", i), int32(10000+i), v1.ProtocolTCP))
 	}
 	return svc, makeSlice("demo", "big", "big-1", ports, ready("10.244.2.5", "node-b"))
+}
+
+// TestEventRecorderNamesTheNode: the recorder the agent gives its proxy writes core/v1
+// Events on the object, from tranche-proxy on the node, through the API.
+func TestEventRecorderNamesTheNode(t *testing.T) {
+	client := clientfake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rec := NewEventRecorder(ctx, client, testNode)
+	rec.Eventf(refWebSlice, v1.EventTypeWarning, ReasonUnusableEndpointAddress, "skipped %s", "239.1.2.3")
+	var got []v1.Event
+	for deadline := time.Now().Add(10 * time.Second); len(got) == 0; {
+		list, err := client.CoreV1().Events("demo").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = list.Items
+		if len(got) == 0 && time.Now().After(deadline) {
+			t.Fatal("no Event written within 10s")
+		}
+		if len(got) == 0 {
+			time.Sleep(10 * time.Millisecond) // the broadcaster writes asynchronously
+		}
+	}
+	e := got[0]
+	summary := fmt.Sprintf("%s %s/%s %s %s %q from %s@%s reported by %s/%s", e.InvolvedObject.Kind, e.InvolvedObject.Namespace, e.InvolvedObject.Name,
+		e.Type, e.Reason, e.Message, e.Source.Component, e.Source.Host, e.ReportingController, e.ReportingInstance)
+	want := `EndpointSlice demo/web-1 Warning UnusableEndpointAddress "skipped 239.1.2.3" from tranche-proxy@node-a reported by tranche-proxy/node-a`
+	if d := cmp.Diff(want, summary); d != "" {
+		t.Errorf("event (-want +got):\n%s", d)
+	}
 }
