@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,10 +63,12 @@ func (l *eventLog) take() []event {
 
 // refusingNFT is a knftables.Fake behind a kernel that lacks something: Run and Check
 // refuse, with an error shaped like nft's, every transaction holding a line that
-// refuse matches, and otherwise do what the fake does.
+// refuse matches, or holding all the strings of together, and otherwise do what the
+// fake does.
 type refusingNFT struct {
 	*knftables.Fake
-	refuse func(line string) bool
+	refuse   func(line string) bool
+	together []string
 	// runs and checks count the calls, refused ones included.
 	runs, checks int
 }
@@ -73,10 +76,14 @@ type refusingNFT struct {
 var _ knftables.Interface = (*refusingNFT)(nil)
 
 func (r *refusingNFT) refused(tx *knftables.Transaction) error {
+	text := tx.String()
+	if len(r.together) > 0 && !slices.ContainsFunc(r.together, func(s string) bool { return !strings.Contains(text, s) }) {
+		return fmt.Errorf("exit status 1: Error: Could not process rule: Too many open files in system")
+	}
 	if r.refuse == nil {
 		return nil
 	}
-	for i, line := range strings.Split(tx.String(), "\n") {
+	for i, line := range strings.Split(text, "\n") {
 		if r.refuse(line) {
 			return fmt.Errorf("exit status 1: /dev/stdin:%d:1-%d: Error: Could not process rule: Protocol not supported\n%s", i+1, len(line), line)
 		}
@@ -468,7 +475,7 @@ func TestKernelRefusalIsolated(t *testing.T) {
 		nft := &refusingNFT{Fake: knftables.NewFake(knftables.IPv4Family, TableName), refuse: noSCTP}
 		p := newBadInputProxier(t, nft)
 		var svcs []*v1.Service
-		var slices []*discoveryv1.EndpointSlice
+		var eps []*discoveryv1.EndpointSlice
 		for i := range 40 {
 			name := fmt.Sprintf("s%02d", i)
 			svc := makeService("demo", name, fmt.Sprintf("10.96.1.%d", i+1), nil)
@@ -477,13 +484,13 @@ func TestKernelRefusalIsolated(t *testing.T) {
 				svc.Spec.Ports[0].Protocol = v1.ProtocolSCTP
 				slice.Ports = []discoveryv1.EndpointPort{port("http", 8080, v1.ProtocolSCTP)}
 			} else {
-				svcs, slices = append(svcs, svc), append(slices, slice)
+				svcs, eps = append(svcs, svc), append(eps, slice)
 			}
 			p.OnServiceAdd(svc)
 			p.OnEndpointSliceAdd(slice)
 		}
 		mustSync(t, p.Proxier)
-		if d := cmp.Diff(dumpOf(t, svcs, slices), nft.Dump()); d != "" {
+		if d := cmp.Diff(dumpOf(t, svcs, eps), nft.Dump()); d != "" {
 			t.Errorf("table differs from the one without the refused services (-want +got):\n%s", d)
 		}
 		got := p.events.take()
@@ -497,6 +504,40 @@ func TestKernelRefusalIsolated(t *testing.T) {
 		// 2 refused out of 40: about 2·2·log2(40) checks, far fewer than one per service.
 		if nft.checks > 25 {
 			t.Errorf("%d checks to find 2 refused services among 40", nft.checks)
+		}
+	})
+
+	t.Run("refused only together", func(t *testing.T) {
+		// s03 and s06 pass alone and are refused together: the search by groups on the
+		// base accepts both, the kernel refuses that table, and the search on top of
+		// what was accepted leaves out the later one.
+		nft := &refusingNFT{Fake: knftables.NewFake(knftables.IPv4Family, TableName), together: []string{"10.96.1.4 ", "10.96.1.7 "}}
+		p := newBadInputProxier(t, nft)
+		var svcs []*v1.Service
+		var eps []*discoveryv1.EndpointSlice
+		for i := range 10 {
+			name := fmt.Sprintf("s%02d", i)
+			svc := makeService("demo", name, fmt.Sprintf("10.96.1.%d", i+1), nil)
+			slice := makeSlice("demo", name, name+"-1", httpPorts, ready(fmt.Sprintf("10.244.2.%d", i+1), "node-b"))
+			if i != 6 {
+				svcs, eps = append(svcs, svc), append(eps, slice)
+			}
+			p.OnServiceAdd(svc)
+			p.OnEndpointSliceAdd(slice)
+		}
+		mustSync(t, p.Proxier)
+		if d := cmp.Diff(dumpOf(t, svcs, eps), nft.Dump()); d != "" {
+			t.Errorf("table differs from the one without s06 (-want +got):\n%s", d)
+		}
+		got := p.events.take()
+		for i := range got {
+			got[i].Message = ""
+		}
+		if d := cmp.Diff([]event{{"Service demo/s06", v1.EventTypeWarning, ReasonRulesRejected, ""}}, got); d != "" {
+			t.Errorf("events (-want +got):\n%s", d)
+		}
+		if n := p.logLines("looking again, on top of everything accepted"); n != 1 {
+			t.Errorf("%d log lines about the second search, want 1", n)
 		}
 	})
 

@@ -18,15 +18,18 @@ import (
 // empty rules, as if they had none: a full sync leaves them out of the table, a
 // partial one removes what they had.
 //
-// The search grows an accepted set from a base that must pass alone (the skeleton for
-// a full sync; for a partial one, its changed services but the suspects). Each group
-// of candidates is checked whole on top of the accepted set; a group the kernel
-// refuses is halved and each half tried in turn, down to single services, which are
-// then refused. Every check includes what was accepted before, so services that are
-// only refused together are caught too, and the final table is one the kernel has
-// accepted. Refusing k services out of n costs about 2k·log2(n) checks; suspects (the
-// services refused before) are tried last, so that when they are still the culprits
-// the other services pass in one check.
+// The search starts from a base that must pass alone (the skeleton for a full sync;
+// for a partial one, its changed services but the suspects, the services refused
+// before). Candidates go in groups, suspects last, so that when they are still the
+// culprits the others pass in one check. A group is checked on top of the base; a
+// refused group is halved and each half checked the same way, down to single
+// services, which are refused. The checks shrink as they go down, so finding k
+// culprits among n services costs about 2k·log2(n) checks but only some 3k times the
+// work of one full check. Services refused only together with others they are not
+// checked with would pass that search: when the table it accepts is refused too, a
+// second search grows the accepted set instead, checking each group on top of
+// everything accepted before, so that its final table is one the kernel has accepted
+// (each check then costs a full one).
 //
 // before is the state the partial plan started from (nil for a full sync, which
 // starts from nothing); desired holds the rules of every changed service; ex is
@@ -52,6 +55,9 @@ func (p *Proxier) isolate(ctx context.Context, before *tableState, desired map[t
 		return st, planSync(p.cfg.Config, st, rules, ex)
 	}
 	try := func(accepted sets.Set[types.NamespacedName]) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		_, pl := plan(accepted)
 		return check(ctx, p.nft, pl)
 	}
@@ -61,26 +67,73 @@ func (p *Proxier) isolate(ctx context.Context, before *tableState, desired map[t
 			others = append(others, n)
 		}
 	}
-	accepted := sets.New[types.NamespacedName]()
+	base := sets.New[types.NamespacedName]()
 	groups := [][]types.NamespacedName{slices.SortedFunc(maps.Keys(suspects), compareNames)}
 	if full {
 		groups = append([][]types.NamespacedName{others}, groups...)
 	} else {
-		accepted.Insert(others...)
+		base.Insert(others...)
 	}
-	if err := try(accepted); err != nil {
+	if err := try(base); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (and without any of the services in question: %w)", failed, err)
 	}
 	p.cfg.Logger.Info("the kernel refused a sync: looking for the services it refuses", "node", p.cfg.NodeName,
 		"full", full, "services", len(desired), "suspects", suspects.Len(), "err", failed)
+	// The failed transaction was the base and every group: when there is one group,
+	// the kernel has already refused it whole.
+	var known error
+	if len(groups[0]) == 0 || len(groups[1:]) == 0 || len(groups[1]) == 0 {
+		known = failed
+	}
 	refused := map[types.NamespacedName]error{}
+	var find func(names []types.NamespacedName, refusedWhole error) error
+	find = func(names []types.NamespacedName, refusedWhole error) error {
+		if len(names) == 0 {
+			return nil
+		}
+		if refusedWhole == nil {
+			if refusedWhole = try(base.Clone().Insert(names...)); refusedWhole == nil {
+				return nil
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if len(names) == 1 {
+			refused[names[0]] = refusedWhole
+			return nil
+		}
+		half := len(names) / 2
+		if err := find(names[:half], nil); err != nil {
+			return err
+		}
+		return find(names[half:], nil)
+	}
+	for _, g := range groups {
+		if err := find(g, known); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w (then, while looking for the services refused: %w)", failed, err)
+		}
+	}
+	accepted := base.Clone()
+	for _, g := range groups {
+		for _, n := range g {
+			if _, ok := refused[n]; !ok {
+				accepted.Insert(n)
+			}
+		}
+	}
+	st, pl := plan(accepted)
+	err := apply(ctx, p.nft, pl)
+	if err == nil {
+		return st, pl, refused, nil
+	}
+	p.cfg.Logger.Info("the kernel refused the services it accepted one group at a time: looking again, on top of everything accepted",
+		"node", p.cfg.NodeName, "refused", len(refused), "err", err)
+	accepted, refused = base.Clone(), map[types.NamespacedName]error{}
 	var grow func(names []types.NamespacedName) error
 	grow = func(names []types.NamespacedName) error {
 		if len(names) == 0 {
 			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
 		}
 		candidate := accepted.Clone().Insert(names...)
 		err := try(candidate)
@@ -88,6 +141,8 @@ func (p *Proxier) isolate(ctx context.Context, before *tableState, desired map[t
 		case err == nil:
 			accepted = candidate
 			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case len(names) == 1:
 			refused[names[0]] = err
 			return nil
@@ -103,7 +158,7 @@ func (p *Proxier) isolate(ctx context.Context, before *tableState, desired map[t
 			return nil, nil, nil, fmt.Errorf("%w (then, while looking for the services refused: %w)", failed, err)
 		}
 	}
-	st, pl := plan(accepted)
+	st, pl = plan(accepted)
 	if err := apply(ctx, p.nft, pl); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (then without the %d services refused, although checked: %w)", failed, len(refused), err)
 	}
