@@ -84,7 +84,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
 		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
 			ServiceCIDR: cfg.ServiceCIDR},
-		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy")})
+		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy"),
+		Recorder: proxy.NewEventRecorder(ctx, cfg.Client, cfg.NodeName)})
 	if err != nil {
 		return err
 	}

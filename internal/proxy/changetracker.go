@@ -20,6 +20,8 @@ type ServiceChangeTracker struct {
 	mu      sync.Mutex
 	state   map[types.NamespacedName]map[ServicePortName]*ServicePort
 	pending map[types.NamespacedName]map[ServicePortName]*ServicePort // previous, per changed key
+	// uids name the Service objects behind state, for Events about them.
+	uids map[types.NamespacedName]types.UID
 }
 
 // NewServiceChangeTracker returns an empty tracker.
@@ -27,6 +29,7 @@ func NewServiceChangeTracker() *ServiceChangeTracker {
 	return &ServiceChangeTracker{
 		state:   map[types.NamespacedName]map[ServicePortName]*ServicePort{},
 		pending: map[types.NamespacedName]map[ServicePortName]*ServicePort{},
+		uids:    map[types.NamespacedName]types.UID{},
 	}
 }
 
@@ -51,8 +54,10 @@ func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool {
 	}
 	if len(ports) == 0 {
 		delete(t.state, name)
+		delete(t.uids, name)
 	} else {
 		t.state[name] = ports
+		t.uids[name] = current.UID
 	}
 	if reflect.DeepEqual(old, t.state[name]) {
 		delete(t.pending, name)
@@ -91,6 +96,13 @@ func (t *ServiceChangeTracker) Ports(name types.NamespacedName) map[ServicePortN
 	return t.state[name]
 }
 
+// Ref returns a reference to a proxied service's object, for Events about it.
+func (t *ServiceChangeTracker) Ref(name types.NamespacedName) *v1.ObjectReference {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: name.Namespace, Name: name.Name, UID: t.uids[name]}
+}
+
 // Names returns every proxied service.
 func (t *ServiceChangeTracker) Names() sets.Set[types.NamespacedName] {
 	t.mu.Lock()
@@ -100,40 +112,63 @@ func (t *ServiceChangeTracker) Names() sets.Set[types.NamespacedName] {
 
 // EndpointsChangeTracker records EndpointSlice events per service, merges the slices of
 // a service into one endpoint list per port (an endpoint listed by two slices counts
-// once), and drops events that change nothing. Safe for concurrent use.
+// once, an unusable one not at all), and drops events that change nothing. Safe for
+// concurrent use.
 type EndpointsChangeTracker struct {
-	mu     sync.Mutex
-	slices map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice
-	merged map[types.NamespacedName]map[ServicePortName][]Endpoint
+	mu          sync.Mutex
+	serviceCIDR netip.Prefix
+	slices      map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice
+	merged      map[types.NamespacedName]map[ServicePortName][]Endpoint
 	// pending holds the merged view each changed service had at the last Drain.
 	pending  map[types.NamespacedName]map[ServicePortName][]Endpoint
 	triggers map[types.NamespacedName][]time.Time
+	// unusable holds, per slice (namespace and slice name), what was last found
+	// unusable in it, so that a problem is reported when it appears, not at every event.
+	unusable map[types.NamespacedName][]UnusableAddress
 }
 
-// NewEndpointsChangeTracker returns an empty tracker.
-func NewEndpointsChangeTracker() *EndpointsChangeTracker {
+// NewEndpointsChangeTracker returns an empty tracker. Endpoint addresses inside
+// serviceCIDR are unusable (the zero prefix checks none).
+func NewEndpointsChangeTracker(serviceCIDR netip.Prefix) *EndpointsChangeTracker {
 	return &EndpointsChangeTracker{
-		slices:   map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice{},
-		merged:   map[types.NamespacedName]map[ServicePortName][]Endpoint{},
-		pending:  map[types.NamespacedName]map[ServicePortName][]Endpoint{},
-		triggers: map[types.NamespacedName][]time.Time{},
+		serviceCIDR: serviceCIDR,
+		slices:      map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice{},
+		merged:      map[types.NamespacedName]map[ServicePortName][]Endpoint{},
+		pending:     map[types.NamespacedName]map[ServicePortName][]Endpoint{},
+		triggers:    map[types.NamespacedName][]time.Time{},
+		unusable:    map[types.NamespacedName][]UnusableAddress{},
 	}
 }
 
 // Update records an EndpointSlice add or update (deleted false) or delete (deleted
 // true) and reports whether a sync is needed. Slices without the
-// kubernetes.io/service-name label and non-IPv4 slices are ignored.
+// kubernetes.io/service-name label and non-IPv4 slices are ignored, and so are the
+// endpoints whose address the proxy cannot use (see UpdateReporting).
 func (t *EndpointsChangeTracker) Update(slice *discoveryv1.EndpointSlice, deleted bool) bool {
-	if slice == nil || slice.AddressType != discoveryv1.AddressTypeIPv4 {
-		return false
+	changed, _ := t.UpdateReporting(slice, deleted)
+	return changed
+}
+
+// UpdateReporting is Update that also returns what became unusable in the slice with
+// this event: the unusable addresses (or the FQDN addressType) it lists now and its
+// previous version did not. A problem is thus returned once, however many events
+// the slice then gets while it keeps it; once gone, it is returned again if it comes
+// back.
+func (t *EndpointsChangeTracker) UpdateReporting(slice *discoveryv1.EndpointSlice, deleted bool) (bool, []UnusableAddress) {
+	if slice == nil {
+		return false, nil
 	}
 	svcName := slice.Labels[discoveryv1.LabelServiceName]
 	if svcName == "" {
-		return false
+		return false, nil
 	}
-	name := types.NamespacedName{Namespace: slice.Namespace, Name: svcName}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	fresh := t.noteUnusable(slice, deleted)
+	if slice.AddressType != discoveryv1.AddressTypeIPv4 {
+		return false, fresh
+	}
+	name := types.NamespacedName{Namespace: slice.Namespace, Name: svcName}
 	old, changed := t.pending[name]
 	if !changed {
 		old = t.merged[name]
@@ -151,7 +186,7 @@ func (t *EndpointsChangeTracker) Update(slice *discoveryv1.EndpointSlice, delete
 		}
 		bySlice[slice.Name] = slice
 	}
-	merged := mergeSlices(name, t.slices[name])
+	merged := mergeSlices(name, t.slices[name], t.serviceCIDR)
 	if len(merged) == 0 {
 		delete(t.merged, name)
 	} else {
@@ -160,7 +195,7 @@ func (t *EndpointsChangeTracker) Update(slice *discoveryv1.EndpointSlice, delete
 	if reflect.DeepEqual(old, t.merged[name]) {
 		delete(t.pending, name)
 		delete(t.triggers, name)
-		return changed
+		return changed, fresh
 	}
 	if !changed {
 		t.pending[name] = old
@@ -168,7 +203,31 @@ func (t *EndpointsChangeTracker) Update(slice *discoveryv1.EndpointSlice, delete
 	if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[AnnotationLastChangeTriggerTime]); err == nil {
 		t.triggers[name] = append(t.triggers[name], ts)
 	}
-	return true
+	return true, fresh
+}
+
+// noteUnusable remembers what is unusable in the slice now and returns what was not
+// already in its previous version. t.mu must be held.
+func (t *EndpointsChangeTracker) noteUnusable(slice *discoveryv1.EndpointSlice, deleted bool) []UnusableAddress {
+	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
+	if deleted {
+		delete(t.unusable, key)
+		return nil
+	}
+	now := unusableAddresses(slice, t.serviceCIDR)
+	before := t.unusable[key]
+	if len(now) == 0 {
+		delete(t.unusable, key)
+		return nil
+	}
+	t.unusable[key] = now
+	var fresh []UnusableAddress
+	for _, u := range now {
+		if !slices.Contains(before, u) {
+			fresh = append(fresh, u)
+		}
+	}
+	return fresh
 }
 
 // Drain returns the services whose endpoints changed since the last Drain, with the
@@ -207,7 +266,7 @@ func (t *EndpointsChangeTracker) Endpoints(name types.NamespacedName) map[Servic
 // mergeSlices builds the per-port endpoint lists of one service. Slices are visited by
 // name so the result does not depend on event order; when two slices list the same
 // address and port, a ready copy wins over an unready one, as upstream does.
-func mergeSlices(name types.NamespacedName, bySlice map[string]*discoveryv1.EndpointSlice) map[ServicePortName][]Endpoint {
+func mergeSlices(name types.NamespacedName, bySlice map[string]*discoveryv1.EndpointSlice, serviceCIDR netip.Prefix) map[ServicePortName][]Endpoint {
 	if len(bySlice) == 0 {
 		return nil
 	}
@@ -239,8 +298,8 @@ func mergeSlices(name types.NamespacedName, bySlice map[string]*discoveryv1.Endp
 				if len(e.Addresses) == 0 {
 					continue
 				}
-				ip, err := netip.ParseAddr(e.Addresses[0])
-				if err != nil || !ip.Is4() {
+				ip, unusable := endpointAddress(e.Addresses[0], serviceCIDR)
+				if unusable != "" {
 					continue
 				}
 				ep := convertEndpoint(e, ip, *p.Port)

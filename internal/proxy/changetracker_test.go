@@ -50,7 +50,7 @@ func TestServiceChangeTracker(t *testing.T) {
 }
 
 func TestEndpointsChangeTracker(t *testing.T) {
-	tr := NewEndpointsChangeTracker()
+	tr := NewEndpointsChangeTracker(DefaultConfig(testNode).ServiceCIDR)
 	name := types.NamespacedName{Namespace: "ns", Name: "a"}
 	s1 := makeSlice("ns", "a", "a-1", httpPorts, ep{ip: "10.244.1.1", node: testNode}, ready("10.244.1.2", testNode))
 	s2 := makeSlice("ns", "a", "a-2", httpPorts, ready("10.244.1.1", testNode))

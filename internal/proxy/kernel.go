@@ -88,6 +88,17 @@ func (k *Kernel) List(ctx context.Context, objectType string) ([]string, error) 
 
 // runPlan runs pl as one nft transaction: all of it or, on error, none of it.
 func (k *Kernel) runPlan(ctx context.Context, pl *syncPlan) error {
+	return k.nftPlan(ctx, pl, "-f", "-")
+}
+
+// checkPlan runs pl with `nft --check`: nft sends the transaction to the kernel, which
+// validates it whole and then discards it.
+func (k *Kernel) checkPlan(ctx context.Context, pl *syncPlan) error {
+	return k.nftPlan(ctx, pl, "--check", "-f", "-")
+}
+
+// nftPlan renders pl and feeds it to nft with args.
+func (k *Kernel) nftPlan(ctx context.Context, pl *syncPlan, args ...string) error {
 	var buf bytes.Buffer
 	size := 100 * (len(pl.before) + len(pl.after)) // a rough guess at an object's line
 	for _, ops := range [][]elemOp{pl.deletes, pl.adds} {
@@ -108,14 +119,14 @@ func (k *Kernel) runPlan(ctx context.Context, pl *syncPlan) error {
 		return nil
 	}
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, k.path, "-f", "-")
+	cmd := exec.CommandContext(ctx, k.path, args...)
 	cmd.Stdin, cmd.Stderr = &buf, &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if len(msg) > 4000 {
 			msg = msg[:4000] + " [...]"
 		}
-		return fmt.Errorf("nft -f -: %w: %s", err, msg)
+		return fmt.Errorf("nft %s: %w: %s", strings.Join(args, " "), err, msg)
 	}
 	return nil
 }

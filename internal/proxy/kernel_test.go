@@ -277,3 +277,56 @@ func TestKernelFullSyncOverExistingTable(t *testing.T) {
 	}
 	k.sync(t, "leftovers deleted")
 }
+
+// TestKernelServiceWithHundredsOfPorts: the real kernel takes a NodePort Service of 500
+// ports (1,000 chains of its own) in one sync, and its removal: many ports are no bad
+// input.
+func TestKernelServiceWithHundredsOfPorts(t *testing.T) {
+	k := newKernelProxier(t)
+	big, slice := hundredsOfPorts(500)
+	k.service(nil, big)
+	k.slice(slice, false)
+	k.service(nil, refWeb)
+	k.slice(refWebSlice, false)
+	k.sync(t, "500 ports")
+	k.service(big, nil)
+	k.slice(slice, true)
+	k.sync(t, "deleted")
+	k.sync(t, "stale objects deleted")
+}
+
+// TestKernelCheckWritesNothing: Kernel's dry run (what isolating a refused service
+// relies on) accepts a valid plan and refuses an invalid one with nft's error, and
+// leaves the kernel's table as it was either way.
+func TestKernelCheckWritesNothing(t *testing.T) {
+	k := newKernelProxier(t)
+	k.service(nil, refWeb)
+	k.slice(refWebSlice, false)
+	k.sync(t, "web")
+	kernel, ok := k.nft.(*Kernel)
+	if !ok {
+		t.Fatalf("the kernel proxier writes through %T, not a Kernel", k.nft)
+	}
+	st := k.real.st.clone()
+	cfg := k.real.cfg.Config
+	dns := buildService(cfg, servicePorts(refDNS), map[ServicePortName][]Endpoint{
+		{NamespacedName: types.NamespacedName{Namespace: "demo", Name: "dns"}, Port: "dns", Protocol: v1.ProtocolUDP}: {
+			{IP: mustAddr("10.244.1.3"), Port: 5353, Ready: true, Serving: true, NodeName: testNode}},
+	})
+	valid := planSync(cfg, st, map[types.NamespacedName]*serviceRules{{Namespace: "demo", Name: "dns"}: dns}, nil)
+	invalid := &syncPlan{adds: []elemOp{{elemKey{serviceIPsMap, "10.96.0.99 . tcp . 80"}, "goto no-such-chain"}}}
+	for _, c := range []struct {
+		name string
+		pl   *syncPlan
+		ok   bool
+	}{{"valid", valid, true}, {"invalid", invalid, false}} {
+		err := netns.Do(k.ns, func() error { return kernel.checkPlan(context.Background(), c.pl) })
+		if c.ok && err != nil {
+			t.Errorf("%s plan refused: %v", c.name, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "no-such-chain")) {
+			t.Errorf("%s plan: %v, want nft's error quoting the refused line", c.name, err)
+		}
+		k.compare(t, c.name+" plan checked")
+	}
+}

@@ -90,6 +90,8 @@ func (pl *syncPlan) transaction(tx *knftables.Transaction) {
 // one knftables.Transaction (see Kernel).
 type planRunner interface {
 	runPlan(ctx context.Context, pl *syncPlan) error
+	// checkPlan is runPlan's dry run: the kernel validates pl and nothing changes.
+	checkPlan(ctx context.Context, pl *syncPlan) error
 }
 
 // apply runs pl on nft as one transaction.
@@ -100,4 +102,15 @@ func apply(ctx context.Context, nft knftables.Interface, pl *syncPlan) error {
 	tx := nft.NewTransaction()
 	pl.transaction(tx)
 	return nft.Run(ctx, tx)
+}
+
+// check dry-runs pl on nft (`nft --check`): the kernel validates the transaction and
+// discards it.
+func check(ctx context.Context, nft knftables.Interface, pl *syncPlan) error {
+	if r, ok := nft.(planRunner); ok {
+		return r.checkPlan(ctx, pl)
+	}
+	tx := nft.NewTransaction()
+	pl.transaction(tx)
+	return nft.Check(ctx, tx)
 }

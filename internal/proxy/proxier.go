@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +46,9 @@ type ProxierConfig struct {
 	// Conntrack deletes UDP conntrack entries that point at endpoints no longer used
 	// (nil: entries are left to time out).
 	Conntrack Conntrack
+	// Recorder receives the Warning Events about skipped input: unusable endpoint
+	// addresses and Services whose rules the kernel refused (nil: logs only).
+	Recorder EventRecorder
 }
 
 // Proxier turns Service and EndpointSlice events into the node's nftables table. Event
@@ -65,6 +70,9 @@ type Proxier struct {
 	// noLocal the ports of each service whose Local policy finds no local endpoint.
 	health  map[types.NamespacedName]ServiceHealth
 	noLocal map[types.NamespacedName][2]int
+	// rejected are the services whose rules the kernel refused at their last try: they
+	// are left out of the table until they change or the next full sync.
+	rejected sets.Set[types.NamespacedName]
 }
 
 // NewProxier returns a Proxier writing to nft, whose family and table must be ip and
@@ -94,9 +102,10 @@ func NewProxier(nft knftables.Interface, cfg ProxierConfig) (*Proxier, error) {
 	}
 	return &Proxier{
 		cfg: cfg, nft: nft, metrics: m,
-		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(),
+		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(cfg.ServiceCIDR),
 		wake: make(chan struct{}, 1), st: newTableState(0, 0), needFull: true,
 		health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
+		rejected: sets.New[types.NamespacedName](),
 	}, nil
 }
 
@@ -110,18 +119,21 @@ func (p *Proxier) OnServiceUpdate(old, svc *v1.Service) { p.noteChange(p.svcs.Up
 func (p *Proxier) OnServiceDelete(svc *v1.Service) { p.noteChange(p.svcs.Update(svc, nil)) }
 
 // OnEndpointSliceAdd records an EndpointSlice creation.
-func (p *Proxier) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
-	p.noteChange(p.eps.Update(s, false))
-}
+func (p *Proxier) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, false) }
 
 // OnEndpointSliceUpdate records an EndpointSlice update.
-func (p *Proxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) {
-	p.noteChange(p.eps.Update(s, false))
-}
+func (p *Proxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) { p.sliceChanged(s, false) }
 
 // OnEndpointSliceDelete records an EndpointSlice deletion.
-func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
-	p.noteChange(p.eps.Update(s, true))
+func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, true) }
+
+// sliceChanged records a slice event and reports what became unusable in the slice.
+func (p *Proxier) sliceChanged(s *discoveryv1.EndpointSlice, deleted bool) {
+	changed, unusable := p.eps.UpdateReporting(s, deleted)
+	if len(unusable) > 0 {
+		p.reportUnusable(s, unusable)
+	}
+	p.noteChange(changed)
 }
 
 // SetZone records the node's zone (its topology.kubernetes.io/zone label), which decides
@@ -203,7 +215,10 @@ func (p *Proxier) lastFullSync() time.Time {
 
 // Sync writes pending changes in one nftables transaction: only the changed services,
 // or everything when the previous sync failed, none has run yet, or a full sync is due.
-// After an error the next Sync is full.
+// When the kernel refuses a full sync, or a partial one that retries services it
+// refused before, Sync finds the services it refuses (see isolate) and programs all
+// the others, recording a Warning Event on each service left out. Any other error
+// makes the next Sync full.
 func (p *Proxier) Sync(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -233,13 +248,29 @@ func (p *Proxier) Sync(ctx context.Context) error {
 	}
 	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
 	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
+	// Services refused before are suspects: a partial sync retrying one of them keeps
+	// a copy of the state to isolate it from if the kernel refuses it again.
+	suspects := p.rejected.Intersection(changed)
+	var before *tableState
+	if !full && suspects.Len() > 0 {
+		before = p.st.clone()
+	}
 	pl := planSync(p.cfg.Config, p.st, desired, ex)
+	var refused map[types.NamespacedName]error
 	if err := apply(ctx, p.nft, pl); err != nil {
-		// The in-memory copy no longer matches the kernel: start again from scratch.
-		p.st = newTableState(0, 0)
-		p.needFull = true
 		p.metrics.failures.Inc()
-		return fmt.Errorf("node %q: applying %d nftables operations for %d services: %w", p.cfg.NodeName, pl.numOperations(), len(desired), err)
+		if full || suspects.Len() > 0 {
+			st, applied, r, ierr := p.isolate(ctx, before, desired, ex, suspects, err)
+			if err = ierr; err == nil {
+				p.st, pl, refused = st, applied, r
+			}
+		}
+		if err != nil {
+			// The in-memory copy no longer matches the kernel: start again from scratch.
+			p.st = newTableState(0, 0)
+			p.needFull = true
+			return fmt.Errorf("node %q: applying %d nftables operations for %d services: %w", p.cfg.NodeName, pl.numOperations(), len(desired), err)
+		}
 	}
 	end := p.cfg.Now()
 	elapsed := end.Sub(start).Seconds()
@@ -261,6 +292,19 @@ func (p *Proxier) Sync(ctx context.Context) error {
 			p.cfg.Health.QueuedUpdate() // arrived during this sync
 		}
 	}
+	for n := range p.rejected {
+		if _, still := refused[n]; changed.Has(n) && !still {
+			p.rejected.Delete(n)
+			if p.svcs.Ports(n) != nil {
+				p.cfg.Logger.Info("service programmed again after the kernel refused it", "node", p.cfg.NodeName, "service", n.String())
+			}
+		}
+	}
+	for _, n := range slices.SortedFunc(maps.Keys(refused), compareNames) {
+		p.rejected.Insert(n)
+		desired[n] = &serviceRules{} // what the table now holds for it
+		p.reportRejected(p.svcs.Ref(n), refused[n])
+	}
 	p.afterSync(desired, previous)
 	p.cfg.Logger.Debug("synced proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired), "operations", pl.numOperations(), "seconds", elapsed)
 	return nil
@@ -279,6 +323,9 @@ func (p *Proxier) afterSync(desired, previous map[types.NamespacedName]*serviceR
 		}
 		stale = append(stale, staleFlows(oldUDP, cur.udp)...)
 		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
+		if p.rejected.Has(n) {
+			h, ok = ServiceHealth{}, false // the node does not proxy it: no health to tell
+		}
 		if was, had := p.health[n]; had != ok || was != h {
 			healthChanged = true
 			if ok {

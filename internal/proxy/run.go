@@ -17,7 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/knftables"
 )
 
@@ -51,6 +54,27 @@ type RunConfig struct {
 	Metrics *prometheus.Registry
 	// Logger receives the proxy's logs (nil: discarded).
 	Logger *slog.Logger
+	// Recorder receives the Warning Events about skipped input (nil: none); see
+	// NewEventRecorder.
+	Recorder EventRecorder
+}
+
+// EventComponent is the source component (and reporting controller) of the proxy's
+// Events, as kube-proxy's are "kube-proxy".
+const EventComponent = "tranche-proxy"
+
+// NewEventRecorder returns the recorder of a node's proxy: core/v1 Events written
+// through client, from EventComponent on host nodeName (each node's proxy reports
+// what it skipped, as kube-proxy does). Its broadcaster stops when ctx ends; client-go
+// aggregates repeated Events.
+func NewEventRecorder(ctx context.Context, client kubernetes.Interface, nodeName string) EventRecorder {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	go func() {
+		<-ctx.Done()
+		b.Shutdown()
+	}()
+	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventComponent, Host: nodeName})
 }
 
 // Runner is a node's service proxy: informers on Services, EndpointSlices and the
@@ -116,7 +140,7 @@ func NewRunner(cfg RunConfig) (*Runner, error) {
 	}
 	r.proxier, err = NewProxier(cfg.NFT, ProxierConfig{
 		Config: cfg.Config, MinSyncPeriod: cfg.MinSyncPeriod, Logger: log, Registerer: cfg.Metrics,
-		Health: r.health, ServiceHealth: r.svcHealth, Conntrack: cfg.Conntrack,
+		Health: r.health, ServiceHealth: r.svcHealth, Conntrack: cfg.Conntrack, Recorder: cfg.Recorder,
 	})
 	if err != nil {
 		r.healthLn.Close()

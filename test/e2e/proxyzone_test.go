@@ -128,7 +128,7 @@ func TestTrafficDistribution(t *testing.T) {
 	// onlyFrom waits until n requests in a row from client land on the wanted pods only,
 	// all of them answering: with 20 requests, a pod left out by mistake (1 in 2 or
 	// more) would show with near certainty, as would a wanted pod never chosen.
-	onlyFrom := func(what, client, url string, want ...string) {
+	onlyFrom := func(t *testing.T, what, client, url string, want ...string) {
 		t.Helper()
 		eventually(t, 20*time.Second, what, func() (bool, string) {
 			h := hits(client, url, 20)
@@ -140,10 +140,10 @@ func TestTrafficDistribution(t *testing.T) {
 			return len(h) == len(want), fmt.Sprint(h)
 		})
 	}
-	onlyFrom("PreferSameZone from zone a: z1 and z3 only", c1, sameZone, "z1", "z3")
-	onlyFrom("PreferSameZone from zone b: z2a and z2b only", c2, sameZone, "z2a", "z2b")
-	onlyFrom("PreferSameNode from tranche-1: z1 only", c1, sameNode, "z1")
-	onlyFrom("PreferSameNode from tranche-2: z2a and z2b only", c2, sameNode, "z2a", "z2b")
+	onlyFrom(t, "PreferSameZone from zone a: z1 and z3 only", c1, sameZone, "z1", "z3")
+	onlyFrom(t, "PreferSameZone from zone b: z2a and z2b only", c2, sameZone, "z2a", "z2b")
+	onlyFrom(t, "PreferSameNode from tranche-1: z1 only", c1, sameNode, "z1")
+	onlyFrom(t, "PreferSameNode from tranche-2: z2a and z2b only", c2, sameNode, "z2a", "z2b")
 
 	t.Run("hints are ignored unless every ready endpoint has them", func(t *testing.T) {
 		podIPs := map[string]string{}
@@ -176,7 +176,7 @@ endpoints:
 		if _, errOut, err := s.kubectl(t, slice, "apply", "-n", ns, "-f", "-"); err != nil {
 			t.Fatalf("apply: %v %s", err, errOut)
 		}
-		onlyFrom("mixed-hints from zone a keeping to zone a once the hint-less endpoint is not ready", c1, mixed, "z1", "z3")
+		onlyFrom(t, "mixed-hints from zone a keeping to zone a once the hint-less endpoint is not ready", c1, mixed, "z1", "z3")
 	})
 
 	t.Run("fallbacks: same node, then same zone, then everywhere", func(t *testing.T) {
@@ -194,12 +194,33 @@ endpoints:
 			})
 		}
 		unready("z1")
-		onlyFrom("PreferSameNode from tranche-1 without z1: the same zone's z3", c1, sameNode, "z3")
-		onlyFrom("PreferSameZone from zone a without z1: z3", c1, sameZone, "z3")
+		onlyFrom(t, "PreferSameNode from tranche-1 without z1: the same zone's z3", c1, sameNode, "z3")
+		onlyFrom(t, "PreferSameZone from zone a without z1: z3", c1, sameZone, "z3")
 		unready("z3")
-		onlyFrom("PreferSameZone from zone a with no ready pod there: zone b's", c1, sameZone, "z2a", "z2b")
-		onlyFrom("PreferSameNode from tranche-1 with no ready pod in its zone: zone b's", c1, sameNode, "z2a", "z2b")
-		onlyFrom("PreferSameZone from zone b unchanged", c2, sameZone, "z2a", "z2b")
+		onlyFrom(t, "PreferSameZone from zone a with no ready pod there: zone b's", c1, sameZone, "z2a", "z2b")
+		onlyFrom(t, "PreferSameNode from tranche-1 with no ready pod in its zone: zone b's", c1, sameNode, "z2a", "z2b")
+		onlyFrom(t, "PreferSameZone from zone b unchanged", c2, sameZone, "z2a", "z2b")
+	})
+
+	t.Run("a relabelled node takes its new zone's endpoints", func(t *testing.T) {
+		// The fallbacks above left z1 and z3 unready until their cleanup.
+		eventually(t, 30*time.Second, "the zoned pods Ready again", func() (bool, string) {
+			out, _, _ := s.kubectl(t, "", "get", "pods", "-n", ns, "-l", "app=zoned", "-o",
+				`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+			return strings.Count(out, " True") == 4, out
+		})
+		onlyFrom(t, "PreferSameZone from tranche-1 in zone a", c1, sameZone, "z1", "z3")
+		s.must(t, "label", "node", "tranche-1", "topology.kubernetes.io/zone=b", "--overwrite")
+		t.Cleanup(func() {
+			if _, errOut, err := s.kubectl(t, "", "label", "node", "tranche-1", "topology.kubernetes.io/zone=a", "--overwrite"); err != nil {
+				t.Errorf("putting tranche-1 back in zone a: %v %s", err, errOut)
+			}
+		})
+		// tranche-1's proxy now keeps to zone b, where the EndpointSlice controller has
+		// moved z1 (its endpoint's zone and hint follow its node's label too).
+		onlyFrom(t, "PreferSameZone from tranche-1 relabelled to zone b", c1, sameZone, "z1", "z2a", "z2b")
+		onlyFrom(t, "PreferSameZone from zone b, z1 now among its endpoints", c2, sameZone, "z1", "z2a", "z2b")
+		onlyFrom(t, "PreferSameNode from tranche-1 unchanged", c1, sameNode, "z1")
 	})
 }
 
