@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -125,7 +124,6 @@ func newBadInputProxier(t *testing.T, nft knftables.Interface) *badInputProxier 
 	t.Helper()
 	cfg := DefaultConfig(testNode)
 	cfg.Zone = "zone-a"
-	cfg.PodCIDR = netip.MustParsePrefix("10.244.1.0/24")
 	b := &badInputProxier{events: &eventLog{}, log: &bytes.Buffer{}, now: time.Unix(1_800_000_000, 0)}
 	p, err := NewProxier(nft, ProxierConfig{Config: cfg, Registerer: prometheus.NewRegistry(), Recorder: b.events,
 		Logger: slog.New(slog.NewTextHandler(b.log, nil)), Now: func() time.Time { return b.now }})
@@ -193,7 +191,7 @@ func TestUnusableEndpointAddresses(t *testing.T) {
 			if d := cmp.Diff(want, fake.Dump()); d != "" {
 				t.Errorf("table differs from the one without the bad endpoint (-want +got):\n%s", d)
 			}
-			if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.20", "tcp", 80)), "accept dnat 10.244.1.2:8080 masquerade | accept dnat 10.244.2.2:8080"; got != want {
+			if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.20", "tcp", 80)), "accept dnat 10.244.1.2:8080 | accept dnat 10.244.2.2:8080"; got != want {
 				t.Errorf("web: %s, want %s", got, want)
 			}
 			if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.21", "tcp", 80)), "accept dnat 10.244.2.9:8080"; got != want {
@@ -265,7 +263,7 @@ func TestUnusableAddressReportedOnce(t *testing.T) {
 			t.Errorf("%s: %d log lines about bad addresses so far, want %d", s.what, n, reports)
 		}
 	}
-	if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.20", "tcp", 80)), "accept dnat 10.244.1.2:8080 masquerade | accept dnat 10.244.2.2:8080"; got != want {
+	if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.20", "tcp", 80)), "accept dnat 10.244.1.2:8080 | accept dnat 10.244.2.2:8080"; got != want {
 		t.Errorf("web at the end: %s, want %s", got, want)
 	}
 }
@@ -301,7 +299,7 @@ func TestUnusableSlices(t *testing.T) {
 				fmt.Sprintf("endpoints[4].addresses[0] "+loopback+"; ", "127.0.0.4") +
 				fmt.Sprintf("endpoints[5].addresses[0] "+loopback+"; ", "127.0.0.5") +
 				"and 2 more"}},
-			"accept dnat 10.244.1.2:8080 masquerade"},
+			"accept dnat 10.244.1.2:8080"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -379,10 +377,10 @@ func TestKernelRefusalIsolated(t *testing.T) {
 		if d := cmp.Diff(want, fake.Dump()); d != "" {
 			t.Errorf("%s: table differs from the one without the refused service (-want +got):\n%s", step, d)
 		}
-		if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.20", "tcp", 80)), "accept dnat 10.244.1.2:8080 masquerade | accept dnat 10.244.2.2:8080"; got != want {
+		if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.20", "tcp", 80)), "accept dnat 10.244.1.2:8080 | accept dnat 10.244.2.2:8080"; got != want {
 			t.Errorf("%s: web: %s, want %s", step, got, want)
 		}
-		if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.10", "udp", 53)), "accept dnat 10.244.1.3:5353 masquerade | accept dnat 10.244.2.3:5353"; got != want {
+		if got, want := trace(t, fake, pkt("10.244.1.9", "10.96.0.10", "udp", 53)), "accept dnat 10.244.1.3:5353 | accept dnat 10.244.2.3:5353"; got != want {
 			t.Errorf("%s: dns: %s, want %s", step, got, want)
 		}
 	}
@@ -582,7 +580,7 @@ func TestServiceWithHundredsOfPorts(t *testing.T) {
 		{pkt("10.244.1.9", "10.96.0.40", "tcp", 500), "accept dnat 10.244.2.5:10500"},
 		{pkt("192.168.7.1", "10.240.0.2", "tcp", 30500), "accept dnat 10.244.2.5:10500 masquerade"},
 		{pkt("10.244.1.9", "10.96.0.40", "tcp", 501), "reject tcp-reset"},
-		{pkt("10.244.1.9", "10.96.0.20", "tcp", 80), "accept dnat 10.244.1.2:8080 masquerade | accept dnat 10.244.2.2:8080"},
+		{pkt("10.244.1.9", "10.96.0.20", "tcp", 80), "accept dnat 10.244.1.2:8080 | accept dnat 10.244.2.2:8080"},
 	} {
 		if got := trace(t, fake, c.pkt); got != c.want {
 			t.Errorf("trace %v -> %v:%d/%s:\n got %s\nwant %s", c.pkt.Src, c.pkt.Dst, c.pkt.DPort, c.pkt.Proto, got, c.want)
