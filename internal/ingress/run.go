@@ -138,25 +138,8 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	}
 	s := &syncer{client: client, cache: c, proxy: p, log: log, publish: cfg.PublishService,
 		recorder: events.NewRecorder(ctx, client, "tranche-ingress"), posted: map[Problem]bool{}}
-	s.sync(ctx)
-	go func() {
-		// At most ten syncs a second: a burst of changes is one rebuild.
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-wake:
-			}
-			s.sync(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	// The first table is in place before the listeners serve.
+	go s.run(ctx, wake, s.sync(ctx), 100*time.Millisecond, time.Second)
 	log.Info("serving Ingresses", "http", cfg.HTTPListen, "https", cfg.HTTPSListen, "metrics", cfg.MetricsListen, "publishService", cfg.PublishService)
 	err = Serve(ctx, p, ServeConfig{HTTP: lns[0], HTTPS: lns[1], Fallback: fallback, MaxHeaderBytes: cfg.MaxHeaderBytes, Logger: log})
 	if errors.Is(err, context.Canceled) {
@@ -176,7 +159,44 @@ type syncer struct {
 	posted   map[Problem]bool
 }
 
-func (s *syncer) sync(ctx context.Context) {
+// maxStatusRetry bounds the wait before writing a failed Ingress status again.
+const maxStatusRetry = 30 * time.Second
+
+// run syncs after every wake, at most once per minGap (a burst of changes is one
+// rebuild), until ctx ends; ok says whether the sync before it succeeded. A sync whose
+// status writes failed is repeated after retry, doubling up to maxStatusRetry while it
+// keeps failing, without waiting for another change: the informer would never bring
+// one for a write that did not happen.
+func (s *syncer) run(ctx context.Context, wake <-chan struct{}, ok bool, minGap, retry time.Duration) {
+	tick := time.NewTicker(minGap)
+	defer tick.Stop()
+	backoff := retry
+	for {
+		var again <-chan time.Time
+		if ok {
+			backoff = retry
+		} else {
+			again = time.After(backoff)
+			backoff = min(2*backoff, maxStatusRetry)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-again:
+		}
+		ok = s.sync(ctx)
+	}
+}
+
+// sync rebuilds the table, posts new problems as Events and writes the Ingress status
+// that changed; it reports whether every status write succeeded.
+func (s *syncer) sync(ctx context.Context) bool {
 	tab := Build(s.cache)
 	s.proxy.SetTable(tab)
 	byID := map[string]*networkingv1.Ingress{}
@@ -195,11 +215,14 @@ func (s *syncer) sync(ctx context.Context) {
 		}
 	}
 	s.posted = now
+	ok := true
 	for _, ing := range StatusUpdates(s.cache, tab, s.publish) {
 		if _, err := s.client.NetworkingV1().Ingresses(ing.Namespace).UpdateStatus(ctx, ing, metav1.UpdateOptions{}); err != nil {
-			s.log.Warn("updating ingress status", "ingress", ing.Namespace+"/"+ing.Name, "err", err)
+			s.log.Warn("updating ingress status, will retry", "ingress", ing.Namespace+"/"+ing.Name, "err", err)
+			ok = false
 		}
 	}
+	return ok
 }
 
 // StatusUpdates returns copies of the served Ingresses whose status.loadBalancer differs
