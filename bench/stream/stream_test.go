@@ -9,8 +9,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -43,6 +50,8 @@ const (
 	execRuns    = 40
 	kubectlRuns = 10
 	benchNS     = "bench"
+	// clockTicks is the unit of /proc/PID/stat's CPU times (USER_HZ, 100 on Linux).
+	clockTicks = 100
 )
 
 const blobPod = `apiVersion: v1
@@ -69,8 +78,11 @@ func init() { goruntime.LockOSThread() }
 // cluster is the one-node `tranche up` the benchmark runs on.
 type cluster struct {
 	dir, kubeconfig, nodeNS string
-	cfg                     *rest.Config
-	client                  kubernetes.Interface
+	// apiserver and agent are the PIDs of `tranche up` (the API server runs in it) and
+	// of the node's agent.
+	apiserver, agent int
+	cfg              *rest.Config
+	client           kubernetes.Interface
 }
 
 func startCluster(b *testing.B) *cluster {
@@ -112,6 +124,10 @@ func startCluster(b *testing.B) *cluster {
 		pod, err := c.client.CoreV1().Pods(benchNS).Get(context.Background(), "blob", metav1.GetOptions{})
 		if err == nil && podReady(pod) {
 			c.nodeNS = prefix + pod.Spec.NodeName
+			c.apiserver = findProcess(b, func(args []string) bool { return args[1] == "up" && slices.Contains(args, dir) })
+			c.agent = findProcess(b, func(args []string) bool {
+				return args[1] == "agent" && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir+"/nodes/") })
+			})
 			return c
 		}
 		if time.Now().After(deadline) {
@@ -169,21 +185,142 @@ func best(b *testing.B, what string, dial func() (net.Conn, error)) float64 {
 	b.Helper()
 	var top float64
 	for range transfers {
-		conn, err := dial()
-		if err != nil {
-			b.Fatalf("%s: %v", what, err)
-		}
-		r, err := readBlob(conn)
-		if err != nil {
-			b.Fatalf("%s: %v", what, err)
-		}
-		top = max(top, r)
+		top = max(top, readOnce(b, what, dial))
 	}
 	return top
 }
 
-// portForward starts kubectl port-forward and returns the local address.
-func (c *cluster) portForward(b *testing.B, env ...string) string {
+// readOnce reads the blob once and returns the rate.
+func readOnce(b *testing.B, what string, dial func() (net.Conn, error)) float64 {
+	b.Helper()
+	conn, err := dial()
+	if err != nil {
+		b.Fatalf("%s: %v", what, err)
+	}
+	r, err := readBlob(conn)
+	if err != nil {
+		b.Fatalf("%s: %v", what, err)
+	}
+	return r
+}
+
+// findProcess returns the PID of the one process whose command line matches.
+func findProcess(b *testing.B, match func(args []string) bool) int {
+	b.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if args := strings.Split(string(data), "\x00"); err == nil && len(args) > 1 && match(args) {
+			return pid
+		}
+	}
+	b.Fatal("a process of the cluster was not found")
+	return 0
+}
+
+// processCPU is the CPU time (user and system) process pid has used so far.
+func processCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's name, which ends with the last ')': the state
+	// (field 3), ..., utime (14), stime (15).
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// cpuPer returns what each of pids spent in CPU time per run of f, over runs runs.
+func cpuPer(b *testing.B, pids []int, runs int, f func()) []time.Duration {
+	b.Helper()
+	before := make([]time.Duration, len(pids))
+	for i, p := range pids {
+		before[i] = processCPU(b, p)
+	}
+	for range runs {
+		f()
+	}
+	out := make([]time.Duration, len(pids))
+	for i, p := range pids {
+		out[i] = (processCPU(b, p) - before[i]) / time.Duration(runs)
+	}
+	return out
+}
+
+// tlsHopCPU is the CPU time of carrying the blob once through TLS over loopback (the
+// least of transfers runs is kept), both
+// ends in this process, in the 256 KiB writes the agent makes: what one TLS leg of
+// port-forward's path costs at the least, without SPDY, WebSocket or another process
+// to wake.
+func tlsHopCPU(b *testing.B) time.Duration {
+	b.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	sent := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			sent <- err
+			return
+		}
+		tc := tls.Server(conn, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+		defer tc.Close()
+		chunk := make([]byte, 256<<10)
+		for range (blobMiB << 20) / len(chunk) {
+			if _, err := tc.Write(chunk); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a throw-away certificate.
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Handshake(); err != nil {
+		b.Fatal(err)
+	}
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	n, err := io.CopyBuffer(io.Discard, conn, make([]byte, 256<<10))
+	if err == nil && n != blobMiB<<20 {
+		err = fmt.Errorf("read %d bytes, want %d", n, blobMiB<<20)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := <-sent; err != nil {
+		b.Fatal(err)
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := func(r syscall.Rusage) time.Duration { return time.Duration(r.Utime.Nano() + r.Stime.Nano()) }
+	return cpu(after) - cpu(before)
+}
+
+// portForward starts kubectl port-forward and returns the local address and
+// kubectl's PID.
+func (c *cluster) portForward(b *testing.B, env ...string) (string, int) {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -204,7 +341,7 @@ func (c *cluster) portForward(b *testing.B, env ...string) string {
 	for {
 		if conn, err := net.Dial("tcp", addr); err == nil {
 			conn.Close()
-			return addr
+			return addr, cmd.Process.Pid
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("kubectl port-forward did not listen on %s", addr)
@@ -252,10 +389,20 @@ func BenchmarkStream(b *testing.B) {
 	direct := best(b, "direct read", func() (net.Conn, error) {
 		return netns.Dial(c.nodeNS, "tcp", net.JoinHostPort(pod.Status.PodIP, "8080"), 5*time.Second)
 	})
-	wsAddr := c.portForward(b)
-	ws := best(b, "port-forward (WebSocket)", func() (net.Conn, error) { return net.Dial("tcp", wsAddr) })
-	spdyAddr := c.portForward(b, "KUBECTL_PORT_FORWARD_WEBSOCKETS=false")
-	spdy := best(b, "port-forward (SPDY)", func() (net.Conn, error) { return net.Dial("tcp", spdyAddr) })
+	wsAddr, wsKubectl := c.portForward(b)
+	var ws float64
+	wsCPU := cpuPer(b, []int{c.apiserver, c.agent, wsKubectl}, transfers, func() {
+		ws = max(ws, readOnce(b, "port-forward (WebSocket)", func() (net.Conn, error) { return net.Dial("tcp", wsAddr) }))
+	})
+	spdyAddr, spdyKubectl := c.portForward(b, "KUBECTL_PORT_FORWARD_WEBSOCKETS=false")
+	var spdy float64
+	spdyCPU := cpuPer(b, []int{c.apiserver, c.agent, spdyKubectl}, transfers, func() {
+		spdy = max(spdy, readOnce(b, "port-forward (SPDY)", func() (net.Conn, error) { return net.Dial("tcp", spdyAddr) }))
+	})
+	hop := tlsHopCPU(b)
+	for range transfers - 1 {
+		hop = min(hop, tlsHopCPU(b))
+	}
 
 	u := c.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(benchNS).Name("blob").SubResource("exec").
 		Param("command", "true").Param("stdout", "true").Param("stderr", "true").URL()
@@ -291,11 +438,26 @@ func BenchmarkStream(b *testing.B) {
 	fmt.Fprintln(tw, "\nmetric\tours\treference\tratio\tgoal")
 	fmt.Fprintf(tw, "port-forward, kubectl (WebSocket), %d MiB\t%.0f MB/s\tdirect from the node namespace %.0f MB/s\t%.2f\t>= 0.5\n", blobMiB, ws, direct, ws/direct)
 	fmt.Fprintf(tw, "port-forward, kubectl (SPDY), %d MiB\t%.0f MB/s\tdirect from the node namespace %.0f MB/s\t%.2f\t>= 0.5\n", blobMiB, spdy, direct, spdy/direct)
+	for _, row := range []struct {
+		what string
+		cpu  []time.Duration
+	}{{"WebSocket", wsCPU}, {"SPDY", spdyCPU}} {
+		sum := row.cpu[0] + row.cpu[1] + row.cpu[2]
+		fmt.Fprintf(tw, "port-forward CPU per %d MiB (%s)\tAPI server %s + agent %s + kubectl %s = %s\ttwo bare TLS legs %s\t%.1f\t-\n",
+			blobMiB, row.what, msMin(row.cpu[0]), msMin(row.cpu[1]), msMin(row.cpu[2]), msMin(sum), msMin(2*hop), float64(sum)/float64(2*hop))
+	}
 	fmt.Fprintf(tw, "exec true p50, client-go WebSocket\t%s\tnsenter alone %s\t%.1f\t-\n", msStr(execWS), msStr(nsenter), float64(execWS)/float64(nsenter))
 	fmt.Fprintf(tw, "exec true p50, client-go SPDY\t%s\tnsenter alone %s\t%.1f\t-\n", msStr(execSPDY), msStr(nsenter), float64(execSPDY)/float64(nsenter))
 	fmt.Fprintf(tw, "kubectl exec true p50\t%s\tkubectl get pod %s\t%.1f\t-\n", msStr(kubectlExec), msStr(kubectlGet), float64(kubectlExec)/float64(kubectlGet))
 	tw.Flush()
-	fmt.Printf("  best of %d transfers each; exec over %d runs, kubectl over %d; one node, 2 cores shared by kubectl, API server, agent and pod\n\n", transfers, execRuns, kubectlRuns)
+	fmt.Printf("  best of %d transfers each; CPU times from /proc over the same transfers; two bare TLS legs: 2 x %d MiB through\n"+
+		"  TLS over loopback in 256 KiB writes, both ends in the benchmark's process, least of %d; exec over %d runs, kubectl over %d;\n"+
+		"  one node, 2 cores shared by kubectl, API server, agent and pod\n\n", transfers, blobMiB, transfers, execRuns, kubectlRuns)
+}
+
+// msMin prints whole milliseconds (the CPU times' unit is 10 ms).
+func msMin(d time.Duration) string {
+	return fmt.Sprintf("%d ms", d.Milliseconds())
 }
 
 func msStr(d time.Duration) string {
