@@ -103,6 +103,9 @@ func TestPlanUp(t *testing.T) {
 	}
 	want := []string{
 		"ip netns add x-net",
+		"x-net: sysctl -w -e net.bridge.bridge-nf-call-iptables=0",
+		"x-net: sysctl -w -e net.bridge.bridge-nf-call-ip6tables=0",
+		"x-net: sysctl -w -e net.bridge.bridge-nf-call-arptables=0",
 		"x-net: ip link set lo up",
 		"x-net: ip link add br_underlay address 0a:58:0a:f0:00:01 type bridge; ip addr add 10.240.0.1/24 dev br_underlay; ip link set br_underlay up",
 
