@@ -52,6 +52,9 @@ type Proxy struct {
 	// code: WithLabelValues hashes and looks up its labels under a lock on every call.
 	// SetTable empties it, so Backends of old Tables are not kept.
 	children sync.Map // childKey → *child
+	// clientChecks counts the lean path's checks that a client with a request in
+	// flight is still there (abort.go); tests wait on it.
+	clientChecks atomic.Uint64
 }
 
 type childKey struct {
@@ -277,8 +280,9 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &tooBig):
 		writePage(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", tooBig.Limit))
 	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads the answer.
-		w.WriteHeader(http.StatusBadGateway)
+		// The client went away (net/http's server cancels the request when it reads
+		// EOF); nobody reads the answer, which is logged and counted as nginx's 499.
+		w.WriteHeader(statusClientClosed)
 	default:
 		st := r.Context().Value(ctxKey{}).(*attempt)
 		p.cfg.Logger.Warn("backend failed", "backend", st.backend.Name(), "endpoint", st.endpoint, "err", err)
