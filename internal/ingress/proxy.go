@@ -55,6 +55,9 @@ type Proxy struct {
 	// clientChecks counts the lean path's checks that a client with a request in
 	// flight is still there (abort.go); tests wait on it.
 	clientChecks atomic.Uint64
+	// access is AccessLogger's handler when NewAccessLogger made it: record writes
+	// its lines itself.
+	access *accessHandler
 }
 
 type childKey struct {
@@ -82,6 +85,7 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		cfg.DialTimeout = 2 * time.Second
 	}
 	p := &Proxy{cfg: cfg}
+	p.access, _ = cfg.AccessLogger.Handler().(*accessHandler)
 	p.table.Store(Build(NewFake()))
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
@@ -222,14 +226,13 @@ func (p *Proxy) record(ctx context.Context, x *exchange) {
 	if x.backend != nil {
 		backend = x.backend.Name()
 	}
-	log := p.cfg.AccessLogger
-	if h, ok := log.Handler().(*accessHandler); ok {
+	if h := p.access; h != nil {
 		if h.Enabled(ctx, slog.LevelInfo) {
 			h.writeAccess(now, x, elapsed, ingress, backend)
 		}
 		return
 	}
-	log.LogAttrs(ctx, slog.LevelInfo, "request",
+	p.cfg.AccessLogger.LogAttrs(ctx, slog.LevelInfo, "request",
 		slog.String("client", x.client), slog.String("method", x.method), slog.String("host", x.host),
 		slog.String("path", x.path), slog.String("proto", x.proto), slog.Int("status", x.status),
 		slog.Int64("bytes", x.bytes), slog.Duration("duration", elapsed), slog.String("ingress", ingress),
