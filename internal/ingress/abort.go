@@ -18,8 +18,9 @@ import (
 // non-blocking system calls on the socket that read nothing; when the client is gone it
 // closes the backend connection, which ends the exchange (the backend sees EOF, as nginx
 // closes the upstream connection with proxy_ignore_client_abort off), and the request is
-// logged and counted with nginx's status 499. A quick exchange costs three atomic
-// operations and is never looked at.
+// logged and counted with nginx's status 499 when its answer had not begun (once the
+// answer's head went out, it keeps that status, as in nginx's log). A quick exchange
+// costs three atomic operations and is never looked at.
 
 // statusClientClosed is the status nginx logs for a request whose client closed its
 // connection before the answer began: 499, outside HTTP's codes, never sent.

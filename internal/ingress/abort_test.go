@@ -105,10 +105,11 @@ func requestsWithCode(t *testing.T, reg *prometheus.Registry, code string) float
 	return n
 }
 
-// TestLeanClientAbort: a client that closes its connection while the backend has not
+// TestClientAbort: a client that closes its connection while the backend has not
 // answered makes the proxy close the backend connection (the backend sees EOF), and the
-// request is logged and counted with status 499.
-func TestLeanClientAbort(t *testing.T) {
+// request is logged and counted with status 499; on the lean path, and on the general
+// one for a request handed to net/http.
+func TestClientAbort(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		tls  bool
@@ -120,6 +121,7 @@ func TestLeanClientAbort(t *testing.T) {
 		{"POST with a body too large to keep", false, "POST /poll HTTP/1.1\r\nHost: h.test\r\nContent-Length: 100000\r\n\r\n" + bigBody(100000)},
 		{"GET over TLS", true, "GET /poll HTTP/1.1\r\nHost: h.test\r\n\r\n"},
 		{"POST over TLS", true, "POST /poll HTTP/1.1\r\nHost: h.test\r\nContent-Length: 5\r\n\r\nhello"},
+		{"HTTP/1.0, handed to net/http", false, "GET /poll HTTP/1.0\r\nHost: h.test\r\n\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			backend := newSilentBackend(t)
