@@ -3,6 +3,7 @@ package ingress
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -156,10 +157,60 @@ func TestAccessLineAsSlog(t *testing.T) {
 			if err := h.Handle(context.Background(), r); err != nil {
 				t.Fatal(err)
 			}
-			got := string(accessLine(nil, at, &x, tc.elapsed, tc.ingress, "default/web:80"))
+			got := string(accessLine(nil, new(timestamps), at, &x, tc.elapsed, tc.ingress, "default/web:80"))
 			if diff := cmp.Diff(want.String(), got); diff != "" {
 				t.Errorf("access line (-slog +ours):\n%s", diff)
 			}
 		})
 	}
+}
+
+// TestAccessLineTimes: times in access lines are slog's, from one line to the next
+// whatever changes between them: milliseconds, second, zone, year.
+func TestAccessLineTimes(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Skipf("no zone database: %v", err)
+	}
+	at := time.Date(2026, 12, 2, 17, 4, 5, 987654321, time.UTC)
+	var ts timestamps
+	for _, when := range []time.Time{
+		at,
+		at.In(time.FixedZone("X", 3600)), // the same second in other zones
+		at.In(paris),
+		at.Add(time.Millisecond),
+		at.Add(13 * time.Millisecond),
+		at.Add(time.Second),
+		time.Date(2026, 3, 29, 0, 59, 59, 999e6, time.UTC).In(paris), // just before summer time
+		time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC).In(paris),       // just after
+		time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2027, 1, 1, 0, 0, 0, 1e6, time.UTC),
+	} {
+		var want bytes.Buffer
+		h := slog.NewTextHandler(&want, nil)
+		if err := h.Handle(context.Background(), slog.NewRecord(when, slog.LevelInfo, "m", 0)); err != nil {
+			t.Fatal(err)
+		}
+		wantTime, _, _ := strings.Cut(want.String(), " ")
+		if got := "time=" + string(ts.append(nil, when)); got != wantTime {
+			t.Errorf("%v: %s, want %s", when, got, wantTime)
+		}
+	}
+}
+
+// BenchmarkRecord: what the access log and the metrics cost per request.
+func BenchmarkRecord(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log, _ := NewAccessLogger(ctx, io.Discard)
+	p := NewProxy(ProxyConfig{Metrics: NewMetrics(prometheus.NewRegistry()), AccessLog: true, AccessLogger: log})
+	be := &Backend{Service: "s", Namespace: "default", Port: "80", name: "default/s:80"}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			x := exchange{start: time.Now(), client: "127.0.0.1:54321", method: "GET", host: "h.test", path: "/",
+				proto: "HTTP/1.1", ingress: "default/i", backend: be, endpoint: "127.0.0.1:8080", status: 200, bytes: 65}
+			p.record(ctx, &x)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -64,11 +65,15 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		bc.conn.Close()
+		if cerr := req.Context().Err(); cerr != nil {
+			// Cancelled (the client left, say) rather than failed: the error says so.
+			return nil, fmt.Errorf("%w: %w", cerr, err)
+		}
 		// A kept-alive connection the backend closed meanwhile fails before any byte of
 		// the answer arrives: the backend never processed the request, whatever its
 		// method, so it goes again on another connection when its body can be sent again
 		// (as net/http's Transport does).
-		if !reused || !early || req.Context().Err() != nil {
+		if !reused || !early {
 			return nil, err
 		}
 		if body != nil {

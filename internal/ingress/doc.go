@@ -26,5 +26,8 @@
 // ALPN, upgrades such as WebSocket, Expect: 100-continue, HTTP/1.0, heads over 8 kB)
 // hands the connection to net/http's server and Proxy.ServeHTTP (httputil.ReverseProxy).
 // Both paths share the backend connection pool, the retry rules, the access log and the
-// metrics.
+// metrics. A client that leaves while its request is in flight gets its backend
+// connection closed, and the request is logged as 499 as nginx does (abort.go; net/http's
+// server cancels the request of the general path); on the lean path an answer head over
+// 64 kB gets 502 (see respHeadMax).
 package ingress

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -35,9 +36,12 @@ const (
 	// leanHeadMax is the largest request head the lean path reads; larger ones go to
 	// net/http, which applies MaxHeaderBytes (431).
 	leanHeadMax = 8 << 10
-	// respHeadMax is the largest answer head read from a backend; its connection's
-	// buffer grows to it when a head does not fit (nginx fails those with 502 at 4 or
-	// 8 kB, net/http's client at 1 MB).
+	// respHeadMax is the largest answer head read from a backend, a deliberate limit:
+	// a larger head gets the client a 502 and a Warn log line naming the backend and
+	// the limit, as nginx answers 502 ("upstream sent too big header") past
+	// proxy_buffer_size, 4 or 8 kB by default. The backend connection's 4 kB buffer
+	// grows to it when a head does not fit (cookies, say); net/http's client would
+	// allow 10 MB.
 	respHeadMax = 64 << 10
 	// idleTimeout and headerTimeout are those of the net/http server too.
 	idleTimeout   = 120 * time.Second
@@ -61,6 +65,8 @@ type front struct {
 	mu      sync.Mutex
 	conns   map[*leanConn]struct{}
 	wg      sync.WaitGroup
+	// stopWatch ends watch (abort.go) once shutdown is done; watchDone tells it ended.
+	stopWatch, watchDone chan struct{}
 }
 
 // Connection states: only an idle connection (waiting for a request) is closed at once
@@ -90,6 +96,15 @@ type leanConn struct {
 	out bytes.Buffer
 	// deadline is the read deadline set last on c.
 	deadline time.Time
+	// raw is the client's TCP connection, under TLS if any, for the front's checks
+	// that the client is still there (abort.go); nil when it is not a socket.
+	raw syscall.RawConn
+	// inflight is the backend connection of the request in flight once it was sent,
+	// since when that request started (UnixNano; MaxInt64: its client is not checked).
+	inflight atomic.Pointer[backendConn]
+	since    atomic.Int64
+	// bodyW writes request bodies that may not be kept whole (see send).
+	bodyW *bufio.Writer
 }
 
 func (lc *leanConn) setReadDeadline(t time.Time) {
@@ -133,7 +148,7 @@ func (f *front) serve(ln net.Listener) error {
 }
 
 // shutdown closes idle connections now and waits for active ones to finish their
-// exchange until ctx ends, then closes them.
+// exchange until ctx ends, then closes them and their backend connections.
 func (f *front) shutdown(ctx context.Context) {
 	f.mu.Lock()
 	f.closing.Store(true)
@@ -151,10 +166,14 @@ func (f *front) shutdown(ctx context.Context) {
 		f.mu.Lock()
 		for lc := range f.conns {
 			lc.c.Close()
+			// An exchange waits for its backend, not for the client.
+			lc.abandon()
 		}
 		f.mu.Unlock()
 		<-done
 	}
+	close(f.stopWatch)
+	<-f.watchDone
 }
 
 func (lc *leanConn) serve() {
@@ -170,6 +189,11 @@ func (lc *leanConn) serve() {
 		f.wg.Done()
 	}()
 	lc.proto = "http"
+	if sc, ok := lc.c.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			lc.raw = rc
+		}
+	}
 	if f.tls != nil {
 		tc := tls.Server(lc.c, f.tls)
 		lc.c = tc
@@ -400,6 +424,9 @@ func (lc *leanConn) serveRequest(rq *request, head []byte, x *exchange) bool {
 	}
 	bc, err := lc.send(rq, head, x)
 	if err != nil {
+		if errors.Is(err, errClientGone) {
+			return lc.clientGone(x)
+		}
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			rq.close = true
@@ -417,6 +444,15 @@ func (lc *leanConn) serveRequest(rq *request, head []byte, x *exchange) bool {
 	return lc.relay(rq, bc, x)
 }
 
+// clientGone ends an exchange whose client left before the answer began: the front
+// closed the backend connection (abort.go); the connection is closed too.
+func (lc *leanConn) clientGone(x *exchange) bool {
+	x.status = statusClientClosed
+	lc.f.p.cfg.Logger.Debug("client closed its connection before the answer; closed the backend connection too",
+		"client", x.client, "backend", x.backend.Name(), "endpoint", x.endpoint)
+	return false
+}
+
 // clientError is a failure reading the client's request body.
 type clientError struct{ error }
 
@@ -424,27 +460,83 @@ func (e clientError) Unwrap() error { return e.error }
 
 // send writes the request to an endpoint and waits for the first byte of the answer.
 // Connecting fails over to other endpoints as the general path does (idempotent methods
-// without a body, up to Attempts). A body of up to replayKeep bytes is read before it is
-// sent, so that a kept connection failing before any byte of the answer arrived can be
-// replaced by a fresh one and the request sent again: the backend never processed it,
-// whatever its method (as net/http's Transport does). A chunked body is sent as it
-// arrives, and cannot be sent again.
+// without a body, up to Attempts). A body of up to replayKeep bytes, with a
+// Content-Length or chunked, is read whole before it is sent (nginx buffers request
+// bodies too), so that a kept connection failing before any byte of the answer arrived
+// can be replaced by a fresh one and the request sent again: the backend never processed
+// it, whatever its method (as net/http's Transport does when it can have the body again,
+// GetBody). A larger body is sent as it arrives and cannot be sent again: its request
+// fails with 502 on such a connection, as net/http's does when the body cannot be rewound.
 func (lc *leanConn) send(rq *request, head []byte, x *exchange) (*backendConn, error) {
 	p := lc.f.p
 	t := p.direct
 	hasBody := rq.chunked || rq.contentLength > 0
-	replayable := !rq.chunked && rq.contentLength <= replayKeep
 	lc.out.Reset()
 	lc.writeHead(&lc.out, rq)
 	// The head's slices go stale from here on: the buffer is read further.
 	_, _ = lc.br.Discard(len(head))
 	rq.headLen = 0
+	defer func() {
+		if lc.out.Cap() > 16<<10 {
+			lc.out = bytes.Buffer{}
+		}
+	}()
+	// bc is set when the body went out as it arrived: too large to keep.
+	var bc *backendConn
 	if hasBody {
 		// A body may take long to come; the idle and header timeouts do not apply to it.
 		lc.setReadDeadline(time.Time{})
 		rq.bodyStarted = true
+		var err error
+		if bc, err = lc.readBody(rq, x); err != nil {
+			return nil, err
+		}
+		rq.bodyDone = true
 	}
-	if hasBody && replayable {
+	replayable := bc == nil
+	for attempts := 1; ; {
+		reused := false
+		if bc == nil {
+			var err error
+			bc, reused, err = t.get(context.Background(), x.endpoint)
+			if err != nil {
+				if attempts < p.cfg.Attempts && !hasBody && idempotent(x.method) {
+					if next := x.backend.Pick(); next != "" {
+						attempts++
+						x.endpoint = next
+						continue
+					}
+				}
+				return nil, err
+			}
+			bc.setDeadline(time.Time{})
+			_, _ = bc.bw.Write(lc.out.Bytes())
+		}
+		lc.watch(bc, x.start)
+		err := bc.bw.Flush()
+		if err == nil {
+			_, err = bc.br.Peek(1)
+		}
+		if err != nil {
+			bc.conn.Close()
+			if !lc.settle(bc) {
+				return nil, errClientGone
+			}
+			if reused && replayable {
+				bc = nil
+				continue
+			}
+			return nil, err
+		}
+		return bc, nil
+	}
+}
+
+// readBody reads the request body after the head in lc.out when it is at most
+// replayKeep bytes; a larger one goes to a backend connection as it arrives, which
+// readBody returns.
+func (lc *leanConn) readBody(rq *request, x *exchange) (*backendConn, error) {
+	if !rq.chunked && rq.contentLength <= replayKeep {
 		n := int(rq.contentLength)
 		lc.out.Grow(n)
 		b := lc.out.AvailableBuffer()[:n]
@@ -452,57 +544,73 @@ func (lc *leanConn) send(rq *request, head []byte, x *exchange) (*backendConn, e
 			return nil, clientError{err}
 		}
 		_, _ = lc.out.Write(b)
-		rq.bodyDone = true
+		return nil, nil
 	}
-	defer func() {
-		if lc.out.Cap() > 16<<10 {
-			lc.out = bytes.Buffer{}
+	// A chunked body's length is known at its end: it is kept until it passes
+	// replayKeep, then spilled. A longer Content-Length spills at once.
+	sp := &spill{lc: lc, x: x, kept: lc.out.Len(), keep: replayKeep}
+	if !rq.chunked {
+		sp.keep = 0
+	}
+	if lc.bodyW == nil {
+		lc.bodyW = bufio.NewWriterSize(sp, 4<<10)
+	} else {
+		lc.bodyW.Reset(sp)
+	}
+	pp := pipe{dst: lc.bodyW, src: lc.br, pool: lc.f.p.buffers}
+	var err error
+	if rq.chunked {
+		_, err = pp.chunked(lc.f.p.cfg.MaxBodyBytes)
+	} else {
+		_, err = pp.copyN(rq.contentLength)
+	}
+	if err == nil {
+		if err = lc.bodyW.Flush(); err != nil {
+			err = writeError{err}
 		}
-	}()
-	for attempts := 1; ; {
-		bc, reused, err := t.get(context.Background(), x.endpoint)
+	}
+	lc.bodyW.Reset(nil)
+	if err != nil {
+		if sp.bc != nil {
+			sp.bc.conn.Close()
+		}
+		var re readError
+		if errors.As(err, &re) {
+			return nil, clientError{re.error}
+		}
+		return nil, err
+	}
+	return sp.bc, nil
+}
+
+// spill is where readBody writes a body: after the head in lc.out until it would pass
+// keep bytes there, then to a backend connection, with what was kept first.
+type spill struct {
+	lc *leanConn
+	x  *exchange
+	// kept is where the body starts in lc.out, keep how much of it may be kept.
+	kept, keep int
+	bc         *backendConn
+}
+
+func (s *spill) Write(b []byte) (int, error) {
+	out := &s.lc.out
+	if s.bc == nil {
+		if out.Len()-s.kept+len(b) <= s.keep {
+			return out.Write(b)
+		}
+		bc, _, err := s.lc.f.p.direct.get(context.Background(), s.x.endpoint)
 		if err != nil {
-			if attempts < p.cfg.Attempts && !hasBody && idempotent(x.method) {
-				if next := x.backend.Pick(); next != "" {
-					attempts++
-					x.endpoint = next
-					continue
-				}
-			}
-			return nil, err
+			return 0, err
 		}
 		bc.setDeadline(time.Time{})
-		_, _ = bc.bw.Write(lc.out.Bytes())
-		if !replayable {
-			pp := pipe{dst: bc.bw, src: lc.br, pool: p.buffers}
-			if rq.chunked {
-				_, err = pp.chunked(p.cfg.MaxBodyBytes)
-			} else {
-				_, err = pp.copyN(rq.contentLength)
-			}
-			if err != nil {
-				bc.conn.Close()
-				var re readError
-				if errors.As(err, &re) {
-					return nil, clientError{re.error}
-				}
-				return nil, err
-			}
-			rq.bodyDone = true
+		s.bc = bc
+		if _, err := bc.conn.Write(out.Bytes()); err != nil {
+			return 0, err
 		}
-		err = bc.bw.Flush()
-		if err == nil {
-			_, err = bc.br.Peek(1)
-		}
-		if err != nil {
-			bc.conn.Close()
-			if reused && replayable {
-				continue
-			}
-			return nil, err
-		}
-		return bc, nil
+		out.Reset()
 	}
+	return s.bc.conn.Write(b)
 }
 
 func idempotent(method string) bool {
@@ -570,7 +678,14 @@ func (lc *leanConn) relay(rq *request, bc *backendConn, x *exchange) bool {
 		err := lc.readResponseHead(bc, &rh)
 		if err != nil {
 			bc.conn.Close()
-			lc.f.p.cfg.Logger.Warn("backend failed", "backend", x.backend.Name(), "endpoint", x.endpoint, "err", err)
+			if !lc.settle(bc) {
+				return lc.clientGone(x)
+			}
+			if errors.Is(err, errRespHeadTooLarge) {
+				lc.f.p.cfg.Logger.Warn("backend answer head too large, answering 502", "backend", x.backend.Name(), "endpoint", x.endpoint, "limitBytes", respHeadMax)
+			} else {
+				lc.f.p.cfg.Logger.Warn("backend failed", "backend", x.backend.Name(), "endpoint", x.endpoint, "err", err)
+			}
 			rq.close = true
 			return lc.page(rq, x, http.StatusBadGateway, "backend "+x.backend.Name()+" failed")
 		}
@@ -580,6 +695,7 @@ func (lc *leanConn) relay(rq *request, bc *backendConn, x *exchange) bool {
 			_, _ = bc.br.Discard(rh.size)
 			if err := lc.bw.Flush(); err != nil {
 				bc.conn.Close()
+				lc.settle(bc)
 				x.status = rh.status
 				return false
 			}
@@ -602,12 +718,19 @@ func (lc *leanConn) relay(rq *request, bc *backendConn, x *exchange) bool {
 		}
 		if err != nil {
 			bc.conn.Close()
+			// When the front closed bc, the client left after the head (nginx too logs
+			// the status it sent then).
+			lc.settle(bc)
 			var re readError
 			if errors.As(err, &re) {
 				lc.f.p.cfg.Logger.Warn("backend answer cut short", "backend", x.backend.Name(), "endpoint", x.endpoint, "err", err)
 			}
 			// The client saw a head and part of a body: only closing tells it the answer
 			// is incomplete.
+			return false
+		}
+		if !lc.settle(bc) {
+			// The front closed bc as the answer ended: the client left.
 			return false
 		}
 		if rh.close || untilClose || bc.br.Buffered() > 0 {
@@ -635,7 +758,10 @@ type responseHead struct {
 	size          int
 }
 
-var errRespHead = errors.New("malformed answer head")
+var (
+	errRespHead         = errors.New("malformed answer head")
+	errRespHeadTooLarge = fmt.Errorf("answer head larger than %d bytes", respHeadMax)
+)
 
 func (lc *leanConn) readResponseHead(bc *backendConn, rh *responseHead) error {
 	var buf []byte
@@ -643,7 +769,7 @@ func (lc *leanConn) readResponseHead(bc *backendConn, rh *responseHead) error {
 		b, err := bc.br.Peek(n)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			if bc.br.Size() >= respHeadMax {
-				return fmt.Errorf("answer head larger than %d bytes", respHeadMax)
+				return errRespHeadTooLarge
 			}
 			// A large head (cookies, say): read it in a larger buffer, which the
 			// connection keeps.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -48,7 +49,11 @@ func probeBackend(t *testing.T) *httptest.Server {
 				_, _ = io.WriteString(w, bigPattern[:min(len(bigPattern), n-i)])
 			}
 		case "/bighead":
-			w.Header().Set("X-Big", strings.Repeat("b", 10000))
+			n := 10000
+			if q := r.URL.Query().Get("n"); q != "" {
+				n, _ = strconv.Atoi(q)
+			}
+			w.Header().Set("X-Big", strings.Repeat("b", n))
 			_, _ = io.WriteString(w, "big")
 		case "/notmod":
 			w.WriteHeader(http.StatusNotModified)
@@ -250,6 +255,12 @@ func TestLeanPath(t *testing.T) {
 		req:     "GET /echo?n=1 HTTP/1.1\r\nHost: h.test\r\n\r\nPOST /echo?n=2 HTTP/1.1\r\nHost: h.test\r\nContent-Length: 2\r\n\r\nhiGET /echo?n=3 HTTP/1.1\r\nHost: h.test\r\n\r\n",
 		methods: []string{"GET", "POST", "GET"},
 		want:    []want{{status: 200, body: []string{"GET /echo?n=1"}}, {status: 200, body: []string{"POST /echo?n=2 len=2 body=hi"}}, {status: 200, body: []string{"GET /echo?n=3"}}},
+	}, {
+		name: "pipelined requests, a chunked body kept whole between them",
+		req: "GET /echo?n=1 HTTP/1.1\r\nHost: h.test\r\n\r\nPOST /echo?n=2 HTTP/1.1\r\nHost: h.test\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"2\r\nhi\r\n3\r\n yo\r\n0\r\n\r\nGET /echo?n=3 HTTP/1.1\r\nHost: h.test\r\n\r\n",
+		methods: []string{"GET", "POST", "GET"},
+		want:    []want{{status: 200, body: []string{"GET /echo?n=1"}}, {status: 200, body: []string{"POST /echo?n=2 len=-1 body=hi yo te=[chunked]"}}, {status: 200, body: []string{"GET /echo?n=3"}}},
 	}, {
 		name:    "backend closes mid-answer",
 		req:     "GET /cut HTTP/1.1\r\nHost: h.test\r\n\r\n",
@@ -472,7 +483,8 @@ func TestLeanTLS(t *testing.T) {
 
 // TestRetryOnClosedKeptConnection: a request sent on a kept connection the backend has
 // just closed goes again on a fresh connection, whatever its method, when its body can
-// be sent again; on the lean path (Serve) and the general one (ServeHTTP).
+// be sent again: kept whole, up to 64 kB, with a Content-Length or chunked. On the lean
+// path (Serve) and the general one (ServeHTTP).
 func TestRetryOnClosedKeptConnection(t *testing.T) {
 	var conns atomic.Int32
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -502,15 +514,28 @@ func TestRetryOnClosedKeptConnection(t *testing.T) {
 			url = front.URL
 		}
 		client := &http.Client{Transport: &http.Transport{}}
-		for _, tc := range []struct{ method, body string }{
-			{http.MethodGet, ""},
-			{http.MethodPost, "payload"},
-			{http.MethodPatch, strings.Repeat("p", 20<<10)},
+		for _, tc := range []struct {
+			method, body string
+			chunked      bool
+		}{
+			{method: http.MethodGet},
+			{method: http.MethodPost, body: "payload"},
+			{method: http.MethodPatch, body: strings.Repeat("p", 20<<10)},
+			{method: http.MethodPost, body: "payload", chunked: true},
+			{method: http.MethodPatch, body: strings.Repeat("p", 60<<10), chunked: true},
 		} {
-			t.Run(path+" "+tc.method, func(t *testing.T) {
+			name := fmt.Sprintf("%s %s %d bytes", path, tc.method, len(tc.body))
+			if tc.chunked {
+				name += " chunked"
+			}
+			t.Run(name, func(t *testing.T) {
 				for i := range 2 {
 					before := conns.Load()
-					req, _ := http.NewRequest(tc.method, url+"/", strings.NewReader(tc.body))
+					var body io.Reader = strings.NewReader(tc.body)
+					if tc.chunked {
+						body = io.MultiReader(body) // no length known: the client sends chunks
+					}
+					req, _ := http.NewRequest(tc.method, url+"/", body)
 					resp, err := client.Do(req)
 					if err != nil {
 						t.Fatal(err)
@@ -528,6 +553,86 @@ func TestRetryOnClosedKeptConnection(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAnswerHeadLimit: an answer head over 64 kB is refused with 502 and a log line that
+// names the backend and the limit, as nginx answers 502 past proxy_buffer_size.
+func TestAnswerHeadLimit(t *testing.T) {
+	backend := probeBackend(t)
+	f := NewFake(defaultClass(), makeIngress("default", "i", 0, func(ing *networkingv1.Ingress) {
+		ing.Spec.DefaultBackend = ptr.To(svcBackend("s", 80))
+	}))
+	serviceFor(t, f, "default", "s", backend.URL)
+	var logs syncBuffer
+	p := NewProxy(ProxyConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p.SetTable(Build(f))
+	a := startServe(t, p, 0)
+	for _, tc := range []struct {
+		name   string
+		n      int // bytes of one header's value
+		want   int
+		logged bool
+	}{
+		{"60 kB head: passed on", 60000, 200, false},
+		{"70 kB head: 502", 70000, 502, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _ := get(t, http.DefaultClient, fmt.Sprintf("http://%s/bighead?n=%d", a.http, tc.n), "h.test", nil)
+			if code != tc.want {
+				t.Errorf("got %d, want %d", code, tc.want)
+			}
+			line := `level=WARN msg="backend answer head too large, answering 502" backend=default/s:80`
+			if got := strings.Contains(logs.String(), line) && strings.Contains(logs.String(), "limitBytes=65536"); got != tc.logged {
+				t.Errorf("log has %q with limitBytes=65536: %v, want %v; log:\n%s", line, got, tc.logged, logs.String())
+			}
+		})
+	}
+}
+
+// TestLeanNoRetryOfLargeBody: on the lean path, a body larger than 64 kB goes to the
+// backend as it arrives and is not kept: a kept connection the backend closed fails its
+// request (502, or the client's connection closed while it sent), with no new connection.
+// (The general path retries such a request when sending failed before 64 kB of the body
+// were read, which depends on timing.)
+func TestLeanNoRetryOfLargeBody(t *testing.T) {
+	var conns atomic.Int32
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %d", r.Method, len(b))
+	}))
+	backend.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	backend.Start()
+	t.Cleanup(backend.Close)
+	_, a, _, _ := proxyTo(t, backend.URL)
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked %v", chunked), func(t *testing.T) {
+			client := &http.Client{Transport: &http.Transport{}}
+			// A fresh kept connection, which the backend then closes.
+			if code, body := get(t, client, "http://"+a.http+"/", "h.test", nil); code != 200 {
+				t.Fatalf("GET: %d %q", code, body)
+			}
+			backend.CloseClientConnections()
+			before := conns.Load()
+			var body io.Reader = strings.NewReader(bigBody(100 << 10))
+			if chunked {
+				body = io.MultiReader(body)
+			}
+			resp, err := client.Post("http://"+a.http+"/", "text/plain", body)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusBadGateway {
+					t.Errorf("got %d, want 502 or a closed connection", resp.StatusCode)
+				}
+			}
+			if conns.Load() != before {
+				t.Errorf("%d new backend connections, want none: the body cannot be sent again", conns.Load()-before)
+			}
+		})
 	}
 }
 

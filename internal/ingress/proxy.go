@@ -52,6 +52,12 @@ type Proxy struct {
 	// code: WithLabelValues hashes and looks up its labels under a lock on every call.
 	// SetTable empties it, so Backends of old Tables are not kept.
 	children sync.Map // childKey → *child
+	// clientChecks counts the lean path's checks that a client with a request in
+	// flight is still there (abort.go); tests wait on it.
+	clientChecks atomic.Uint64
+	// access is AccessLogger's handler when NewAccessLogger made it: record writes
+	// its lines itself.
+	access *accessHandler
 }
 
 type childKey struct {
@@ -79,6 +85,7 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		cfg.DialTimeout = 2 * time.Second
 	}
 	p := &Proxy{cfg: cfg}
+	p.access, _ = cfg.AccessLogger.Handler().(*accessHandler)
 	p.table.Store(Build(NewFake()))
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
@@ -219,14 +226,13 @@ func (p *Proxy) record(ctx context.Context, x *exchange) {
 	if x.backend != nil {
 		backend = x.backend.Name()
 	}
-	log := p.cfg.AccessLogger
-	if h, ok := log.Handler().(*accessHandler); ok {
+	if h := p.access; h != nil {
 		if h.Enabled(ctx, slog.LevelInfo) {
 			h.writeAccess(now, x, elapsed, ingress, backend)
 		}
 		return
 	}
-	log.LogAttrs(ctx, slog.LevelInfo, "request",
+	p.cfg.AccessLogger.LogAttrs(ctx, slog.LevelInfo, "request",
 		slog.String("client", x.client), slog.String("method", x.method), slog.String("host", x.host),
 		slog.String("path", x.path), slog.String("proto", x.proto), slog.Int("status", x.status),
 		slog.Int64("bytes", x.bytes), slog.Duration("duration", elapsed), slog.String("ingress", ingress),
@@ -277,8 +283,9 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &tooBig):
 		writePage(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", tooBig.Limit))
 	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads the answer.
-		w.WriteHeader(http.StatusBadGateway)
+		// The client went away (net/http's server cancels the request when it reads
+		// EOF); nobody reads the answer, which is logged and counted as nginx's 499.
+		w.WriteHeader(statusClientClosed)
 	default:
 		st := r.Context().Value(ctxKey{}).(*attempt)
 		p.cfg.Logger.Warn("backend failed", "backend", st.backend.Name(), "endpoint", st.endpoint, "err", err)

@@ -91,7 +91,8 @@ func Serve(ctx context.Context, p *Proxy, cfg ServeConfig) error {
 				return cctx
 			},
 		}
-		fr := &front{p: p, tls: tlsConfig, maxHead: maxHead, handoff: handoff, log: log, conns: map[*leanConn]struct{}{}}
+		fr := &front{p: p, tls: tlsConfig, maxHead: maxHead, handoff: handoff, log: log, conns: map[*leanConn]struct{}{},
+			stopWatch: make(chan struct{}), watchDone: make(chan struct{})}
 		all = append(all, served{ln: ln, front: fr, server: s})
 	}
 	if cfg.HTTP != nil {
@@ -111,6 +112,10 @@ func Serve(ctx context.Context, p *Proxy, cfg ServeConfig) error {
 		// Serve, not ServeTLS: handed-over connections are past their handshake; with h2
 		// in TLSConfig.NextProtos, Serve still answers HTTP/2 on those that chose it.
 		go func() { _ = sv.server.Serve(sv.front.handoff) }()
+		go func() {
+			defer close(sv.front.watchDone)
+			sv.front.watch(sv.front.stopWatch)
+		}()
 		go func() {
 			errc <- sv.front.serve(sv.ln)
 		}()
