@@ -7,8 +7,6 @@ package benchcluster
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tranche/tranche/internal/loopback"
 )
 
 const (
@@ -71,7 +71,7 @@ func Start(b testing.TB, bin, tag string, nodes int, extra ...string) *Cluster {
 	if err != nil {
 		b.Fatal(err)
 	}
-	listen, err := FreePort()
+	listen, err := loopback.FreePort()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,24 +94,6 @@ func Start(b testing.TB, bin, tag string, nodes int, extra ...string) *Cluster {
 	}
 	c.PID, _ = strconv.Atoi(string(m[1]))
 	return c
-}
-
-// FreePort returns a loopback address nobody listens on now, below the kernel's
-// ephemeral range (32768-60999 by default) so that no outgoing connection of another
-// process takes it before the cluster binds it, and below the NodePort range
-// (30000-32767) that host publishers listen on.
-func FreePort() (string, error) {
-	var lastErr error
-	for range 50 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
-		ln, err := net.Listen("tcp", addr)
-		if err == nil {
-			ln.Close()
-			return addr, nil
-		}
-		lastErr = err
-	}
-	return "", fmt.Errorf("no free loopback port in 20000-29999: %w", lastErr)
 }
 
 // Stop runs `tranche down --purge`; it is idempotent.

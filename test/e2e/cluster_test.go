@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -20,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tranche/tranche/internal/loopback"
 )
 
 // server is one running `tranche server` process.
@@ -85,24 +85,8 @@ func tail(s string, n int) string {
 	return s
 }
 
-// freePort returns a loopback port nobody listens on now.
-func freePort() (string, error) {
-	// Below the kernel's ephemeral range (32768-60999 by default), so that no outgoing
-	// connection of another process takes the port between this check and the
-	// cluster's bind, and below the NodePort range (30000-32767) that host publishers
-	// listen on.
-	var lastErr error
-	for range 50 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
-		ln, err := net.Listen("tcp", addr)
-		if err == nil {
-			ln.Close()
-			return addr, nil
-		}
-		lastErr = err
-	}
-	return "", fmt.Errorf("no free loopback port in 20000-29999: %w", lastErr)
-}
+// freePort returns a loopback address nobody listens on now.
+func freePort() (string, error) { return loopback.FreePort() }
 
 // startServer runs tranche server on a fresh data dir (short: etcd's unix socket path
 // must fit in 108 bytes) and waits until it is ready.
