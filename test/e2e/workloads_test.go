@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ func TestWorkloads(t *testing.T) {
 		t.Run("JobCompletes", func(t *testing.T) { t.Parallel(); testJobCompletes(t, c) })
 		t.Run("JobFailsAfterBackoffLimit", func(t *testing.T) { t.Parallel(); testJobFails(t, c) })
 		t.Run("CronJobManualRun", func(t *testing.T) { t.Parallel(); testCronJobManualRun(t, c) })
+		t.Run("CronJobOnSchedule", func(t *testing.T) { t.Parallel(); testCronJobOnSchedule(t, c) })
 		t.Run("DeploymentRollout", func(t *testing.T) { t.Parallel(); testDeploymentRollout(t, c) })
 	})
 	// Last and alone: it adds and removes a node, and a pod of another scenario
@@ -363,6 +365,46 @@ func testCronJobManualRun(t *testing.T, c *localCluster) {
 	if got := s.must(t, "get", "jobs", "-n", ns, "-o", "jsonpath={.items[*].metadata.name}"); got != "report-by-hand" {
 		t.Fatalf("a suspended CronJob started Jobs: %s", got)
 	}
+}
+
+// testCronJobOnSchedule: the same CronJob, not suspended, starts a Job by itself at the
+// next minute on the real clock (at most a minute's wait, beside the other scenarios):
+// the Job is named after its scheduled minute as upstream names it, completes, and the
+// CronJob records a last schedule and a last success from then on.
+func testCronJobOnSchedule(t *testing.T, c *localCluster) {
+	s := c.srv
+	ns := s.namespace(t)
+	c.apply(t, ns, strings.Replace(reportCronJob, "suspend: true", "suspend: false", 1))
+	var job string
+	eventually(t, 150*time.Second, "a Job started by the schedule", func() (bool, string) {
+		job, _, _ = s.kubectl(t, "", "get", "jobs", "-n", ns, "-o", "jsonpath={.items[0].metadata.name}")
+		return job != "", job
+	})
+	minute, err := strconv.ParseInt(strings.TrimPrefix(job, "report-"), 10, 64)
+	if err != nil || !strings.HasPrefix(job, "report-") {
+		t.Fatalf("Job %q is not named report-<scheduled minute>", job)
+	}
+	scheduled := time.Unix(minute*60, 0).UTC()
+	if d := time.Since(scheduled); d < 0 || d > 3*time.Minute {
+		t.Fatalf("Job %s is for %s, %s from now", job, scheduled, -d)
+	}
+	c.waitRow(t, 60*time.Second, ns, "job/"+job, regexp.MustCompile(`^`+job+`\s+Complete\s+1/1\s`))
+	if owner := s.must(t, "get", "job", job, "-n", ns, "-o", "jsonpath={.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}"); owner != "CronJob/report" {
+		t.Fatalf("owner of %s: %q", job, owner)
+	}
+	eventually(t, 30*time.Second, "the CronJob's last schedule and success", func() (bool, string) {
+		// A later minute may have started another Job meanwhile: its times are later.
+		// The API keeps whole seconds, so a Job done within its first second shows its
+		// scheduled time as its completion.
+		out, _, _ := s.kubectl(t, "", "get", "cronjob", "report", "-n", ns, "-o", "jsonpath={.status.lastScheduleTime} {.status.lastSuccessfulTime}")
+		f := strings.Fields(out)
+		if len(f) != 2 {
+			return false, out
+		}
+		last, err1 := time.Parse(time.RFC3339, f[0])
+		success, err2 := time.Parse(time.RFC3339, f[1])
+		return err1 == nil && err2 == nil && !last.Before(scheduled) && !success.Before(scheduled), out
+	})
 }
 
 const webDeployment = `apiVersion: apps/v1
