@@ -51,7 +51,7 @@ var errNoUpstream = errors.New("no upstream resolver answered")
 
 // resolve returns the answer for name (lowercase fqdn) and qtype, from the cache with
 // TTLs aged, or from an upstream. The message is the caller's to change.
-func (f *forwarder) resolve(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+func (f *forwarder) resolve(ctx context.Context, name string, qtype uint16) (m *dns.Msg, cached bool, err error) {
 	key := cacheKey{name: name, qtype: qtype}
 	now := f.now()
 	if m, negative, ok := f.cache.get(key, now); ok {
@@ -60,7 +60,7 @@ func (f *forwarder) resolve(ctx context.Context, name string, qtype uint16) (*dn
 			t = "denial"
 		}
 		f.m.cacheHits.WithLabelValues(f.m.server, t, f.m.zoneCacheName, "").Inc()
-		return m, nil
+		return m, true, nil
 	}
 	f.m.cacheMisses.WithLabelValues(f.m.server, f.m.zoneCacheName, "").Inc()
 	// Questions asked at once (a burst of pods, a resolver's retries) share one upstream
@@ -69,9 +69,9 @@ func (f *forwarder) resolve(ctx context.Context, name string, qtype uint16) (*dn
 		return f.fetch(ctx, key, now)
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return v.(*dns.Msg).Copy(), nil
+	return v.(*dns.Msg).Copy(), false, nil
 }
 
 // fetch asks the upstreams in turn and caches the answer.

@@ -198,6 +198,46 @@ func TestForwardingAndCache(t *testing.T) {
 	}
 }
 
+// TestResponsePlugin: coredns_dns_responses_total names who answered, as CoreDNS's
+// plugin label does: the cluster's zones, the cache, an upstream, or nobody.
+func TestResponsePlugin(t *testing.T) {
+	up := newFakeUpstream(t, "api.example.com. 60 IN A 192.0.2.10")
+	reg := prometheus.NewRegistry()
+	h := newTestHandler(t, fakeCluster(t), Config{Metrics: reg, Upstreams: []string{up.addr}})
+	addr, _ := serve(t, h)
+	c := &dns.Client{}
+	for _, q := range []string{
+		"api-svc.demo.svc.cluster.local. A", // kubernetes
+		"10.0.96.10.in-addr.arpa. PTR",      // kubernetes (reverse zone)
+		"api.example.com. A",                // forward
+		"api.example.com. A",                // cache
+	} {
+		if _, _, err := c.Exchange(query(t, q, 0), addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("api.example.com.", dns.TypeA)
+	m.Question[0].Qclass = dns.ClassCHAOS // refused: nobody answers
+	if _, _, err := c.Exchange(m, addr); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		zone, rcode, plugin string
+		want                float64
+	}{
+		{"cluster.local.", "NOERROR", "kubernetes", 1},
+		{".", "NOERROR", "kubernetes", 1},
+		{".", "NOERROR", "forward", 1},
+		{".", "NOERROR", "cache", 1},
+		{".", "REFUSED", "", 1},
+	} {
+		if got := counterValue(h.m.responses.WithLabelValues("dns://:53", tc.zone, "", tc.rcode, tc.plugin)); got != tc.want {
+			t.Errorf("responses{zone=%q, rcode=%s, plugin=%q} = %v, want %v", tc.zone, tc.rcode, tc.plugin, got, tc.want)
+		}
+	}
+}
+
 // TestServedMetrics: requests through the server count under CoreDNS's names.
 func TestServedMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -213,7 +253,7 @@ func TestServedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := counterValue(h.m.requests.WithLabelValues("dns://:53", "cluster.local.", "", "udp", "1", "A"))
-	nx := counterValue(h.m.responses.WithLabelValues("dns://:53", "cluster.local.", "", "NXDOMAIN", ""))
+	nx := counterValue(h.m.responses.WithLabelValues("dns://:53", "cluster.local.", "", "NXDOMAIN", "kubernetes"))
 	if got != 4 || nx != 1 {
 		t.Fatalf("coredns_dns_requests_total = %v (want 4), NXDOMAIN responses = %v (want 1)", got, nx)
 	}

@@ -127,7 +127,7 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			_ = w.WriteMsg(fail)
 		}
 	}()
-	resp := h.Respond(context.Background(), req, from.Unmap(), proto == "udp")
+	resp, plugin := h.respond(context.Background(), req, from.Unmap(), proto == "udp")
 	if resp == nil {
 		return
 	}
@@ -143,14 +143,14 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			return
 		}
 	}
-	h.count(req, resp, proto, from, start, len(buf))
+	h.count(req, resp, plugin, proto, from, start, len(buf))
 	if _, err := w.Write(buf); err != nil {
 		h.log.Debug("writing a DNS answer", "to", w.RemoteAddr(), "err", err)
 	}
 }
 
 // count records one answered request in CoreDNS's request metrics.
-func (h *Handler) count(req, resp *dns.Msg, proto string, from netip.Addr, start time.Time, respSize int) {
+func (h *Handler) count(req, resp *dns.Msg, plugin, proto string, from netip.Addr, start time.Time, respSize int) {
 	family := "1"
 	if from.Is6() && !from.Is4In6() {
 		family = "2"
@@ -164,7 +164,7 @@ func (h *Handler) count(req, resp *dns.Msg, proto string, from netip.Addr, start
 		zoneLabel = h.zone.origin
 	}
 	h.m.requests.WithLabelValues(h.m.server, zoneLabel, "", proto, family, qtype).Inc()
-	h.m.responses.WithLabelValues(h.m.server, zoneLabel, "", rcodeLabel(resp.Rcode), "").Inc()
+	h.m.responses.WithLabelValues(h.m.server, zoneLabel, "", rcodeLabel(resp.Rcode), plugin).Inc()
 	h.m.duration.WithLabelValues(h.m.server, zoneLabel, "", qtype).Observe(h.now().Sub(start).Seconds())
 	h.m.requestSize.WithLabelValues(h.m.server, zoneLabel, "", proto).Observe(float64(req.Len()))
 	h.m.responseSize.WithLabelValues(h.m.server, zoneLabel, "", proto).Observe(float64(respSize))
@@ -173,10 +173,18 @@ func (h *Handler) count(req, resp *dns.Msg, proto string, from netip.Addr, start
 // Respond returns the answer to req from the client at from, sized for UDP when udp
 // is true; nil means no answer at all (req is itself a response).
 func (h *Handler) Respond(ctx context.Context, req *dns.Msg, from netip.Addr, udp bool) *dns.Msg {
+	resp, _ := h.respond(ctx, req, from, udp)
+	return resp
+}
+
+// respond is Respond that also names the part that wrote the answer, as CoreDNS's
+// plugin label does: "kubernetes" for the cluster's zones, "cache" or "forward" for
+// other names, "" for a refusal or a malformed request.
+func (h *Handler) respond(ctx context.Context, req *dns.Msg, from netip.Addr, udp bool) (resp *dns.Msg, plugin string) {
 	if req.Response {
-		return nil
+		return nil, ""
 	}
-	resp := &dns.Msg{}
+	resp = &dns.Msg{}
 	resp.Id, resp.Response, resp.Opcode = req.Id, true, req.Opcode
 	resp.RecursionDesired, resp.CheckingDisabled = req.RecursionDesired, req.CheckingDisabled
 	if len(req.Question) == 1 {
@@ -184,32 +192,32 @@ func (h *Handler) Respond(ctx context.Context, req *dns.Msg, from netip.Addr, ud
 	}
 	if req.Opcode != dns.OpcodeQuery {
 		resp.Rcode = dns.RcodeNotImplemented
-		return resp
+		return resp, ""
 	}
 	var opt *dns.OPT
 	for _, rr := range req.Extra {
 		if o, ok := rr.(*dns.OPT); ok {
 			if opt != nil {
 				resp.Rcode = dns.RcodeFormatError // RFC 6891 6.1.1: at most one OPT
-				return resp
+				return resp, ""
 			}
 			opt = o
 		}
 	}
 	if len(req.Question) != 1 || len(req.Answer) > 0 || len(req.Ns) > 0 {
 		resp.Rcode = dns.RcodeFormatError
-		return resp
+		return resp, ""
 	}
 	size := dns.MinMsgSize
 	if opt != nil {
 		if opt.Hdr.Name != "." {
 			resp.Rcode = dns.RcodeFormatError
-			return resp
+			return resp, ""
 		}
 		resp.SetEdns0(1232, false)
 		if opt.Version() != 0 {
 			resp.Rcode = dns.RcodeBadVers
-			return resp
+			return resp, ""
 		}
 		size = max(size, min(int(opt.UDPSize()), 1232))
 	}
@@ -224,46 +232,46 @@ func (h *Handler) Respond(ctx context.Context, req *dns.Msg, from netip.Addr, ud
 	case q.Qtype >= 128 && q.Qtype < 255, q.Qtype == 0:
 		resp.Rcode = dns.RcodeNotImplemented
 	default:
-		h.answer(ctx, resp, q, from)
+		plugin = h.answer(ctx, resp, q, from)
 	}
 	if udp {
 		resp.Truncate(size)
 	} else {
 		resp.Truncate(dns.MaxMsgSize)
 	}
-	return resp
+	return resp, plugin
 }
 
-// answer fills resp for a valid question.
-func (h *Handler) answer(ctx context.Context, resp *dns.Msg, q dns.Question, from netip.Addr) {
+// answer fills resp for a valid question and names who answered (see respond).
+func (h *Handler) answer(ctx context.Context, resp *dns.Msg, q dns.Question, from netip.Addr) string {
 	name := strings.ToLower(q.Name)
 	resp.RecursionAvailable = h.fwd != nil
 	if h.zone.contains(name) {
 		h.answerZone(ctx, resp, q, name, from)
-		return
+		return "kubernetes"
 	}
 	if r, ok := parseReverse(name); ok {
 		if apex, ok := h.reverse.apex(r); ok {
 			h.answerReverse(resp, q, name, r, apex)
-			return
+			return "kubernetes"
 		}
 		// Outside the reverse zones, an address of the cluster (a headless Service's
 		// endpoint elsewhere) still has its PTR; any other name is the upstreams'.
 		if r.full() {
 			if !h.cache.Synced() {
 				resp.Rcode = dns.RcodeServerFailure
-				return
+				return "kubernetes"
 			}
 			if rrs := h.zone.ptr(h.cache, name, r.addr); len(rrs) > 0 {
 				resp.Authoritative = true
 				if q.Qtype == dns.TypePTR || q.Qtype == dns.TypeANY {
 					resp.Answer = keepCase(rrs, name, q.Name)
 				}
-				return
+				return "kubernetes"
 			}
 		}
 	}
-	h.forward(ctx, resp, q, name)
+	return h.forward(ctx, resp, q, name)
 }
 
 // answerZone answers a name of the cluster zone.
@@ -327,7 +335,7 @@ func (h *Handler) follow(ctx context.Context, rrs []dns.RR, name string, qtype u
 	if h.fwd == nil {
 		return out, dns.RcodeSuccess, target
 	}
-	m, err := h.fwd.resolve(ctx, target, qtype)
+	m, _, err := h.fwd.resolve(ctx, target, qtype)
 	if err != nil {
 		h.log.Debug("following an ExternalName", "target", target, "err", err)
 		return out, dns.RcodeSuccess, target
@@ -366,7 +374,7 @@ func (h *Handler) searchExpanded(ctx context.Context, resp *dns.Msg, q dns.Quest
 			if h.fwd == nil {
 				return false
 			}
-			m, err := h.fwd.resolve(ctx, cand, q.Qtype)
+			m, _, err := h.fwd.resolve(ctx, cand, q.Qtype)
 			if err != nil {
 				return false
 			}
@@ -403,21 +411,25 @@ func hasType(answer []dns.RR, owner string, qtype uint16) bool {
 }
 
 // forward answers a name outside the zone through the upstreams.
-func (h *Handler) forward(ctx context.Context, resp *dns.Msg, q dns.Question, name string) {
+func (h *Handler) forward(ctx context.Context, resp *dns.Msg, q dns.Question, name string) (plugin string) {
 	if h.fwd == nil {
 		resp.Rcode = dns.RcodeRefused
-		return
+		return ""
 	}
-	m, err := h.fwd.resolve(ctx, name, q.Qtype)
+	m, cached, err := h.fwd.resolve(ctx, name, q.Qtype)
 	if err != nil {
 		h.log.Debug("forwarding", "name", name, "type", dns.TypeToString[q.Qtype], "err", err)
 		resp.Rcode = dns.RcodeServerFailure
-		return
+		return "forward"
 	}
 	resp.Rcode = m.Rcode
 	resp.Answer = keepCase(m.Answer, name, q.Name)
 	resp.Ns = m.Ns
 	resp.Extra = append(resp.Extra, m.Extra...)
+	if cached {
+		return "cache"
+	}
+	return "forward"
 }
 
 // keepCase gives the records owned by name (lowercase) the question's spelling; the
