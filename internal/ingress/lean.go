@@ -133,7 +133,7 @@ func (f *front) serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		lc := &leanConn{f: f, c: c}
+		lc := &leanConn{f: f, c: newRawConn(c)}
 		f.mu.Lock()
 		if f.closing.Load() {
 			f.mu.Unlock()
