@@ -135,6 +135,7 @@ func (t *directTransport) get(ctx context.Context, addr string) (*backendConn, b
 	if err != nil {
 		return nil, false, err
 	}
+	c = newRawConn(c)
 	return &backendConn{conn: c, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096)}, false, nil
 }
 

@@ -105,6 +105,8 @@ type leanConn struct {
 	since    atomic.Int64
 	// bodyW writes request bodies that may not be kept whole (see send).
 	bodyW *bufio.Writer
+	// x is the exchange in flight (see exchange).
+	x exchange
 }
 
 func (lc *leanConn) setReadDeadline(t time.Time) {
@@ -133,7 +135,7 @@ func (f *front) serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		lc := &leanConn{f: f, c: c}
+		lc := &leanConn{f: f, c: newRawConn(c)}
 		f.mu.Lock()
 		if f.closing.Load() {
 			f.mu.Unlock()
@@ -382,7 +384,10 @@ func (lc *leanConn) exchange(head []byte) error {
 		return errHandOff
 	}
 	p := lc.f.p
-	x := exchange{start: time.Now(), client: lc.client, proto: "HTTP/1.1", method: methodString(rq.method)}
+	// The exchange goes where the heap would take it (a large body's spill keeps it): the
+	// connection's, reused, rather than an allocation per request.
+	x := &lc.x
+	*x = exchange{start: time.Now(), client: lc.client, proto: "HTTP/1.1", method: methodString(rq.method)}
 	x.host = lc.str(&lc.lastHost, rq.host)
 	path, _, _ := bytes.Cut(rq.target, []byte{'?'})
 	if bytes.IndexByte(path, '%') >= 0 {
@@ -395,8 +400,8 @@ func (lc *leanConn) exchange(head []byte) error {
 		x.path = lc.str(&lc.lastPath, path)
 	}
 	x.ingress, x.backend = p.route(p.table.Load(), x.host, x.path)
-	keep := lc.serveRequest(&rq, head, &x)
-	p.record(context.Background(), &x)
+	keep := lc.serveRequest(&rq, head, x)
+	p.record(context.Background(), x)
 	if !keep {
 		return errClose
 	}
