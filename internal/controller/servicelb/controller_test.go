@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 )
@@ -22,6 +23,8 @@ import (
 type fixture struct {
 	client   *fake.Clientset
 	recorder *record.FakeRecorder
+	// services is the controller's own informer cache of Services.
+	services corelisters.ServiceLister
 }
 
 func start(t *testing.T, pool string, objs ...runtime.Object) *fixture {
@@ -49,7 +52,24 @@ func startOn(t *testing.T, pool Pool, objs ...runtime.Object) *fixture {
 		<-done
 		factory.Shutdown()
 	})
-	return &fixture{client: client, recorder: recorder}
+	return &fixture{client: client, recorder: recorder, services: factory.Core().V1().Services().Lister()}
+}
+
+// waitCached waits until the controller's cache shows Service default/name with ip in
+// its status, so that the next sync starts from the controller's own last write.
+func (f *fixture) waitCached(t *testing.T, name, ip string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		svc, err := f.services.Services("default").Get(name)
+		if err == nil && len(svc.Status.LoadBalancer.Ingress) > 0 && svc.Status.LoadBalancer.Ingress[0].IP == ip {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the controller's cache never showed %s at %s: %v %v", name, ip, svc, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // statusWrites renders the status updates the controller made, in order, as
@@ -197,6 +217,9 @@ func TestAddressTakenOnTheHostMoves(t *testing.T) {
 	host := newFakeHost("TCP/127.0.10.1:443")
 	f := startOn(t, MustParsePool(DefaultPool).OnHost(host), makeService("web", 1, nil), makeService("tls", 2, withPorts(tcp(443))))
 	f.waitWrites(t, "tls 127.0.10.2/Proxy", "web 127.0.10.1/Proxy")
+	// The address is taken once the controller knows web holds it (the publisher
+	// only listens on addresses the status shows).
+	f.waitCached(t, "web", "127.0.10.1")
 	f.client.ClearActions()
 	host.take("TCP/127.0.10.1:80")
 	f.waitWrites(t, "web 127.0.10.3/Proxy")

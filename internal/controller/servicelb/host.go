@@ -46,3 +46,36 @@ func (p Pool) hostTaken(ip netip.Addr, ports []Port) string {
 	}
 	return ""
 }
+
+// snapshotHost answers each question about the host once: one Compute sees one state of
+// the host, even when another program takes a port in the middle of it. (Otherwise a
+// Service could be found free on its address when the candidates are made and taken
+// there when its collisions are checked, and be left pending for one plan instead of
+// keeping its address until the next plan moves it.)
+type snapshotHost struct {
+	Host
+	seen map[snapshotKey]bool
+}
+
+type snapshotKey struct {
+	protocol v1.Protocol
+	addr     netip.AddrPort
+}
+
+func (h *snapshotHost) Taken(protocol v1.Protocol, addr netip.AddrPort) bool {
+	k := snapshotKey{protocol, addr}
+	taken, ok := h.seen[k]
+	if !ok {
+		taken = h.Host.Taken(protocol, addr)
+		h.seen[k] = taken
+	}
+	return taken
+}
+
+// snapshot returns the pool with its Host, if any, answering as snapshotHost does.
+func (p Pool) snapshot() Pool {
+	if p.host != nil {
+		p.host = &snapshotHost{Host: p.host, seen: map[snapshotKey]bool{}}
+	}
+	return p
+}

@@ -92,6 +92,7 @@ const (
 //     then other holders, then Services asking for an address, each group by creation
 //     time and then namespace/name.
 func Compute(svcs []*v1.Service, pool Pool, prev Plan) Plan {
+	pool = pool.snapshot()
 	var cands []candidate
 	for _, svc := range svcs {
 		if Eligible(svc) {

@@ -284,3 +284,29 @@ func (h *fakeHost) take(what string) {
 	h.mu.Unlock()
 	h.changed <- struct{}{}
 }
+
+// flippingHost says a port is free the first time it is asked, taken afterwards: another
+// program binding it while a plan is computed.
+type flippingHost struct {
+	asked map[netip.AddrPort]int
+}
+
+func (h *flippingHost) Taken(_ v1.Protocol, addr netip.AddrPort) bool {
+	h.asked[addr]++
+	return h.asked[addr] > 1
+}
+
+func (h *flippingHost) Changed() <-chan struct{} { return nil }
+
+// TestComputeSeesOneStateOfTheHost: a port taken on the host while a plan is computed
+// does not leave its holder pending (a status write clearing its address); the plan
+// keeps it, and the next plan, which the publisher's signal starts, moves it.
+func TestComputeSeesOneStateOfTheHost(t *testing.T) {
+	pool := MustParsePool(DefaultPool).OnHost(&flippingHost{asked: map[netip.AddrPort]int{}})
+	web := makeService("web", 1, withStatus("127.0.10.1"))
+	plan := Compute([]*v1.Service{web}, pool, nil)
+	got := plan[types.NamespacedName{Namespace: "default", Name: "web"}]
+	if got.IP != netip.MustParseAddr("127.0.10.1") || got.Pending != "" {
+		t.Fatalf("web: %+v, want it kept at 127.0.10.1", got)
+	}
+}
