@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/tranche/tranche/internal/podclient"
+	"github.com/tranche/tranche/internal/syspod"
 )
 
 // NewInformerCache returns the production Cache: shared informers on Services,
@@ -69,7 +66,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		log = slog.Default()
 		cfg.Logger = log
 	}
-	restCfg, err := podclient.Config(cfg.Kubeconfig, cfg.APIServer, podclient.ServiceAccountDir)
+	restCfg, err := syspod.Config(cfg.Kubeconfig, cfg.APIServer, syspod.ServiceAccountDir)
 	if err != nil {
 		return err
 	}
@@ -111,19 +108,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		return err
 	}
 	if mln != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
-		mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
-			if !c.Synced() {
-				http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = w.Write([]byte("OK"))
-		})
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = hs.Serve(mln) }()
-		defer hs.Close()
+		defer syspod.ServeStatus(mln, reg, "/health", "OK", c.Synced)()
 	}
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), c.Synced) {

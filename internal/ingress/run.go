@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -22,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/tranche/tranche/internal/events"
-	"github.com/tranche/tranche/internal/podclient"
+	"github.com/tranche/tranche/internal/syspod"
 )
 
 // RunConfig is what `tranche ingress` runs with.
@@ -49,7 +47,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		log = slog.Default()
 	}
 	cfg.Proxy.Logger = log
-	restCfg, err := podclient.Config(cfg.Kubeconfig, cfg.APIServer, podclient.ServiceAccountDir)
+	restCfg, err := syspod.Config(cfg.Kubeconfig, cfg.APIServer, syspod.ServiceAccountDir)
 	if err != nil {
 		return err
 	}
@@ -118,19 +116,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		return err
 	}
 	if mln := lns[2]; mln != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
-			if !c.Synced() {
-				http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = w.Write([]byte("ok"))
-		})
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = hs.Serve(mln) }()
-		defer hs.Close()
+		defer syspod.ServeStatus(mln, reg, "/healthz", "ok", c.Synced)()
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), c.Synced) {
 		closeAll()

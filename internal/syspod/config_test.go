@@ -1,4 +1,4 @@
-package podclient
+package syspod
 
 import (
 	"os"

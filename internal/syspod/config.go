@@ -1,7 +1,8 @@
-// Package podclient finds the API server for tranche's system pods (tranche dns,
-// tranche ingress): an explicit kubeconfig, the in-cluster environment, or an API
-// address with the pod's service account.
-package podclient
+// Package syspod holds what tranche's system pods (tranche dns, tranche ingress)
+// share: finding the API server (an explicit kubeconfig, the in-cluster environment,
+// or an API address with the pod's service account) and serving their metrics and
+// probes.
+package syspod
 
 import (
 	"fmt"
