@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tranche/tranche/bench/benchreport"
 	"github.com/tranche/tranche/internal/storage"
 )
 
@@ -122,7 +123,7 @@ func benchCreate(b *testing.B, e *env, rp *report, res *results) {
 	b.ResetTimer()
 	for iter := range b.N {
 		start := time.Now()
-		_, err := parallel(ctx, cls, createsPerRun, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
+		_, err := benchreport.Parallel(ctx, cls, createsPerRun, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
 			name := fmt.Sprintf("cm-%d-%d", iter, i)
 			if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, makeConfigMap(ns, name, valueSize, nil), metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("create configmap %s/%s: %w", ns, name, err)
@@ -355,7 +356,7 @@ func benchWatch(b *testing.B, e *env, rp *report, res *results) {
 				}
 			})
 		}
-		_, err = parallel(wctx, cls, watchEvents, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
+		_, err = benchreport.Parallel(wctx, cls, watchEvents, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
 			name := fmt.Sprintf("w-%d", i)
 			if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, makeConfigMap(ns, name, 64, nil), metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("create configmap %s/%s: %w", ns, name, err)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/tranche/tranche/bench/benchreport"
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/registry/all"
 	"github.com/tranche/tranche/internal/storage"
@@ -136,7 +136,7 @@ func (e *env) loadPods(b *testing.B, rp *report) error {
 			names[i] = fmt.Sprintf("web-%05d", i)
 		}
 		start := time.Now()
-		n, err := parallel(ctx, cls, podCount, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
+		n, err := benchreport.Parallel(ctx, cls, podCount, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
 			pod := makePod(podNamespace, names[i], func(p *v1.Pod) { p.Spec.NodeName = fmt.Sprintf("node-%02d", i%50) })
 			if _, err := cs.CoreV1().Pods(podNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("create pod %s/%s: %w", podNamespace, names[i], err)
@@ -170,32 +170,6 @@ func (e *env) storedSize(ctx context.Context, name string) int {
 const podPrefix = "/registry/core/pods/" + podNamespace + "/"
 
 func podKey(name string) string { return podPrefix + name }
-
-// parallel runs op(i) for i in [0, n) spread over one goroutine per client and returns
-// how many succeeded, stopping at the first error.
-func parallel(ctx context.Context, cls []*kubernetes.Clientset, n int, op func(ctx context.Context, cs *kubernetes.Clientset, i int) error) (int, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var next, done atomic.Int64
-	var wg sync.WaitGroup
-	for _, cs := range cls {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := op(ctx, cs, i); err != nil {
-					cancel(err)
-					return
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return int(done.Load()), context.Cause(ctx)
-}
 
 // makePod builds a pod shaped like one a Deployment's ReplicaSet creates (labels, owner,
 // one container with ports, env, resources, probe and a mount), so stored objects have

@@ -24,6 +24,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/tranche/tranche/bench/benchreport"
 	"github.com/tranche/tranche/internal/controller/endpointslice"
 	"github.com/tranche/tranche/internal/events"
 )
@@ -276,7 +277,7 @@ func (e *env) createReference(ctx context.Context) (time.Duration, error) {
 		cls[i] = cs
 	}
 	start := time.Now()
-	_, err = parallel(ctx, cls, services, func(ctx context.Context, cs *kubernetes.Clientset, s int) error {
+	_, err = benchreport.Parallel(ctx, cls, services, func(ctx context.Context, cs *kubernetes.Clientset, s int) error {
 		if _, err := cs.DiscoveryV1().EndpointSlices(peerNamespace).Create(ctx, makePeerSlice(s), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create reference slice for %s: %w", serviceName(s), err)
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/tranche/tranche/bench/benchreport"
 	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/registry/all"
@@ -255,7 +256,7 @@ func (e *env) doLoad(b *testing.B) error {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	if _, err := parallel(ctx, cls, nodeCount, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
+	if _, err := benchreport.Parallel(ctx, cls, nodeCount, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
 		if _, err := cs.CoreV1().Nodes().Create(ctx, makeNode(i), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create node %s: %w", nodeName(i), err)
 		}
@@ -263,7 +264,7 @@ func (e *env) doLoad(b *testing.B) error {
 	}); err != nil {
 		return err
 	}
-	if _, err := parallel(ctx, cls, services, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
+	if _, err := benchreport.Parallel(ctx, cls, services, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
 		ns := e.serviceNamespace(i)
 		if _, err := cs.CoreV1().Services(ns).Create(ctx, makeService(ns, i), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create service %s/%s: %w", ns, serviceName(i), err)
@@ -278,7 +279,7 @@ func (e *env) doLoad(b *testing.B) error {
 		return fmt.Sprintf("set-up: %d of %d pods created and running", loaded.Load(), services*podsPerService)
 	})
 	defer stopProgress()
-	n, err := parallel(ctx, cls, services*podsPerService, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
+	n, err := benchreport.Parallel(ctx, cls, services*podsPerService, func(ctx context.Context, cs *kubernetes.Clientset, i int) error {
 		ns := e.podNamespace(i)
 		pod, err := cs.CoreV1().Pods(ns).Create(ctx, makePod(ns, i), metav1.CreateOptions{})
 		if err != nil {
@@ -298,32 +299,6 @@ func (e *env) doLoad(b *testing.B) error {
 	e.rp.Note("set-up: %d Nodes, %d Services and %d pods in %d namespaces (create + UpdateStatus each) written through the API by %d clients in %s; pods at %.0f/s (%.0f writes/s)",
 		nodeCount, services, n, e.namespaces, loaders, ms(time.Since(start)), float64(n)/podTime.Seconds(), 2*float64(n)/podTime.Seconds())
 	return nil
-}
-
-// parallel runs op(i) for i in [0, n) spread over one goroutine per client and returns
-// how many succeeded, stopping at the first error.
-func parallel(ctx context.Context, cls []*kubernetes.Clientset, n int, op func(ctx context.Context, cs *kubernetes.Clientset, i int) error) (int, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var next, done atomic.Int64
-	var wg sync.WaitGroup
-	for _, cs := range cls {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := op(ctx, cs, i); err != nil {
-					cancel(err)
-					return
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return int(done.Load()), context.Cause(ctx)
 }
 
 // serviceNamespace is where Service s lives: consecutive Services share a namespace.
