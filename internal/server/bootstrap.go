@@ -160,13 +160,7 @@ func ensureClusterDNS(ctx context.Context, client kubernetes.Interface, cfg Conf
 			},
 		},
 	}
-	// Get before Create: on a restart the Service's address is allocated already, and
-	// the allocator refuses it before storage could say AlreadyExists.
-	objects := []struct {
-		what   string
-		get    func() error
-		create func() error
-	}{
+	objects := []bootstrapObject{
 		{"serviceaccount " + dnsNamespace + "/" + dnsAppName, func() error {
 			_, err := client.CoreV1().ServiceAccounts(dnsNamespace).Get(ctx, sa.Name, metav1.GetOptions{})
 			return err
@@ -196,15 +190,32 @@ func ensureClusterDNS(ctx context.Context, client kubernetes.Interface, cfg Conf
 			return err
 		}},
 	}
+	if err := ensure(objects); err != nil {
+		return fmt.Errorf("cluster DNS: %w", err)
+	}
+	return nil
+}
+
+// bootstrapObject is one object a bootstrap step makes sure exists: what names it in
+// errors, get reads it, create makes it.
+type bootstrapObject struct {
+	what   string
+	get    func() error
+	create func() error
+}
+
+// ensure creates, in order, each object that get does not find, and leaves alone the
+// ones that exist (a restart, or another API server that got there first). Get comes
+// before Create because on a restart a Service's addresses and ports are allocated
+// already, and the allocators refuse them before storage could say AlreadyExists.
+func ensure(objects []bootstrapObject) error {
 	for _, o := range objects {
 		err := o.get()
 		if apierrors.IsNotFound(err) {
-			if err = o.create(); apierrors.IsAlreadyExists(err) {
-				err = nil
-			}
+			err = o.create()
 		}
-		if err != nil {
-			return fmt.Errorf("cluster DNS: %s: %w", o.what, err)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s: %w", o.what, err)
 		}
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -104,13 +103,7 @@ func ensureIngress(ctx context.Context, client kubernetes.Interface, cfg Config)
 			},
 		},
 	}
-	// Get before Create: on a restart the Service's node ports and address are taken
-	// already, and allocators refuse them before storage could say AlreadyExists.
-	objects := []struct {
-		what   string
-		get    func() error
-		create func() error
-	}{
+	objects := []bootstrapObject{
 		{"ingressclass " + class.Name, func() error {
 			_, err := client.NetworkingV1().IngressClasses().Get(ctx, class.Name, metav1.GetOptions{})
 			return err
@@ -154,14 +147,5 @@ func ensureIngress(ctx context.Context, client kubernetes.Interface, cfg Config)
 			return err
 		}},
 	}
-	for _, o := range objects {
-		err := o.get()
-		if apierrors.IsNotFound(err) {
-			err = o.create()
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("%s: %w", o.what, err)
-		}
-	}
-	return nil
+	return ensure(objects)
 }
