@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin/tranche
 PKGS    := ./...
-DEBS    := nftables iproute2 busybox conntrack dnsutils etcd-server curl ca-certificates nginx postgresql dnsperf wrk
+DEBS    := nftables iproute2 busybox-static runc conntrack dnsutils etcd-server curl ca-certificates nginx postgresql dnsperf wrk
 KUBECTL ?= $(shell command -v kubectl)
 
 .PHONY: all build deps up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath fuzz clean
@@ -10,7 +10,7 @@ KUBECTL ?= $(shell command -v kubectl)
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/tranche
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/tranche
 
 # deps installs the Debian packages the tests and the cluster need (as root), only
 # those that are missing, and checks that kubectl is there.
