@@ -29,7 +29,7 @@ const (
 
 // ErrPathEscapes is wrapped by extraction errors for a tar entry whose path, or a symlink on its
 // way, leads outside the layer directory.
-var ErrPathEscapes = errors.New("path leads outside the layer directory")
+var ErrPathEscapes = errors.New(`path leads outside the layer directory (through ".." or a symlink); the layer is refused`)
 
 // copyBufferSize is the read size for file contents; larger than io.Copy's default to keep
 // syscalls per byte low on big layers.

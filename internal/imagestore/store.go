@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -38,6 +39,9 @@ const (
 type Store struct {
 	dir    string
 	layout layout.Path
+	// unpacked counts the layers this Store value extracted, which shows whether concurrent
+	// Lowers calls coalesced.
+	unpacked atomic.Int64
 }
 
 // Image is one stored image as the agent and kubelet's image service see it.

@@ -107,6 +107,7 @@ func (s *Store) unpackLayer(ctx context.Context, img v1.Image, desc v1.Descripto
 	if err := os.Rename(tmp, final); err != nil {
 		return "", errors.Join(err, os.RemoveAll(tmp))
 	}
+	s.unpacked.Add(1)
 	if err := syncDir(filepath.Dir(final)); err != nil {
 		return "", err
 	}
