@@ -13,9 +13,10 @@ import (
 // upper and work directories, creating upper, work and target. The mount is always writable:
 // a container's readOnlyRootFilesystem is the OCI runtime's business (it remounts the root read
 // only), and overlayfs needs an upper directory for that to be possible at all. One lower
-// directory is as valid as many. All mount options must fit in one page (the kernel's limit
-// for mount(2) data); paths from Lowers are short for that reason, and a longer option string
-// is refused with an error saying so rather than the kernel's bare EINVAL.
+// directory is as valid as many. mount(2) takes all options in one page; paths from Lowers are
+// short so that they usually fit. When they do not, the lower directories are passed one by
+// one with fsconfig's "lowerdir+" (Linux 6.8 and later); an older kernel gets an error that
+// says so rather than a bare EINVAL.
 func MountRootfs(lowers []string, upper, work, target string) error {
 	if len(lowers) == 0 {
 		return fmt.Errorf("mount rootfs %s: no lower directories", target)
@@ -32,11 +33,49 @@ func MountRootfs(lowers []string, upper, work, target string) error {
 	}
 	data := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + upper + ",workdir=" + work
 	if limit := os.Getpagesize() - 1; len(data) > limit {
-		return fmt.Errorf("mount rootfs %s: overlay options for %d lower directories are %d bytes, over the kernel's limit of %d; use a store directory with a shorter path or an image with fewer layers",
-			target, len(lowers), len(data), limit)
+		// mount(2) cannot take it; the new mount API adds lower directories one at a time.
+		err := mountOverlayEach(lowers, upper, work, target)
+		if err != nil {
+			return fmt.Errorf("mount rootfs %s: overlay options for %d lower directories are %d bytes, over mount(2)'s limit of %d, and this kernel cannot add them one by one (fsconfig lowerdir+, Linux 6.8): %w; use a store directory with a shorter path or an image with fewer layers",
+				target, len(lowers), len(data), limit, err)
+		}
+		return nil
 	}
 	if err := unix.Mount("overlay", target, "overlay", 0, data); err != nil {
 		return fmt.Errorf("mount rootfs %s (overlay %s): %w", target, data, err)
+	}
+	return nil
+}
+
+// mountOverlayEach mounts the overlay through fsopen/fsconfig/fsmount, passing each lower
+// directory as its own "lowerdir+" parameter, which has no one-page limit.
+func mountOverlayEach(lowers []string, upper, work, target string) error {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen: %w", err)
+	}
+	defer unix.Close(fsfd)
+	for _, l := range lowers {
+		if err := unix.FsconfigSetString(fsfd, "lowerdir+", l); err != nil {
+			return fmt.Errorf("lowerdir+ %s: %w", l, err)
+		}
+	}
+	if err := unix.FsconfigSetString(fsfd, "upperdir", upper); err != nil {
+		return fmt.Errorf("upperdir: %w", err)
+	}
+	if err := unix.FsconfigSetString(fsfd, "workdir", work); err != nil {
+		return fmt.Errorf("workdir: %w", err)
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("fsmount: %w", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
 	}
 	return nil
 }
