@@ -18,7 +18,8 @@
 //	    under tmp/, diffID-checked, synced and renamed here under locks/layer-<hex>.
 //	l/<12 hex>
 //	    Short symlinks to layers/, which Lowers returns, so that many lower directories fit in
-//	    overlayfs's one-page mount options. l/empty is the lower of an image without layers.
+//	    mount(2)'s one page of overlay options (MountRootfs falls back to fsconfig "lowerdir+"
+//	    beyond it). l/empty is the lower of an image without layers.
 //	tmp/
 //	    Work in progress; a crash may leave files here, which never hold a published blob or
 //	    layer. A crashed layer unpack is removed by the next unpack of that layer.

@@ -149,7 +149,7 @@ func (s *Store) Put(ctx context.Context, img v1.Image, names ...string) (Image, 
 		if err := ctx.Err(); err != nil {
 			return Image{}, fmt.Errorf("put image %s: %w", label, err)
 		}
-		if err := s.putLayer(img, desc); err != nil {
+		if err := s.putLayer(ctx, img, desc); err != nil {
 			return Image{}, fmt.Errorf("put image %s: layer %d (%s): %w", label, i, desc.Digest, err)
 		}
 	}
@@ -177,7 +177,7 @@ func (s *Store) Put(ctx context.Context, img v1.Image, names ...string) (Image, 
 }
 
 // putLayer stores one layer's compressed blob unless it is already there.
-func (s *Store) putLayer(img v1.Image, desc v1.Descriptor) error {
+func (s *Store) putLayer(ctx context.Context, img v1.Image, desc v1.Descriptor) error {
 	if s.hasBlob(desc.Digest, desc.Size) {
 		return nil
 	}
@@ -190,7 +190,7 @@ func (s *Store) putLayer(img v1.Image, desc v1.Descriptor) error {
 		return err
 	}
 	defer rc.Close()
-	return s.writeBlob(desc.Digest, desc.Size, rc)
+	return s.writeBlob(desc.Digest, desc.Size, ctxReader{ctx, rc})
 }
 
 // Get returns the image a reference names, normalized first. A bare "sha256:<hex>" is looked up

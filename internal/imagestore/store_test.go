@@ -219,3 +219,25 @@ func TestPutCorruptLayer(t *testing.T) {
 		})
 	}
 }
+
+func TestCancelled(t *testing.T) {
+	s := newStore(t)
+	img := makeImage(t, []v1.Layer{gzipLayer(t, file("a", "1"))})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Put(ctx, img, "app"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Put = %v, want context.Canceled", err)
+	}
+	if list, err := s.List(); err != nil || len(list) != 0 {
+		t.Errorf("List = %v, %v; want no image", list, err)
+	}
+	stored := put(t, s, img, "app")
+	if _, err := s.Lowers(ctx, stored); !errors.Is(err, context.Canceled) {
+		t.Errorf("Lowers = %v, want context.Canceled", err)
+	}
+	for _, d := range []string{"layers", "tmp"} {
+		if names := dirNames(t, filepath.Join(s.Dir(), d)); len(names) != 0 {
+			t.Errorf("%s/ holds %v", d, names)
+		}
+	}
+}

@@ -126,7 +126,7 @@ func (s *Store) unpackInto(ctx context.Context, img v1.Image, desc v1.Descriptor
 		return err
 	}
 	defer rc.Close()
-	if err := extract(ctx, rc, dir, diffID); err != nil {
+	if err := extract(ctx, ctxReader{ctx, rc}, dir, diffID); err != nil {
 		return err
 	}
 	d, err := os.Open(dir)

@@ -2,6 +2,7 @@ package imagestore
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -19,4 +20,17 @@ func waitLock(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// ctxReader ends a long copy (a big layer) once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
