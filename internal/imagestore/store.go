@@ -139,6 +139,11 @@ func (s *Store) Put(ctx context.Context, img v1.Image, names ...string) (Image, 
 		return Image{}, fmt.Errorf("put image %s: the manifest lists %d layers but the config %d diffIDs",
 			label, len(manifest.Layers), len(config.RootFS.DiffIDs))
 	}
+	for _, n := range normalized {
+		if err := checkPinned(n, digest); err != nil {
+			return Image{}, fmt.Errorf("put image %s: %w", label, err)
+		}
+	}
 	for _, n := range normalized[:len(names)] {
 		if repo, ok := repository(n); ok {
 			normalized = append(normalized, repo+"@"+digest.String())
@@ -248,6 +253,9 @@ func (s *Store) Tag(ref, digest string) error {
 	if err != nil {
 		return fmt.Errorf("tag %s: digest %q: %w", n, digest, err)
 	}
+	if err := checkPinned(n, h); err != nil {
+		return fmt.Errorf("tag %s: %w", n, err)
+	}
 	return s.updateIndex(func(entries map[string]v1.Descriptor) error {
 		for _, desc := range entries {
 			if desc.Digest == h {
@@ -318,6 +326,15 @@ func (s *Store) load(digest v1.Hash, names []string) (Image, error) {
 		out.DiffIDs = append(out.DiffIDs, d.String())
 	}
 	return out, nil
+}
+
+// checkPinned refuses a digest name ("repo@sha256:...") for an image with another digest.
+func checkPinned(normalized string, digest v1.Hash) error {
+	d, err := name.NewDigest(normalized)
+	if err != nil || d.DigestStr() == digest.String() {
+		return nil
+	}
+	return fmt.Errorf("the name %s pins digest %s but the image's manifest digest is %s", normalized, d.DigestStr(), digest)
 }
 
 // repository returns the repository part of a normalized name.

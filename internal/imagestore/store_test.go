@@ -108,6 +108,13 @@ func TestPutGet(t *testing.T) {
 		})
 	}
 
+	if _, err := s.Put(context.Background(), busybox, "busybox@"+ps.Digest); err == nil || !strings.Contains(err.Error(), "pins digest") {
+		t.Errorf("Put under another image's digest name = %v, want a pinned-digest error", err)
+	}
+	if _, err := s.Put(context.Background(), busybox); err == nil {
+		t.Error("Put without a name succeeded")
+	}
+
 	// A second process opening the store sees the same images.
 	other, err := Open(s.Dir())
 	if err != nil {
@@ -156,6 +163,9 @@ func TestTag(t *testing.T) {
 	}
 	if err := s.Tag("app:v3", "sha256:"+strings.Repeat("0", 64)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Tag to a missing digest = %v, want ErrNotFound", err)
+	}
+	if err := s.Tag("app@"+first.Digest, second.Digest); err == nil || !strings.Contains(err.Error(), "pins digest") {
+		t.Errorf("Tag with another image's digest name = %v, want a pinned-digest error", err)
 	}
 	if err := s.Tag("App", second.Digest); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("Tag with an invalid name = %v, want ErrInvalidName", err)

@@ -45,6 +45,9 @@ func TestLowersUnpack(t *testing.T) {
 		whiteout("etc/gone"),
 		opaque("var/cache"),
 		file("var/cache/new", "fresh"),
+		dir("replaced"),
+		file("replaced/child", "gone with its directory"),
+		file("replaced", "now a file"),
 	)
 	img := put(t, s, makeImage(t, []v1.Layer{base, top}), "app")
 	lowers, err := s.Lowers(context.Background(), img)
@@ -82,6 +85,7 @@ func TestLowersUnpack(t *testing.T) {
 		"run/fifo":      {mode: os.ModeNamedPipe | 0o600},
 		"etc/gone":      {mode: os.ModeDevice | os.ModeCharDevice},
 		"var/cache/new": {mode: 0o644, content: "fresh"},
+		"replaced":      {mode: 0o644, content: "now a file"},
 	}
 	for name, w := range cases {
 		t.Run(name, func(t *testing.T) {
