@@ -16,7 +16,7 @@ import (
 func makePod(mutate ...func(*v1.Pod)) *v1.Pod {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "1234"},
-		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "busybox"}}},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "busybox"}}},
 	}
 	for _, m := range mutate {
 		m(pod)
