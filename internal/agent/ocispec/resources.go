@@ -162,9 +162,9 @@ func milliCPUToQuota(milli, period int64) int64 {
 // containerResources is the cgroup of container c as kubelet's calculateLinuxResources
 // asks for it and containerd's WithResources writes it: shares from the cpu request (the
 // limit when only a limit is set), the CFS period always and a quota for a cpu limit,
-// the memory limit, and pids.max when pidsLimit > 0. cgroup2 adds memory.oom.group=1:
-// kubelet's singleProcessOOMKill defaults to false on cgroup v2, so an OOM kill takes
-// the whole container.
+// the memory limit, and pids.max when pidsLimit > 0. cgroup2 adds memory.oom.group=1
+// (kubelet's singleProcessOOMKill defaults to false on cgroup v2, so an OOM kill takes
+// the whole container) and no swap beyond the memory limit.
 func containerResources(c *v1.Container, pidsLimit int64, cgroup2 bool) *specs.LinuxResources {
 	cpuRequest, hasRequest := c.Resources.Requests[v1.ResourceCPU]
 	cpuLimit, hasLimit := c.Resources.Limits[v1.ResourceCPU]
@@ -181,6 +181,13 @@ func containerResources(c *v1.Container, pidsLimit int64, cgroup2 bool) *specs.L
 	}
 	if m := quantity(v1.ResourceMemory, c.Resources.Limits); m != 0 {
 		r.Memory = &specs.LinuxMemory{Limit: &m}
+		if cgroup2 {
+			// containerd sets memory+swap to the limit (no swap) when the swap
+			// controller exists, which is kubelet's default NoSwap; runc ignores it
+			// on a cgroup v2 node without swap accounting.
+			swap := m
+			r.Memory.Swap = &swap
+		}
 	}
 	if pidsLimit > 0 {
 		r.Pids = &specs.LinuxPids{Limit: &pidsLimit}

@@ -118,8 +118,9 @@ func TestContainerResources(t *testing.T) {
 			Memory: &specs.LinuxMemory{Limit: i64(128 << 20)},
 		}},
 		{name: "tiny limit: quota at least 1ms", r: resources("1m", "", "5m", ""), want: &specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: u64(2), Period: u64(100000), Quota: i64(1000)}}},
-		{name: "pids and cgroup v2", pids: 1024, cgroup2: true, want: &specs.LinuxResources{
+		{name: "pids and cgroup v2", r: resources("", "", "", "64Mi"), pids: 1024, cgroup2: true, want: &specs.LinuxResources{
 			CPU:     &specs.LinuxCPU{Shares: u64(2), Period: u64(100000)},
+			Memory:  &specs.LinuxMemory{Limit: i64(64 << 20), Swap: i64(64 << 20)},
 			Pids:    &specs.LinuxPids{Limit: i64(1024)},
 			Unified: map[string]string{"memory.oom.group": "1"},
 		}},
