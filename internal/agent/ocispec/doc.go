@@ -11,49 +11,49 @@
 //
 // The defaults, and where each comes from:
 //
-//	field                        our value                                                                                            who sets it that way
-//	process.args                 command/args over ENTRYPOINT/CMD (Args)                                                              kubelet docs; containerd CRI WithProcessArgs
-//	process.env                  PATH default, HOSTNAME, image Env, Kubernetes Env                                                    containerd WithDefaultPathEnv, WithEnv order
-//	process.cwd                  workingDir, else image WorkingDir, else /                                                            containerd CRI buildLinuxSpec
-//	process.user                 runAsUser/runAsGroup, else image user's uid or                                                       kubelet getImageUser (image without USER is 0,
-//	                             name (its ":group" is dropped), resolved in rootfs                                                   only the uid part is passed); containerd WithUser
-//	process.user.additionalGids  gid + /etc/group memberships (not with Strict) +                                                     containerd WithAdditionalGIDs, WithSupplementalGroups;
-//	                             supplementalGroups + fsGroup, sorted                                                                 kubelet adds fsGroup
-//	process.terminal             false (the caller brings its own pty)                                                                -
-//	process.capabilities         containerd's 14 defaults in bounding, effective,                                                     containerd pkg/oci defaultUnixCaps; CRI WithCapabilities
-//	                             permitted; add/drop with ALL; privileged = all 41; (ALL first, then names); inheritable empty since
-//	                             inheritable and ambient empty                                                                        CVE-2022-24769; CRI WithoutAmbientCaps
-//	process.noNewPrivileges      allowPrivilegeEscalation == false, never when                                                        kubelet AddNoNewPrivileges; containerd
-//	                             privileged                                                                                           WithNewPrivileges then WithNoNewPrivileges
-//	process.rlimits              RLIMIT_NOFILE 1024 soft, 524288 hard                                                                 CRI drops pkg/oci's 1024:1024 so containers inherit
+//	field                        our value                                             who sets it that way
+//	process.args                 command/args over ENTRYPOINT/CMD (Args)               kubelet docs; containerd CRI WithProcessArgs
+//	process.env                  PATH default, HOSTNAME, image Env, Kubernetes Env     containerd WithDefaultPathEnv, WithEnv order
+//	process.cwd                  workingDir, else image WorkingDir, else /             containerd CRI buildLinuxSpec
+//	process.user                 runAsUser/runAsGroup, else image user's uid or        kubelet getImageUser (image without USER is 0,
+//	                             name (its ":group" is dropped), resolved in rootfs    only the uid part is passed); containerd WithUser
+//	process.user.additionalGids  gid + /etc/group memberships (not with Strict) +      containerd WithAdditionalGIDs, WithSupplementalGroups;
+//	                             supplementalGroups + fsGroup, sorted                  kubelet adds fsGroup
+//	process.terminal             false (the caller brings its own pty)                 -
+//	process.capabilities         containerd's 14 defaults in bounding, effective,      containerd pkg/oci defaultUnixCaps; CRI WithCapabilities
+//	                             permitted; add/drop with ALL; privileged = all 41;    (ALL first, then names); inheritable empty since
+//	                             inheritable and ambient empty                         CVE-2022-24769; CRI WithoutAmbientCaps
+//	process.noNewPrivileges      allowPrivilegeEscalation == false, never when         kubelet AddNoNewPrivileges; containerd
+//	                             privileged                                            WithNewPrivileges then WithNoNewPrivileges
+//	process.rlimits              RLIMIT_NOFILE 1024 soft, 524288 hard                  CRI drops pkg/oci's 1024:1024 so containers inherit
 //	                             containerd's own, systemd's default since containerd
 //	                             2.0's unit stopped setting LimitNOFILE
-//	process.oomScoreAdj          OOMScoreAdj (-997 / 3..999 / 1000)                                                                   kubelet pkg/kubelet/qos
-//	process.apparmorProfile      empty                                                                                                -
-//	root                         Rootfs, readonly = readOnlyRootFilesystem                                                            containerd WithRootFSReadonly
-//	hostname                     Hostname when the container has its own UTS ns                                                       -
-//	mounts                       /proc, /dev (tmpfs 64m; host /dev when                                                               containerd pkg/oci defaultMounts without /run
-//	                             privileged), /dev/pts, /dev/shm (tmpfs 64m),                                                         (WithoutRunMount); CRI adds /sys/fs/cgroup and
-//	                             /dev/mqueue, /sys (ro), /sys/fs/cgroup (ro); rw                                                      makes sysfs/cgroupfs rw when privileged
-//	                             when privileged; then binds by depth, rbind,                                                         CRI WithMounts: orderedMounts, a bind replaces a
-//	                             rprivate, ro|rw                                                                                      default with its destination, rprivate default
-//	linux.namespaces             pid (new or PIDNS), ipc, uts, mount, network                                                         containerd defaultUnixNamespaces, CRI
-//	                             (none for hostNetwork), cgroup on cgroup v2                                                          WithPodNamespaces; cgroupns unless privileged
-//	linux.maskedPaths            kubelet's 11 defaults; none when privileged or                                                       kubelet securitycontext defaults; containerd
-//	linux.readonlyPaths          procMount Unmasked                                                                                   WithPrivileged clears them
-//	linux.resources.devices      deny all, allow null zero full random urandom                                                        containerd pkg/oci deny-all + WithDefaultUnixDevices;
-//	                             tty console ptmx pts; allow all when privileged                                                      WithAllDevicesAllowed when privileged
-//	linux.resources.cpu          shares = milli*1024/1000 in [2, 262144], period                                                      kubelet MilliCPUToShares, MilliCPUToQuota,
-//	                             100000, quota = milli*100 (>= 1000) with a limit                                                     calculateLinuxResources
-//	linux.resources.memory       limit; swap = limit on cgroup v2                                                                     kubelet; containerd WithResources
-//	linux.resources.unified      memory.oom.group=1 on cgroup v2                                                                      kubelet singleProcessOOMKill=false
-//	linux.resources.pids         PidsLimit when > 0                                                                                   kubelet --pod-max-pids style
-//	linux.sysctl                 pod sysctls, safe set (1.37) + allowed unsafe                                                        kubelet sysctl allowlist (admission)
-//	linux.seccomp                RuntimeDefault when unset; none for Unconfined or                                                    kubelet --seccomp-default, fieldSeccompProfile;
-//	                             privileged; Localhost from SeccompDir                                                                containerd GenerateSeccompSpecOpts, WithProfile
-//	linux.seccomp (default)      ERRNO(EPERM) default; allow-list; clone without                                                      containerd/moby default profile semantics, our own
-//	                             namespace flags; clone3 ENOSYS; caps unlock more                                                     list (seccomp.go)
-//	annotations                  io.kubernetes.{pod.name,pod.namespace,pod.uid,                                                       kubelet labels; containerd DefaultCRIAnnotations
+//	process.oomScoreAdj          OOMScoreAdj (-997 / 3..999 / 1000)                    kubelet pkg/kubelet/qos
+//	process.apparmorProfile      empty                                                 -
+//	root                         Rootfs, readonly = readOnlyRootFilesystem             containerd WithRootFSReadonly
+//	hostname                     Hostname when the container has its own UTS ns        -
+//	mounts                       /proc, /dev (tmpfs 64m; host /dev when                containerd pkg/oci defaultMounts without /run
+//	                             privileged), /dev/pts, /dev/shm (tmpfs 64m),          (WithoutRunMount); CRI adds /sys/fs/cgroup and
+//	                             /dev/mqueue, /sys (ro), /sys/fs/cgroup (ro); rw       makes sysfs/cgroupfs rw when privileged
+//	                             when privileged; then binds by depth, rbind,          CRI WithMounts: orderedMounts, a bind replaces a
+//	                             rprivate, ro|rw                                       default with its destination, rprivate default
+//	linux.namespaces             pid (new or PIDNS), ipc, uts, mount, network          containerd defaultUnixNamespaces, CRI
+//	                             (none for hostNetwork), cgroup on cgroup v2           WithPodNamespaces; cgroupns unless privileged
+//	linux.maskedPaths            kubelet's 11 defaults; none when privileged or        kubelet securitycontext defaults; containerd
+//	linux.readonlyPaths          procMount Unmasked                                    WithPrivileged clears them
+//	linux.resources.devices      deny all, allow null zero full random urandom         containerd pkg/oci deny-all + WithDefaultUnixDevices;
+//	                             tty console ptmx pts; allow all when privileged       WithAllDevicesAllowed when privileged
+//	linux.resources.cpu          shares = milli*1024/1000 in [2, 262144], period       kubelet MilliCPUToShares, MilliCPUToQuota,
+//	                             100000, quota = milli*100 (>= 1000) with a limit      calculateLinuxResources
+//	linux.resources.memory       limit; swap = limit on cgroup v2                      kubelet; containerd WithResources
+//	linux.resources.unified      memory.oom.group=1 on cgroup v2                       kubelet singleProcessOOMKill=false
+//	linux.resources.pids         PidsLimit when > 0                                    kubelet --pod-max-pids style
+//	linux.sysctl                 pod sysctls, safe set (1.37) + allowed unsafe         kubelet sysctl allowlist (admission)
+//	linux.seccomp                RuntimeDefault when unset; none for Unconfined or     kubelet --seccomp-default, fieldSeccompProfile;
+//	                             privileged; Localhost from SeccompDir                 containerd GenerateSeccompSpecOpts, WithProfile
+//	linux.seccomp (default)      ERRNO(EPERM) default; allow-list; clone without       containerd/moby default profile semantics, our own
+//	                             namespace flags; clone3 ENOSYS; caps unlock more      list (seccomp.go)
+//	annotations                  io.kubernetes.{pod.name,pod.namespace,pod.uid,        kubelet labels; containerd DefaultCRIAnnotations
 //	                             container.name}, io.kubernetes.cri.*
 //
 // Not handled yet: user namespaces (hostUsers: false is refused), AppArmor and
