@@ -26,8 +26,8 @@
 //	process.noNewPrivileges      allowPrivilegeEscalation == false, never when         kubelet AddNoNewPrivileges; containerd
 //	                             privileged                                            WithNewPrivileges then WithNoNewPrivileges
 //	process.rlimits              RLIMIT_NOFILE 1024 soft, 524288 hard                  CRI drops pkg/oci's 1024:1024 so containers inherit
-//	                             containerd's own, systemd's default since containerd
-//	                             2.0's unit stopped setting LimitNOFILE
+//	                                                                                   containerd's own: systemd's default since containerd
+//	                                                                                   2.0's unit stopped setting LimitNOFILE
 //	process.oomScoreAdj          OOMScoreAdj (-997 / 3..999 / 1000)                    kubelet pkg/kubelet/qos
 //	process.apparmorProfile      empty                                                 -
 //	root                         Rootfs, readonly = readOnlyRootFilesystem             containerd WithRootFSReadonly
