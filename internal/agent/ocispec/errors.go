@@ -9,4 +9,5 @@ type ConfigError struct {
 	Message string
 }
 
+// Error returns Message.
 func (e *ConfigError) Error() string { return e.Message }
