@@ -21,13 +21,12 @@
 //	                             supplementalGroups + fsGroup, sorted                  kubelet adds fsGroup
 //	process.terminal             false (the caller brings its own pty)                 -
 //	process.capabilities         containerd's 14 defaults in bounding, effective,      containerd pkg/oci defaultUnixCaps; CRI WithCapabilities
-//	                             permitted; add/drop with ALL; privileged = all 41;    (ALL first, then names); inheritable empty since
+//	                             permitted; add/drop with ALL; privileged = host's;    (ALL first, then names); inheritable empty since
 //	                             inheritable and ambient empty                         CVE-2022-24769; CRI WithoutAmbientCaps
 //	process.noNewPrivileges      allowPrivilegeEscalation == false, never when         kubelet AddNoNewPrivileges; containerd
 //	                             privileged                                            WithNewPrivileges then WithNoNewPrivileges
-//	process.rlimits              RLIMIT_NOFILE 1024 soft, 524288 hard                  CRI drops pkg/oci's 1024:1024 so containers inherit
-//	                                                                                   containerd's own: systemd's default since containerd
-//	                                                                                   2.0's unit stopped setting LimitNOFILE
+//	process.rlimits              Input.Rlimits; none: inherited from the caller        containerd CRI WithoutDefaultSecuritySettings clears
+//	                                                                                   pkg/oci's RLIMIT_NOFILE 1024:1024: containerd's own
 //	process.oomScoreAdj          OOMScoreAdj (-997 / 3..999 / 1000)                    kubelet pkg/kubelet/qos
 //	process.apparmorProfile      empty                                                 -
 //	root                         Rootfs, readonly = readOnlyRootFilesystem             containerd WithRootFSReadonly

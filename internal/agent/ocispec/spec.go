@@ -76,13 +76,21 @@ type Input struct {
 	// AllowedUnsafeSysctls is kubelet's --allowed-unsafe-sysctls: names or
 	// prefixes ending in "*" allowed beyond the safe set.
 	AllowedUnsafeSysctls []string
+	// HostCapabilities are the capabilities the agent itself holds (its bounding
+	// set, CAP_ names): what "ALL" adds and what a privileged container gets, as
+	// containerd uses its own current set (WithAllCurrentCapabilities) so that runc
+	// is never asked for more than it has. nil means every capability Linux defines.
+	HostCapabilities []string
+	// Rlimits are the process's resource limits. nil leaves them to what runc
+	// inherits from its caller, as a CRI container inherits containerd's: the CRI
+	// clears pkg/oci's RLIMIT_NOFILE 1024:1024. Raising a hard limit above the
+	// caller's fails the start, so a fixed default would not be safe.
+	Rlimits []specs.POSIXRlimit
 }
 
 // Defaults containerd and kubelet apply; doc.go's table says where each comes from.
 const (
 	defaultPath    = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	nofileSoft     = 1024
-	nofileHard     = 524288
 	tmpfsSize      = "size=65536k" // containerd's /dev and /dev/shm
 	podNameKey     = "io.kubernetes.pod.name"
 	podNSKey       = "io.kubernetes.pod.namespace"
@@ -105,7 +113,7 @@ var defaultCaps = []string{
 }
 
 // allCaps is every capability Linux defines (0 to CAP_CHECKPOINT_RESTORE, 40): what
-// "ALL" adds and a privileged container holds.
+// "ALL" adds and a privileged container holds when Input.HostCapabilities is nil.
 var allCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
 	"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE",
@@ -168,7 +176,11 @@ func build(in Input, goarch string) (*specs.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	bounding, err := capabilities(sc, privileged)
+	host := allCaps
+	if in.HostCapabilities != nil {
+		host = in.HostCapabilities
+	}
+	bounding, err := capabilities(sc, privileged, host)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +205,7 @@ func build(in Input, goarch string) (*specs.Spec, error) {
 				Effective: slices.Clone(bounding),
 				Permitted: slices.Clone(bounding),
 			},
-			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: nofileHard, Soft: nofileSoft}},
+			Rlimits:         slices.Clone(in.Rlimits),
 			NoNewPrivileges: !privileged && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
 			OOMScoreAdj:     &adj,
 		},
@@ -347,15 +359,16 @@ func processUser(in Input, sc *v1.SecurityContext, imageUID *int64, imageName st
 }
 
 // capabilities is the bounding (and effective and permitted) set as containerd's CRI
-// builds it: the default set; "ALL" in add makes it every capability, then "ALL" in
-// drop empties it; then the named adds, then the named drops (names with or without
-// CAP_, any case). A privileged container has every capability whatever it asks. The
+// builds it: the default set; "ALL" in add makes it every capability the host holds,
+// then "ALL" in drop empties it; then the named adds, then the named drops (names with
+// or without CAP_, any case). A privileged container has every capability the host
+// holds, whatever it asks. The
 // inheritable and ambient sets stay empty: containerd stopped filling inheritable
 // (CVE-2022-24769) and clears ambient, so a non-root process keeps only what file
 // capabilities give it after execve.
-func capabilities(sc *v1.SecurityContext, privileged bool) ([]string, error) {
+func capabilities(sc *v1.SecurityContext, privileged bool, host []string) ([]string, error) {
 	if privileged {
-		return slices.Clone(allCaps), nil
+		return slices.Clone(host), nil
 	}
 	caps := slices.Clone(defaultCaps)
 	if sc.Capabilities == nil {
@@ -363,7 +376,7 @@ func capabilities(sc *v1.SecurityContext, privileged bool) ([]string, error) {
 	}
 	isAll := func(c v1.Capability) bool { return strings.EqualFold(string(c), "ALL") }
 	if slices.ContainsFunc(sc.Capabilities.Add, isAll) {
-		caps = slices.Clone(allCaps)
+		caps = slices.Clone(host)
 	}
 	if slices.ContainsFunc(sc.Capabilities.Drop, isAll) {
 		caps = nil

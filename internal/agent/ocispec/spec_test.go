@@ -187,6 +187,19 @@ func TestCapabilities(t *testing.T) {
 			}
 		})
 	}
+	t.Run("privileged and ALL stay within the host's set", func(t *testing.T) {
+		host := []string{"CAP_CHOWN", "CAP_KILL", "CAP_NET_ADMIN"}
+		for _, pod := range []*v1.Pod{
+			makePod(withSC(&v1.SecurityContext{Privileged: ptr(true)})),
+			makePod(caps([]v1.Capability{"ALL"}, nil)),
+		} {
+			in := makeInput(t, pod, shImage)
+			in.HostCapabilities = host
+			if diff := cmp.Diff(host, mustSpec(t, in).Process.Capabilities.Bounding); diff != "" {
+				t.Errorf("bounding (-want +got):\n%s", diff)
+			}
+		}
+	})
 	t.Run("unknown name", func(t *testing.T) {
 		if _, err := build(makeInput(t, makePod(caps([]v1.Capability{"FLY"}, nil)), shImage), "amd64"); err == nil {
 			t.Error("an unknown capability was accepted")
@@ -562,6 +575,7 @@ func TestWellFormed(t *testing.T) {
 	in := makeInput(t, pod, crv1.Config{Entrypoint: []string{"/docker-entrypoint.sh"}, Cmd: []string{"nginx", "-g", "daemon off;"}, Env: []string{"NGINX_VERSION=1.25"}})
 	in.Mounts = []Mount{{Source: "/p/hosts", Destination: "/etc/hosts", File: true}}
 	in.PidsLimit = 4096
+	in.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Soft: 1024, Hard: 4096}}
 	s, err := Spec(in)
 	if err != nil {
 		t.Fatalf("Spec: %v", err)
@@ -624,8 +638,8 @@ func TestWellFormed(t *testing.T) {
 	if back.Process.OOMScoreAdj == nil || *back.Process.OOMScoreAdj != 1000-1000*(64<<20)/8_000_000_000 {
 		t.Errorf("oomScoreAdj %v", back.Process.OOMScoreAdj)
 	}
-	if r := back.Process.Rlimits; len(r) != 1 || r[0].Type != "RLIMIT_NOFILE" || r[0].Soft != 1024 || r[0].Hard != 524288 {
-		t.Errorf("rlimits %+v, want RLIMIT_NOFILE 1024:524288", r)
+	if diff := cmp.Diff(in.Rlimits, back.Process.Rlimits); diff != "" {
+		t.Errorf("rlimits (-want +got):\n%s", diff)
 	}
 	if back.Process.Terminal || back.Process.ApparmorProfile != "" {
 		t.Errorf("terminal %v, apparmor %q: want false and none", back.Process.Terminal, back.Process.ApparmorProfile)
