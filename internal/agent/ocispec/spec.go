@@ -153,6 +153,11 @@ func build(in Input, goarch string) (*specs.Spec, error) {
 	if !filepath.IsAbs(in.Rootfs) {
 		return nil, fmt.Errorf("ocispec: root file system %q is not an absolute path", in.Rootfs)
 	}
+	for _, m := range in.Mounts {
+		if !filepath.IsAbs(m.Destination) || !filepath.IsAbs(m.Source) {
+			return nil, fmt.Errorf("ocispec: mount %q on %q: source and destination must be absolute paths", m.Source, m.Destination)
+		}
+	}
 	pod, c := in.Pod, in.Container
 	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
 		return nil, &ConfigError{Message: "pod " + podString(pod) + " asks for a user namespace (hostUsers: false), which this node does not support"}

@@ -512,6 +512,13 @@ func TestMounts(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
+	t.Run("relative destination", func(t *testing.T) {
+		in := makeInput(t, makePod(), shImage)
+		in.Mounts = []Mount{{Source: "/v/data", Destination: "data"}}
+		if _, err := build(in, "amd64"); err == nil {
+			t.Error("a relative mount destination was accepted")
+		}
+	})
 	t.Run("default /dev/shm", func(t *testing.T) {
 		s := mustSpec(t, makeInput(t, makePod(), shImage))
 		if !slices.ContainsFunc(s.Mounts, func(m specs.Mount) bool {
