@@ -413,7 +413,9 @@ func killAll(hs []hierarchy, unified bool, path string) error {
 	freeze := func(bool) {}
 	if dir, err := controllerDir(hs, unified, "freezer", path); err == nil {
 		if unified {
-			freeze = func(on bool) { writeFile(filepath.Join(dir, "cgroup.freeze"), map[bool]string{true: "1", false: "0"}[on]) }
+			freeze = func(on bool) {
+				writeFile(filepath.Join(dir, "cgroup.freeze"), map[bool]string{true: "1", false: "0"}[on])
+			}
 		} else {
 			freeze = func(on bool) {
 				writeFile(filepath.Join(dir, "freezer.state"), map[bool]string{true: "FROZEN", false: "THAWED"}[on])

@@ -7,10 +7,10 @@
 // # Who supervises a container
 //
 // Start runs `runc run --keep` in the foreground as a child of the agent. runc stays the
-// container's parent for the container's whole life: it passes the agent's stdio (pipes,
-// or a pty slave for tty containers) straight through to the container's process,
-// forwards every signal it receives to it, and exits with its exit code (128+N when it
-// was killed by signal N). --keep leaves the stopped container, and with it its cgroup,
+// container's parent for the container's whole life: it copies the agent's stdio to
+// and from the container's process (through pipes of its own, or through the
+// container's terminal for tty containers: see console.go), forwards every signal it
+// receives to it, and exits with its exit code (128+N when it was killed by signal N). --keep leaves the stopped container, and with it its cgroup,
 // in place when it exits, so that the agent can read Stats (the OOM kill counter lives in
 // the container's cgroup) before Delete removes both.
 //
@@ -24,9 +24,10 @@
 // through `runc kill` instead, so that the container dies and runc reports it.
 //
 // What is not there yet (the next issue, containers that outlive the agent for good):
-// the container's stdio is the agent's pipes, so output written while no agent reads it
-// is lost (EPIPE) and the exit code of a container whose runc was reparented is not seen
-// by the new agent. The plan is a small per-container shim (the tranche binary itself)
+// the container's stdio ends in the agent's pipes, so output written while no agent
+// reads it is lost (EPIPE), a container whose runc was SIGKILLed has lost its stdio
+// altogether, and the exit code of a container whose runc was reparented is not seen by
+// the new agent. The plan is a small per-container shim (the tranche binary itself)
 // between the agent and `runc run`, owning the log file and the exit status, with the
 // agent as a child subreaper; Start's contract (runc's exit code is the container's)
 // stays the same for it.

@@ -51,7 +51,8 @@ type Runtime struct {
 	// Root is runc's --root state directory, one per node agent (for instance
 	// DATA/nodes/<node>/runc); it is created when missing.
 	Root string
-	// Logger receives what runc logs besides errors, and the agent-side decisions.
+	// Logger receives debug records of what the Runtime does. runc's own log of a
+	// container is runc.log in its bundle (JSON lines), read by StartError.
 	Logger *slog.Logger
 }
 
@@ -146,12 +147,19 @@ func (r *Runtime) command(logPath string, args ...string) (*exec.Cmd, error) {
 }
 
 // Start runs `runc run --keep --bundle bundle id` in the foreground as a child of the
-// caller, which Waits for the returned command. runc passes stdin, stdout and stderr
-// (each any *os.File, such as a pty slave for a tty container, or any reader or writer,
-// which os/exec connects through a pipe) straight through to the container's process
-// (spec.Process.Terminal must be false), and extra as its file descriptors 3, 4, ...
-// (--preserve-fds). runc forwards the signals it receives to the container and exits
-// with the container's exit code, 128+N for a container killed by signal N.
+// caller, which Waits for the returned command. runc exits with the container's exit
+// code, 128+N for a container killed by signal N, and forwards the signals it receives
+// to the container. extra become the container's file descriptors 3, 4, ...
+// (--preserve-fds).
+//
+// stdin, stdout and stderr are any *os.File, reader or writer. runc in the foreground
+// copies them to the container through pipes of its own (it does not pass the files
+// through), so a pty slave given as stdio is no terminal inside the container: for a tty
+// container set spec.Process.Terminal (and give the pty slave as stdin and stdout);
+// runc then creates the container's terminal and copies between it and its stdio. Start
+// puts stdin in raw mode when it is a terminal. The terminal's first size is
+// spec.Process.ConsoleSize (runc copies stdin's size only once the process runs); to
+// resize, set the new size on stdin and send runc (the returned command) SIGWINCH. See console.go.
 //
 // The stopped container stays in place after runc exits, cgroup included: read Stats,
 // then Delete it. When ctx is done the container is killed (`runc kill KILL`, or runc
@@ -166,52 +174,90 @@ func (r *Runtime) Start(ctx context.Context, id, bundle string, stdin io.Reader,
 	if err != nil {
 		return nil, err
 	}
+	terminal, err := bundleTerminal(bundle)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
 	for _, f := range []string{pidFile, logFile} {
 		if err := os.Remove(filepath.Join(bundle, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("container %s: %w", id, err)
 		}
 	}
-	cmd, err := r.command(filepath.Join(bundle, logFile), "run", "--keep", "--bundle", bundle,
-		"--pid-file", filepath.Join(bundle, pidFile), "--preserve-fds", strconv.Itoa(len(extra)), id)
+	args := []string{"run", "--keep", "--bundle", bundle, "--pid-file", filepath.Join(bundle, pidFile),
+		"--preserve-fds", strconv.Itoa(len(extra))}
+	cmd, err := r.launch(ctx, filepath.Join(bundle, logFile), args, id, terminal, stdin, stdout, stderr, extra, func(cmd *exec.Cmd) {
+		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Kill(kctx, id, syscall.SIGKILL); err != nil {
+			r.logger().Debug("no container to kill: killing runc", "container", id, "err", err)
+			cmd.Process.Kill()
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	r.logger().Debug("runc run", "container", id, "bundle", bundle, "pid", cmd.Process.Pid, "terminal", terminal)
+	return cmd, nil
+}
+
+// bundleTerminal reads spec.Process.Terminal from a bundle's config.json.
+func bundleTerminal(bundle string) (bool, error) {
+	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return false, err
+	}
+	var s struct {
+		Process *struct {
+			Terminal bool `json:"terminal"`
+		} `json:"process"`
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return false, fmt.Errorf("%s/config.json: %w", bundle, err)
+	}
+	return s.Process != nil && s.Process.Terminal, nil
+}
+
+// launch starts runc with args and then id and the caller's stdio (made raw first
+// when terminal and stdin is a terminal). onCancel runs when ctx is done before runc
+// has exited.
+func (r *Runtime) launch(ctx context.Context, logPath string, args []string, id string, terminal bool,
+	stdin io.Reader, stdout, stderr io.Writer, extra []*os.File, onCancel func(*exec.Cmd)) (*exec.Cmd, error) {
+	cmd, err := r.command(logPath, append(args, id)...)
+	if err != nil {
+		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, stdout, stderr, extra
 	// Its own process group: a terminal's Ctrl-C to the agent is not the container's.
 	// No Pdeathsig: see the package documentation.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if terminal {
+		makeRaw(stdin)
+	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("container %s: starting runc: %w", id, err)
+		return nil, fmt.Errorf("starting runc: %w", err)
 	}
-	r.logger().Debug("runc run", "container", id, "bundle", bundle, "pid", cmd.Process.Pid)
-	if ctx.Done() != nil {
-		// A pidfd, opened before the caller can reap runc, tells when runc has exited
-		// without racing with the caller's Wait or with PID reuse.
-		pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return nil, fmt.Errorf("container %s: watching runc: %w", id, err)
+	if ctx.Done() == nil {
+		return cmd, nil
+	}
+	// A pidfd, opened before the caller can reap runc, tells when runc has exited
+	// without racing with the caller's Wait or with PID reuse.
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("watching runc: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { onCancel(cmd) })
+	go func() {
+		defer unix.Close(pidfd)
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
+				break
+			}
 		}
-		stop := context.AfterFunc(ctx, func() {
-			kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := r.Kill(kctx, id, syscall.SIGKILL); err != nil {
-				r.logger().Debug("no container to kill: killing runc", "container", id, "err", err)
-				cmd.Process.Kill()
-			}
-		})
-		go func() {
-			defer unix.Close(pidfd)
-			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-			for {
-				if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
-					break
-				}
-			}
-			stop()
-		}()
-	}
+		stop()
+	}()
 	return cmd, nil
 }
 
@@ -250,8 +296,8 @@ func lastError(path string) string {
 // Exec runs p in the running container id (`runc exec --process`) with the given stdio,
 // waits for it and returns its exit code (128+N when killed by signal N). p is used as
 // given (args, env, cwd, user, capabilities, no_new_privs: the caller copies them from
-// the container's spec), except that Terminal is forced off: a tty is passed in as
-// stdio. The error is non-nil only when the process could not be run; it wraps
+// the container's spec); with p.Terminal the process gets a terminal of its own, copied
+// to and from stdin and stdout as Start does. The error is non-nil only when the process could not be run; it wraps
 // ErrNotRunning when the container is not running. When ctx is done the process is
 // killed.
 func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -268,12 +314,13 @@ func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io
 	if st.Status != StatusRunning {
 		return -1, fmt.Errorf("exec in container %s (%s): %w", id, st.Status, ErrNotRunning)
 	}
-	dir, err := os.MkdirTemp(r.Root, ".exec-"+id+"-")
+	// Not below Root, where runc takes every directory for a container. Private (0700):
+	// the process's environment may hold secrets.
+	dir, err := os.MkdirTemp("", "tranche-exec-"+id+"-")
 	if err != nil {
 		return -1, fmt.Errorf("exec in container %s: %w", id, err)
 	}
 	defer os.RemoveAll(dir)
-	p.Terminal = false
 	data, err := json.Marshal(p)
 	if err != nil {
 		return -1, fmt.Errorf("exec in container %s: encoding the process: %w", id, err)
@@ -282,16 +329,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io
 	if err := os.WriteFile(procPath, data, 0o600); err != nil {
 		return -1, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	cmd, err := r.command(filepath.Join(dir, "log"), "exec", "--process", procPath, "--pid-file", pidPath, id)
-	if err != nil {
-		return -1, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return -1, fmt.Errorf("exec in container %s: starting runc: %w", id, err)
-	}
-	stop := context.AfterFunc(ctx, func() {
+	args := []string{"exec", "--process", procPath, "--pid-file", pidPath}
+	cmd, err := r.launch(ctx, filepath.Join(dir, "log"), args, id, p.Terminal, stdin, stdout, stderr, nil, func(cmd *exec.Cmd) {
 		// runc cannot forward SIGKILL: kill the process itself, or runc before it exists.
 		if b, err := os.ReadFile(pidPath); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
@@ -301,8 +340,10 @@ func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io
 		}
 		cmd.Process.Kill()
 	})
+	if err != nil {
+		return -1, fmt.Errorf("exec in container %s: %w", id, err)
+	}
 	werr := cmd.Wait()
-	stop()
 	if _, err := os.Stat(pidPath); err != nil {
 		msg := lastError(filepath.Join(dir, "log"))
 		if msg == "" && werr != nil {
