@@ -159,7 +159,7 @@ func (r *Runtime) command(logPath string, args ...string) (*exec.Cmd, error) {
 // runc then creates the container's terminal and copies between it and its stdio. Start
 // puts stdin in raw mode when it is a terminal. The terminal's first size is
 // spec.Process.ConsoleSize (runc copies stdin's size only once the process runs); to
-// resize, set the new size on stdin and send runc (the returned command) SIGWINCH. See console.go.
+// resize, set the new size on stdin and send runc (the returned command) SIGWINCH.
 //
 // The stopped container stays in place after runc exits, cgroup included: read Stats,
 // then Delete it. When ctx is done the container is killed (`runc kill KILL`, or runc
