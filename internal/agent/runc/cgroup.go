@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -50,9 +51,19 @@ func hierarchies() ([]hierarchy, bool, error) {
 		return nil, false, fmt.Errorf("cgroups: %w", err)
 	}
 	defer f.Close()
+	hs, err := parseMountinfo(f)
+	if err != nil {
+		return nil, false, fmt.Errorf("cgroups: reading mountinfo: %w", err)
+	}
+	return hs, false, nil
+}
+
+// parseMountinfo returns the cgroup hierarchies mounted below cgroupRoot, one entry per
+// hierarchy (a hierarchy mounted twice is listed once).
+func parseMountinfo(r io.Reader) ([]hierarchy, error) {
 	var hs []hierarchy
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
@@ -86,10 +97,7 @@ func hierarchies() ([]hierarchy, bool, error) {
 			hs = append(hs, h)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, false, fmt.Errorf("cgroups: reading mountinfo: %w", err)
-	}
-	return hs, false, nil
+	return hs, sc.Err()
 }
 
 // controllerDir returns the directory of path in the v1 hierarchy of ctl, or in the
@@ -277,10 +285,7 @@ func ensureV2(path string, res *specs.LinuxResources) error {
 	}
 	if c := res.CPU; c != nil {
 		if c.Shares != nil && *c.Shares > 0 {
-			// The conversion runc and kubelet use: shares 2..262144 onto weight 1..10000.
-			shares := min(max(*c.Shares, 2), 262144)
-			weight := 1 + ((shares-2)*9999)/262142
-			if err := writeFile(filepath.Join(dir, "cpu.weight"), strconv.FormatUint(weight, 10)); err != nil {
+			if err := writeFile(filepath.Join(dir, "cpu.weight"), strconv.FormatUint(cpuWeight(*c.Shares), 10)); err != nil {
 				return err
 			}
 		}
@@ -331,6 +336,13 @@ func ensureV2(path string, res *specs.LinuxResources) error {
 		}
 	}
 	return nil
+}
+
+// cpuWeight maps v1 CPU shares (2..262144) onto a v2 weight (1..10000), the linear
+// conversion runc and kubelet use, so that both versions divide CPU alike.
+func cpuWeight(shares uint64) uint64 {
+	shares = min(max(shares, 2), 262144)
+	return 1 + ((shares-2)*9999)/262142
 }
 
 // RemovePod removes the cgroup at path and every cgroup below it in every hierarchy.

@@ -368,11 +368,14 @@ func TestKill(t *testing.T) {
 		args []string
 		sig  syscall.Signal
 		code int
+		// viaRunc signals runc instead of using Kill: runc forwards it.
+		viaRunc bool
 	}{
 		// The kernel delivers to a PID namespace's init only the signals it handles:
 		// SIGTERM works on an init that traps it, as on every runtime.
 		{name: "term", args: []string{"sh", "-c", `trap "exit 143" TERM; echo ready; sleep 1000 & wait`}, sig: syscall.SIGTERM, code: 143},
 		{name: "kill", args: []string{"sh", "-c", "echo ready; exec sleep 1000"}, sig: syscall.SIGKILL, code: 137},
+		{name: "term-to-runc", args: []string{"sh", "-c", `trap "exit 143" TERM; echo ready; sleep 1000 & wait`}, sig: syscall.SIGTERM, code: 143, viaRunc: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, dir := e.bundle(t, tc.name, tc.args)
@@ -380,7 +383,11 @@ func TestKill(t *testing.T) {
 			if l := readLine(t, out); l != "ready" {
 				t.Fatalf("container said %q, want ready", l)
 			}
-			if err := e.rt.Kill(context.Background(), id, tc.sig); err != nil {
+			if tc.viaRunc {
+				if err := cmd.Process.Signal(tc.sig); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := e.rt.Kill(context.Background(), id, tc.sig); err != nil {
 				t.Fatal(err)
 			}
 			if code := exit(t, cmd, dir); code != tc.code {
