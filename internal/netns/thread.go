@@ -314,3 +314,59 @@ func OpenLinks(name string) (*Links, error) {
 	}
 	return &Links{ns: name, h: h}, nil
 }
+
+// UnsharePodNamespaces creates a new IPC namespace and a new UTS namespace on a
+// throw-away thread, sets hostname in the new UTS namespace, and bind-mounts them at
+// ipcPath and utsPath (existing files), which keeps them alive without a process, as
+// unshareAndMount does for network namespaces. Containers of a pod join them by path.
+//
+// The hostname is set only after checking that the thread really is in a UTS namespace
+// of its own (leftUTS): a failed unshare must never rename the host.
+func UnsharePodNamespaces(ipcPath, utsPath, hostname string) error {
+	return runLocked(nil, func() error {
+		if err := unix.Unshare(unix.CLONE_NEWIPC | unix.CLONE_NEWUTS); err != nil {
+			return fmt.Errorf("unshare: %w", err)
+		}
+		if err := leftUTS(); err != nil {
+			return err
+		}
+		if err := unix.Sethostname([]byte(hostname)); err != nil {
+			return fmt.Errorf("setting hostname %q: %w", hostname, err)
+		}
+		for _, m := range []struct{ ns, path string }{{"ipc", ipcPath}, {"uts", utsPath}} {
+			if err := unix.Mount("/proc/thread-self/ns/"+m.ns, m.path, "none", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("bind-mounting the %s namespace at %s: %w", m.ns, m.path, err)
+			}
+		}
+		return nil
+	}, nil)
+}
+
+// leftUTS fails unless the calling thread is in a UTS namespace other than the process's
+// own (its main thread's, which never switches) and the host's (PID 1's, or kthreadd's
+// when PID 1's cannot be read, as in notRoot).
+func leftUTS() error {
+	var self unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/uts", &self); err != nil {
+		return err
+	}
+	for _, p := range []string{"/proc/self/ns/uts", "/proc/1/ns/uts", "/proc/2/ns/uts"} {
+		if p == "/proc/2/ns/uts" {
+			comm, err := os.ReadFile("/proc/2/comm")
+			if err != nil || strings.TrimSpace(string(comm)) != "kthreadd" {
+				continue
+			}
+		}
+		var other unix.Stat_t
+		if err := unix.Stat(p, &other); err != nil {
+			if p == "/proc/self/ns/uts" {
+				return fmt.Errorf("identifying the process's UTS namespace: %w", err)
+			}
+			continue
+		}
+		if self.Dev == other.Dev && self.Ino == other.Ino {
+			return fmt.Errorf("still in the UTS namespace of %s after unshare; refusing to set the hostname", p)
+		}
+	}
+	return nil
+}
