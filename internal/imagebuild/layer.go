@@ -1,0 +1,93 @@
+package imagebuild
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// layerMediaType is the layers' media type: uncompressed tar. Measured on this
+// project's 2-core CI machine for the 108 MB tranche binary (BenchmarkLayerEncoding):
+// hashing the uncompressed tar takes about 0.07 s, gzip at the default level about
+// 3.4 s and at BestSpeed about 1.4 s for a 2.2x smaller blob. The store is on the same
+// disk as the images it runs, nothing is sent over a network, and the first `tranche
+// up` must be ready in 5 s including all builds, so the seconds gzip costs buy nothing
+// here. Uncompressed layers also let the digest be the DiffID, computed in one pass.
+const layerMediaType = types.OCIUncompressedLayer
+
+// fileLayer is a v1.Layer whose tar stream is written from the plan on demand: only
+// its digest and size are kept in memory, not its (up to 100 MB) contents. Each read
+// writes the stream again and checks it against the digest, so a host file changed
+// after the build is an error rather than a layer whose content and name disagree.
+type fileLayer struct {
+	name   string
+	nodes  []*node
+	digest v1.Hash
+	size   int64
+}
+
+var _ v1.Layer = (*fileLayer)(nil)
+
+// newLayer writes t's tar stream once to learn its digest and size.
+func newLayer(t *tree) (*fileLayer, error) {
+	nodes, err := t.entries()
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	cw := &countWriter{w: h}
+	if err := writeTar(cw, t.name, nodes); err != nil {
+		return nil, err
+	}
+	return &fileLayer{name: t.name, nodes: nodes, digest: sum(h), size: cw.n}, nil
+}
+
+func sum(h hash.Hash) v1.Hash {
+	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Digest is the digest of the tar stream, which is stored uncompressed.
+func (l *fileLayer) Digest() (v1.Hash, error) { return l.digest, nil }
+
+// DiffID equals Digest: the layer is not compressed.
+func (l *fileLayer) DiffID() (v1.Hash, error) { return l.digest, nil }
+
+// Size is the tar stream's length.
+func (l *fileLayer) Size() (int64, error) { return l.size, nil }
+
+// MediaType is the uncompressed OCI layer type.
+func (l *fileLayer) MediaType() (types.MediaType, error) { return layerMediaType, nil }
+
+// Compressed returns the stored form, which is the tar stream itself.
+func (l *fileLayer) Compressed() (io.ReadCloser, error) { return l.Uncompressed() }
+
+// Uncompressed writes the tar stream again from the host files; the reader fails at
+// its end if the stream no longer has the layer's digest.
+func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		h := sha256.New()
+		err := writeTar(io.MultiWriter(pw, h), l.name, l.nodes)
+		if err == nil && sum(h) != l.digest {
+			err = fmt.Errorf("layer %s: its files changed since the image was built (digest %s, expected %s): build again", l.name, sum(h), l.digest)
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
+}
