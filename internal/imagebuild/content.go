@@ -237,10 +237,14 @@ if [ "$(id -u)" = 0 ]; then
 	chmod 700 "$PGDATA" || :
 	chmod 3777 /var/run/postgresql || :
 	chown -R postgres:postgres "$PGDATA" /var/run/postgresql
-	exec su postgres -s /bin/sh -c 'exec "$0" "$@"' "$0" "$@"
+	# Options before "--" and none after: busybox su would take postgres's own
+	# options (--version, -c) for its.
+	exec su -s /bin/sh -c 'exec "$0" "$@"' -- postgres "$0" "$@"
 fi
 
-if [ ! -s "$PGDATA/PG_VERSION" ]; then
+if [ -s "$PGDATA/PG_VERSION" ]; then
+	echo "PostgreSQL Database directory appears to contain a database; Skipping initialization"
+else
 	auth="${POSTGRES_HOST_AUTH_METHOD:-scram-sha-256}"
 	if [ -z "${POSTGRES_PASSWORD-}" ] && [ "$auth" != trust ]; then
 		cat >&2 <<-'EOM'
