@@ -11,13 +11,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// layerMediaType is the layers' media type: uncompressed tar. Measured on this
-// project's 2-core CI machine for the 108 MB tranche binary (BenchmarkLayerEncoding):
-// hashing the uncompressed tar takes about 0.07 s, gzip at the default level about
-// 3.4 s and at BestSpeed about 1.4 s for a 2.2x smaller blob. The store is on the same
-// disk as the images it runs, nothing is sent over a network, and the first `tranche
-// up` must be ready in 5 s including all builds, so the seconds gzip costs buy nothing
-// here. Uncompressed layers also let the digest be the DiffID, computed in one pass.
+// layerMediaType is the layers' media type: uncompressed tar. Measured with
+// BenchmarkLayerEncoding on this project's shared 2-core machine for the 113 MB tar of
+// the tranche binary's layer: writing and hashing it uncompressed takes 0.12 s; gzip
+// takes 2.9 s at the default level (45 MB) and 1.2 s at BestSpeed (49 MB). The store
+// is on the disk of the host that runs the images and nothing crosses a network, while
+// the first `tranche up` must be ready in 5 s including every build (1.3 s for all of
+// them uncompressed, BenchmarkBuild), so the seconds gzip costs buy nothing here; the
+// 2.3x of disk it would save is about 65 MB once, the binary layer being shared.
+// Uncompressed, a layer's digest is also its DiffID, computed in one pass.
 const layerMediaType = types.OCIUncompressedLayer
 
 // fileLayer is a v1.Layer whose tar stream is written from the plan on demand: only
