@@ -214,7 +214,8 @@ const nginx50x = `<!DOCTYPE html>
 
 // postgresEntrypoint is /usr/local/bin/docker-entrypoint.sh, in POSIX sh for busybox.
 // It does what the official image's entrypoint does in the common cases: options as
-// first argument go to postgres; as root it makes PGDATA postgres's and starts itself
+// first argument go to postgres; POSTGRES_*_FILE variables name files holding the
+// settings; as root it makes PGDATA postgres's and starts itself
 // again as postgres; an empty PGDATA is initialised from POSTGRES_USER,
 // POSTGRES_PASSWORD (required unless POSTGRES_HOST_AUTH_METHOD=trust), POSTGRES_DB
 // and POSTGRES_INITDB_ARGS, with network connections by password and listening on
@@ -231,6 +232,21 @@ fi
 
 : "${PGDATA:=/var/lib/postgresql/data}"
 export PGDATA
+
+# Each POSTGRES_* setting may come from a file named by the variable with _FILE
+# appended (a mounted Secret), not both.
+for var in POSTGRES_PASSWORD POSTGRES_USER POSTGRES_DB POSTGRES_INITDB_ARGS; do
+	eval "file=\${${var}_FILE-}" "value=\${${var}-}"
+	if [ -n "$file" ]; then
+		if [ -n "$value" ]; then
+			echo "error: both $var and ${var}_FILE are set; set only one" >&2
+			exit 1
+		fi
+		value="$(cat "$file")"
+		export "$var=$value"
+		unset "${var}_FILE"
+	fi
+done
 
 if [ "$(id -u)" = 0 ]; then
 	mkdir -p "$PGDATA" /var/run/postgresql
@@ -284,3 +300,20 @@ fi
 
 exec "$@"
 `
+
+// localeScript is the postgres image's /usr/bin/locale, for its only user: initdb
+// runs `locale -a` to create a collation for each locale of the system, and the image
+// has C, POSIX and the C.utf8 locale copied from the host (listed when present). Other
+// uses get the settings from the environment, as locale(1) prints them.
+func localeScript(cUTF8 bool) string {
+	list := `C\nPOSIX\n`
+	if cUTF8 {
+		list = `C\nC.utf8\nPOSIX\n`
+	}
+	return `#!/bin/sh
+case "${1-}" in
+-a) printf '` + list + `' ;;
+*) echo "LANG=${LANG-}"; echo "LC_ALL=${LC_ALL-}" ;;
+esac
+`
+}

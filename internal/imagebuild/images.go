@@ -453,10 +453,12 @@ func postgresPlan(ctx context.Context, src Source) (*plan, error) {
 		t.hostTree(hostZoneinfo, nil)
 	}
 	lang := "C"
-	if _, err := os.Stat(hostCUTF8); err == nil {
+	_, err = os.Stat(hostCUTF8)
+	if err == nil {
 		t.hostTree(hostCUTF8, nil)
 		lang = "C.UTF-8"
 	}
+	t.file("usr/bin/locale", 0o755, localeScript(err == nil))
 	passwd, group := accounts([]string{"postgres:x:999:999::/var/lib/postgresql:/bin/sh"}, []string{"postgres:x:999:"})
 	t.file("etc/passwd", 0o644, passwd)
 	t.file("etc/group", 0o644, group)
