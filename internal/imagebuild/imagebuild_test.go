@@ -16,8 +16,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 )
 
 // testSource returns a Source whose tranche binary is a copy of the static busybox
@@ -244,6 +247,13 @@ func TestImages(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			img := build(t, tc.name, src)
+			// Manifest and config agree with each other (validate.Image reads
+			// layers only as gzip, hence Fast), and each layer's bytes have its
+			// digest and size, as a registry or store checks them.
+			if err := validate.Image(img, validate.Fast); err != nil {
+				t.Errorf("validate: %v", err)
+			}
+			checkLayerBytes(t, img)
 			mt, err := img.MediaType()
 			if err != nil || mt != types.OCIManifestSchema1 {
 				t.Errorf("media type %q (%v), want %q", mt, err, types.OCIManifestSchema1)
@@ -560,5 +570,69 @@ func TestELFClosure(t *testing.T) {
 	}
 	if _, err := elfClosure("/etc/passwd"); err == nil {
 		t.Error("closure of a non-ELF file succeeded")
+	}
+}
+
+func checkLayerBytes(t *testing.T, img v1.Image) {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range layers {
+		rc, err := l.Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, n, err := v1.SHA256(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatalf("layer %d: %v", i, err)
+		}
+		digest, _ := l.Digest()
+		diffID, _ := l.DiffID()
+		size, _ := l.Size()
+		if h != digest || h != diffID || n != size {
+			t.Errorf("layer %d: content has digest %s and size %d; layer says digest %s, DiffID %s, size %d", i, h, n, digest, diffID, size)
+		}
+	}
+}
+
+// TestLayoutRoundTrip writes images to an OCI image layout, as a store may keep them,
+// and reads them back: the shared layers are written once, and the image
+// read back has the digest and files of the one built.
+func TestLayoutRoundTrip(t *testing.T) {
+	src := testSource(t)
+	dir := t.TempDir()
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := map[string]v1.Image{}
+	for _, name := range []string{agnhostName, pauseName, trancheName} {
+		img := build(t, name, src)
+		built[name] = img
+		if err := p.AppendImage(img); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	blobs, err := filepath.Glob(filepath.Join(dir, "blobs", "sha256", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The busybox base and the tranche binary once each, the agnhost and pause
+	// layers, and one manifest and one config per image.
+	if len(blobs) != 4+3+3 {
+		t.Errorf("%d blobs, want 10 (4 distinct layers, 3 manifests, 3 configs)", len(blobs))
+	}
+	for name, img := range built {
+		d, _ := img.Digest()
+		back, err := p.Image(d)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(files(t, img), files(t, back), cmp.AllowUnexported(file{})); diff != "" {
+			t.Errorf("%s read back from the layout differs (-built +read):\n%s", name, diff)
+		}
 	}
 }
