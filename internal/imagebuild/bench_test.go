@@ -187,7 +187,7 @@ func BenchmarkLayerEncoding(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := newLayer(t)
+	l, err := newLayer(context.Background(), t)
 	if err != nil {
 		b.Fatal(err)
 	}

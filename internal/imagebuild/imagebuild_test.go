@@ -636,3 +636,11 @@ func TestLayoutRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Build(ctx, entry(t, pauseName), testSource(t)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Build with a cancelled context: %v, want context.Canceled", err)
+	}
+}

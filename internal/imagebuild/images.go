@@ -118,7 +118,7 @@ func Build(ctx context.Context, e Entry, src Source) (v1.Image, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		l, err := newLayer(t)
+		l, err := newLayer(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", e.Name, err)
 		}

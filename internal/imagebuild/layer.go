@@ -1,6 +1,7 @@
 package imagebuild
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -36,14 +37,14 @@ type fileLayer struct {
 var _ v1.Layer = (*fileLayer)(nil)
 
 // newLayer writes t's tar stream once to learn its digest and size.
-func newLayer(t *tree) (*fileLayer, error) {
+func newLayer(ctx context.Context, t *tree) (*fileLayer, error) {
 	nodes, err := t.entries()
 	if err != nil {
 		return nil, err
 	}
 	h := sha256.New()
 	cw := &countWriter{w: h}
-	if err := writeTar(cw, t.name, nodes); err != nil {
+	if err := writeTar(ctx, cw, t.name, nodes); err != nil {
 		return nil, err
 	}
 	return &fileLayer{name: t.name, nodes: nodes, digest: sum(h), size: cw.n}, nil
@@ -85,7 +86,8 @@ func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
 	pr, pw := io.Pipe()
 	go func() {
 		h := sha256.New()
-		err := writeTar(io.MultiWriter(pw, h), l.name, l.nodes)
+		// A reader that stops reading closes the pipe, which ends this writer.
+		err := writeTar(context.Background(), io.MultiWriter(pw, h), l.name, l.nodes)
 		if err == nil && sum(h) != l.digest {
 			err = fmt.Errorf("layer %s: its files changed since the image was built (digest %s, expected %s): build again", l.name, sum(h), l.digest)
 		}

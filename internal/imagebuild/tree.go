@@ -2,6 +2,7 @@ package imagebuild
 
 import (
 	"archive/tar"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -239,10 +240,13 @@ func (t *tree) entries() ([]*node, error) {
 	return out, nil
 }
 
-// writeTar writes the layer's tar stream.
-func writeTar(w io.Writer, layer string, nodes []*node) error {
+// writeTar writes the layer's tar stream, stopping between entries when ctx is done.
+func writeTar(ctx context.Context, w io.Writer, layer string, nodes []*node) error {
 	tw := tar.NewWriter(w)
 	for _, n := range nodes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		h := &tar.Header{
 			Typeflag: n.typ,
 			Name:     n.path,
