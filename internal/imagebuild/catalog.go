@@ -12,8 +12,8 @@ type Entry struct {
 	Name string
 }
 
-// Image names the builders know; Name of a catalog entry's image (by pattern) selects
-// the builder, so two patterns may share one image.
+// The catalog's image names. An entry's Name chooses its builder (planFor), so the
+// two busybox patterns, with their own names, get the same image.
 const (
 	busyboxName  = "docker.io/library/busybox:1.37"
 	e2eBusybox   = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"

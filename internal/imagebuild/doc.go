@@ -7,6 +7,7 @@
 // with fixed times and owners, so identical inputs give identical digests, and parts
 // that several images carry (the busybox base, the tranche binary) are identical layers
 // that a content-addressed store keeps once. Key hashes the plan and the host files'
-// metadata without reading their contents, so a store can tell a cached build is
-// current at the cost of a few stat calls.
+// metadata without reading their contents (stat calls, ELF headers and one busybox
+// --list-full: under 0.1 s for the largest image, BenchmarkBuild), so a store can tell
+// a cached build is current without building.
 package imagebuild
