@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,11 @@ func main() {
 	defer stop()
 	if err := tuneMemory(); err != nil {
 		fmt.Fprintln(os.Stderr, "tranche: warning:", err)
+	}
+	// In the agnhost and pause images this binary is started as /agnhost or /pause.
+	if code, ok := runAs(ctx, filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr); ok {
+		stop()
+		os.Exit(code)
 	}
 	root := &cobra.Command{
 		Use:           "tranche",
