@@ -104,7 +104,7 @@ func (s *Server) NamespaceLabels(ctx context.Context, name string) (map[string]s
 	if err != nil {
 		return nil, err
 	}
-	if !exists || st.gone {
+	if !exists {
 		return nil, apierrors.NewNotFound(s.lookup("", "v1", "namespaces").store.gr, name)
 	}
 	return st.labels, nil
