@@ -42,12 +42,12 @@ func stateOf(obj runtime.Object, rev int64) nsState {
 
 // namespaceCache answers "does this namespace exist, is it terminating, what are its
 // labels" for every namespaced create and every Pod Security evaluation without a
-// linearizable read each time. It is fed by one storage
-// watch of the namespaces prefix (started on first use, restarted after a failure) and
-// by this server's own namespace writes, applied synchronously so that a create right
-// after a delete on this server is refused. Entries only move forward in revision, so
-// a late watch event never undoes a newer write. Until the watch runs, and for names it
-// does not hold, lookups read the store.
+// linearizable read each time. It is fed by one storage watch of the namespaces prefix
+// (started on first use, restarted after a failure) and by this server's own namespace
+// writes, applied synchronously so that a create right after a delete on this server is
+// refused. Entries only move forward in revision, so a late watch event never undoes a
+// newer write. Until the watch runs, and for names it does not hold, lookups read the
+// store.
 type namespaceCache struct {
 	s      *Server
 	prefix string
