@@ -9,9 +9,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	admissionapi "k8s.io/pod-security-admission/admission/api"
+	psapi "k8s.io/pod-security-admission/api"
 
 	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/controller/servicelb"
+	"github.com/tranche/tranche/internal/podsecurity"
 	"github.com/tranche/tranche/internal/server"
 )
 
@@ -39,6 +42,7 @@ func serverCmd() *cobra.Command {
 	var cfg server.Config
 	var etcdServers, extra, logLevel string
 	var net serviceNetFlags
+	var psa podSecurityFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API server and the control-plane controllers",
@@ -54,6 +58,9 @@ func serverCmd() *cobra.Command {
 			if err := net.apply(&cfg); err != nil {
 				return err
 			}
+			if err := psa.apply(&cfg); err != nil {
+				return err
+			}
 			return server.Run(cmd.Context(), cfg, releaseWhenReady(cmd.Context(), cfg.Logger))
 		},
 	}
@@ -65,7 +72,41 @@ func serverCmd() *cobra.Command {
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	net.register(cmd)
+	psa.register(cmd)
 	return cmd
+}
+
+// podSecurityFlags are the Pod Security Admission flags `server` and `up` share: the
+// cluster's default levels and the exemptions (kube-apiserver reads them from its
+// PodSecurityConfiguration).
+type podSecurityFlags struct {
+	enforce, audit, warn                                string
+	exemptNamespaces, exemptUsers, exemptRuntimeClasses []string
+}
+
+func (p *podSecurityFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	levels := "privileged, baseline or restricted"
+	f.StringVar(&p.enforce, "pod-security-enforce", "privileged", "Pod Security level enforced in namespaces without a pod-security.kubernetes.io/enforce label: "+levels)
+	f.StringVar(&p.audit, "pod-security-audit", "privileged", "Pod Security level audited (logged) in namespaces without a pod-security.kubernetes.io/audit label: "+levels)
+	f.StringVar(&p.warn, "pod-security-warn", "privileged", "Pod Security level warned about in namespaces without a pod-security.kubernetes.io/warn label: "+levels)
+	f.StringSliceVar(&p.exemptNamespaces, "pod-security-exempt-namespaces", []string{"kube-system"}, "namespaces Pod Security never evaluates")
+	f.StringSliceVar(&p.exemptUsers, "pod-security-exempt-users", nil, "users whose requests Pod Security never evaluates")
+	f.StringSliceVar(&p.exemptRuntimeClasses, "pod-security-exempt-runtime-classes", nil, "runtime classes whose pods Pod Security never evaluates")
+}
+
+func (p *podSecurityFlags) apply(cfg *server.Config) error {
+	for _, l := range []struct{ flag, value string }{{"enforce", p.enforce}, {"audit", p.audit}, {"warn", p.warn}} {
+		if _, err := psapi.ParseLevel(l.value); err != nil {
+			return fmt.Errorf("--pod-security-%s %q: %w", l.flag, l.value, err)
+		}
+	}
+	cfg.PodSecurity = podsecurity.Config{
+		Defaults: admissionapi.PodSecurityDefaults{Enforce: p.enforce, Audit: p.audit, Warn: p.warn},
+		Exemptions: admissionapi.PodSecurityExemptions{Namespaces: p.exemptNamespaces, Usernames: p.exemptUsers,
+			RuntimeClasses: p.exemptRuntimeClasses},
+	}
+	return nil
 }
 
 // serviceNetFlags are the address flags `server` and `up` share.

@@ -19,6 +19,7 @@ func upCmd() *cobra.Command {
 	var zones, logLevel string
 	var detach bool
 	var net serviceNetFlags
+	var psa podSecurityFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a local cluster: network namespaces, the API server and one agent per node",
@@ -44,6 +45,9 @@ func upCmd() *cobra.Command {
 			if err := net.apply(&cfg.Server); err != nil {
 				return err
 			}
+			if err := psa.apply(&cfg.Server); err != nil {
+				return err
+			}
 			cfg.Out = cmd.OutOrStdout()
 			return cluster.Up(cmd.Context(), cfg, releaseWhenReady(cmd.Context(), cfg.Server.Logger))
 		},
@@ -60,6 +64,7 @@ func upCmd() *cobra.Command {
 	f.StringVar(&cfg.Prefix, "netns-prefix", "", "prefix of the cluster's network namespace names (default tr-, or the one recorded in the data dir)")
 	_ = f.MarkHidden("netns-prefix")
 	net.register(cmd)
+	psa.register(cmd)
 	return cmd
 }
 

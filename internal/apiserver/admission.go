@@ -2,8 +2,14 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tranche/tranche/internal/storage"
@@ -51,3 +57,94 @@ func (s *Server) releaseOps(ctx context.Context, e *entry, obj runtime.Object) [
 }
 
 func validateQualifiedName(s string) []string { return validation.IsQualifiedName(s) }
+
+// Validator is a validating admission step, as Kubernetes' validating admission plugins
+// (PodSecurity): it sees a create or update after defaulting, validation and the
+// Admitters, also on dry runs, and either refuses it with an error the client receives
+// as it is (an apierrors status error) or lets it through with warnings for the
+// response's Warning headers. It must not change the request's objects.
+type Validator interface {
+	Validate(ctx context.Context, req *AdmissionRequest) (warnings []string, err error)
+}
+
+// AdmissionRequest describes one write to a Validator.
+type AdmissionRequest struct {
+	Operation AdmitOp
+	// Resource and Kind are the served resource and kind ({"", "v1", "pods"}, Pod).
+	Resource schema.GroupVersionResource
+	Kind     schema.GroupVersionKind
+	// Subresource is "status", "scale", "binding", ... or empty for the object itself.
+	Subresource string
+	// Namespace is empty for cluster-scoped resources; Name is the object's name (a
+	// generated one already chosen).
+	Namespace, Name string
+	// Object is the object to store; OldObject the stored one on updates, else nil.
+	Object, OldObject runtime.Object
+	DryRun            bool
+	// Reader reads other objects the decision depends on.
+	Reader Reader
+}
+
+// Reader reads the API's objects for a Validator.
+type Reader interface {
+	// NamespaceLabels returns a namespace's labels (not to be changed), or a NotFound
+	// error. It answers from the server's namespace cache, which has this server's own
+	// writes and follows other servers' through a watch.
+	NamespaceLabels(ctx context.Context, name string) (map[string]string, error)
+	// List returns the objects of a served resource in namespace ns (every namespace
+	// when ns is empty), read from storage.
+	List(ctx context.Context, gvr schema.GroupVersionResource, ns string) ([]runtime.Object, error)
+}
+
+var _ Reader = (*Server)(nil)
+
+// NamespaceLabels implements Reader.
+func (s *Server) NamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	st, exists, err := s.namespaces.state(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, apierrors.NewNotFound(s.lookup("", "v1", "namespaces").store.gr, name)
+	}
+	return st.labels, nil
+}
+
+// List implements Reader.
+func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, ns string) ([]runtime.Object, error) {
+	e := s.byGVR[gvr]
+	if e == nil {
+		return nil, fmt.Errorf("resource %s is not served", gvr)
+	}
+	all := &filter{labels: labels.Everything(), fields: fields.Everything(), res: e.res}
+	l, err := s.listStored(ctx, e, ns, all, 0, "", "", "", false)
+	if err != nil {
+		return nil, err
+	}
+	return l.items, nil
+}
+
+// validate runs the Validators on a write about to be stored and returns their warnings.
+func (s *Server) validate(ctx context.Context, op AdmitOp, e *entry, sub string, obj, old runtime.Object, dry bool) ([]string, error) {
+	if len(s.validators) == 0 {
+		return nil, nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	req := &AdmissionRequest{Operation: op, Resource: e.res.GVR(), Kind: e.res.GVK, Subresource: sub,
+		Namespace: m.GetNamespace(), Name: m.GetName(), Object: obj, OldObject: old, DryRun: dry, Reader: s}
+	if !e.res.Namespaced {
+		req.Namespace = ""
+	}
+	var warnings []string
+	for _, v := range s.validators {
+		w, err := v.Validate(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		warnings = append(warnings, w...)
+	}
+	return warnings, nil
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,6 +147,11 @@ func (s *Server) createObject(ctx context.Context, e *entry, ns string, obj runt
 		if err != nil {
 			return nil, nil, err
 		}
+		more, err := s.validate(ctx, AdmitCreate, e, "", obj, nil, dry)
+		if err != nil {
+			return nil, nil, err
+		}
+		warnings := append(slices.Clip(warnings), more...)
 		if dry {
 			return obj, warnings, nil
 		}
@@ -530,6 +536,11 @@ func (s *Server) updateObject(ctx context.Context, e *entry, ns, name, sub strin
 		if err != nil {
 			return nil, 0, nil, err
 		}
+		more, err := s.validate(ctx, AdmitUpdate, e, sub, obj, current, dry)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		warnings = append(warnings, more...)
 		newData, err := e.store.encode(obj)
 		if err != nil {
 			return nil, 0, nil, apierrors.NewInternalError(err)

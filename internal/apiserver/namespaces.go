@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -24,15 +25,29 @@ type nsState struct {
 	// gone marks a deletion, kept so that an older event cannot bring the name back.
 	gone        bool
 	terminating bool
+	// labels are the namespace's labels (a copy, never changed), for admission steps
+	// that depend on them (Pod Security).
+	labels map[string]string
 }
 
-// namespaceCache answers "does this namespace exist, and is it terminating" for every
-// namespaced create without a linearizable read each time. It is fed by one storage
-// watch of the namespaces prefix (started on first use, restarted after a failure) and
-// by this server's own namespace writes, applied synchronously so that a create right
-// after a delete on this server is refused. Entries only move forward in revision, so
-// a late watch event never undoes a newer write. Until the watch runs, and for names it
-// does not hold, lookups read the store.
+// stateOf is what the cache keeps of a namespace object stored at rev.
+func stateOf(obj runtime.Object, rev int64) nsState {
+	st := nsState{rev: rev}
+	if m, err := meta.Accessor(obj); err == nil {
+		st.terminating = m.GetDeletionTimestamp() != nil
+		st.labels = maps.Clone(m.GetLabels())
+	}
+	return st
+}
+
+// namespaceCache answers "does this namespace exist, is it terminating, what are its
+// labels" for every namespaced create and every Pod Security evaluation without a
+// linearizable read each time. It is fed by one storage watch of the namespaces prefix
+// (started on first use, restarted after a failure) and by this server's own namespace
+// writes, applied synchronously so that a create right after a delete on this server is
+// refused. Entries only move forward in revision, so a late watch event never undoes a
+// newer write. Until the watch runs, and for names it does not hold, lookups read the
+// store.
 type namespaceCache struct {
 	s      *Server
 	prefix string
@@ -54,6 +69,13 @@ func newNamespaceCache(s *Server, prefix string) *namespaceCache {
 // lookup returns whether ns exists and whether it is terminating, reading the store
 // when the cache cannot answer.
 func (c *namespaceCache) lookup(ctx context.Context, ns string) (exists, terminating bool, err error) {
+	st, exists, err := c.state(ctx, ns)
+	return exists, st.terminating, err
+}
+
+// state returns what the cache knows of ns and whether it exists, reading the store
+// when the cache cannot answer.
+func (c *namespaceCache) state(ctx context.Context, ns string) (nsState, bool, error) {
 	c.mu.Lock()
 	st, ok := c.names[ns]
 	synced, epoch := c.synced, c.epoch
@@ -64,23 +86,23 @@ func (c *namespaceCache) lookup(ctx context.Context, ns string) (exists, termina
 	}
 	c.mu.Unlock()
 	if synced && ok && !st.gone {
-		return true, st.terminating, nil
+		return st, true, nil
 	}
 	nsEntry := c.s.lookup("", "v1", "namespaces")
 	obj, rev, err := nsEntry.store.get(ctx, "", ns)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, false, nil
+			return nsState{}, false, nil
 		}
-		return false, false, err
+		return nsState{}, false, err
 	}
-	terminating = isTerminating(obj)
+	st = stateOf(obj, rev)
 	c.mu.Lock()
 	if c.synced && c.epoch == epoch {
-		c.applyLocked(ns, nsState{rev: rev, terminating: terminating})
+		c.applyLocked(ns, st)
 	}
 	c.mu.Unlock()
-	return true, terminating, nil
+	return st, true, nil
 }
 
 // observe records a namespace write of this server (obj nil: deleted) at rev.
@@ -94,7 +116,7 @@ func (c *namespaceCache) observe(name string, obj runtime.Object, rev int64) {
 		c.applyLocked(name, nsState{rev: rev, gone: true})
 		return
 	}
-	c.applyLocked(name, nsState{rev: rev, terminating: isTerminating(obj)})
+	c.applyLocked(name, stateOf(obj, rev))
 }
 
 func (c *namespaceCache) applyLocked(name string, st nsState) {
@@ -146,7 +168,7 @@ func (c *namespaceCache) start(ctx context.Context) (<-chan storage.Event, error
 			if err != nil {
 				return nil, err
 			}
-			names[kv.Key[len(c.prefix):]] = nsState{rev: kv.ModRevision, terminating: isTerminating(obj)}
+			names[kv.Key[len(c.prefix):]] = stateOf(obj, kv.ModRevision)
 		}
 		if !page.More || len(page.Items) == 0 {
 			break
@@ -178,19 +200,13 @@ func (c *namespaceCache) apply(ev storage.Event) {
 			return
 		}
 		c.mu.Lock()
-		c.applyLocked(name, nsState{rev: ev.Revision, terminating: isTerminating(obj)})
+		c.applyLocked(name, stateOf(obj, ev.Revision))
 		c.mu.Unlock()
 	case storage.Deleted:
 		c.mu.Lock()
 		c.applyLocked(name, nsState{rev: ev.Revision, gone: true})
 		c.mu.Unlock()
 	}
-}
-
-// isTerminating reports whether a namespace has been marked for deletion.
-func isTerminating(obj runtime.Object) bool {
-	m, err := meta.Accessor(obj)
-	return err == nil && m.GetDeletionTimestamp() != nil
 }
 
 // observeWrite tells the namespace cache about a write of e (obj nil: deleted).

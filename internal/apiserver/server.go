@@ -32,6 +32,8 @@ type Config struct {
 	Now func() time.Time
 	// Admitters complete writes that need more than the object (allocations).
 	Admitters []Admitter
+	// Validators check writes after the Admitters (Pod Security), in order.
+	Validators []Validator
 	// Guard authenticates and authorizes requests; nil lets everything through (tests).
 	Guard Guard
 	// OpenAPI serves /openapi/v2 and /openapi/v3; nil means 404.
@@ -64,11 +66,12 @@ type Guard interface {
 
 // Server is the API handler.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	entries   []*entry
-	byGVR     map[schema.GroupVersionResource]*entry
-	admitters []Admitter
+	cfg        Config
+	log        *slog.Logger
+	entries    []*entry
+	byGVR      map[schema.GroupVersionResource]*entry
+	admitters  []Admitter
+	validators []Validator
 	// namespaces answers the namespace check of every namespaced create.
 	namespaces *namespaceCache
 	// bg bounds the background storage watches of the caches; Close cancels it.
@@ -86,7 +89,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, byGVR: map[schema.GroupVersionResource]*entry{}, admitters: cfg.Admitters}
+	s := &Server{cfg: cfg, log: cfg.Logger, byGVR: map[schema.GroupVersionResource]*entry{}, admitters: cfg.Admitters, validators: cfg.Validators}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.streams = newStreamTransports(cfg.Nodes)
 	for i := range cfg.Resources {

@@ -108,6 +108,14 @@ func userFrom(ctx context.Context) *authn.User {
 	return u
 }
 
+// requestUserName returns the name of a request's authenticated user ("" when none).
+func requestUserName(ctx context.Context) string {
+	if u := userFrom(ctx); u != nil {
+		return u.Name
+	}
+	return ""
+}
+
 // Check implements apiserver.Guard.
 func (s *security) Check(r *http.Request, req apiserver.Request) (*http.Request, error) {
 	user, ok, err := s.authenticator.Authenticate(r)

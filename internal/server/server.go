@@ -27,6 +27,7 @@ import (
 	"github.com/tranche/tranche/internal/apiserver/openapi"
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/controller/servicelb"
+	"github.com/tranche/tranche/internal/podsecurity"
 	"github.com/tranche/tranche/internal/registry/all"
 	"github.com/tranche/tranche/internal/storage"
 	"github.com/tranche/tranche/internal/storage/embedded"
@@ -69,6 +70,9 @@ type Config struct {
 	// ClusterDial reaches node agents and pods (logs, exec, port-forward, proxy); nil
 	// dials directly. `tranche up` dials from its underlay namespace.
 	ClusterDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// PodSecurity configures Pod Security Admission: the cluster's default levels
+	// (privileged when empty, as Kubernetes) and the exemptions.
+	PodSecurity podsecurity.Config
 	Logger      *slog.Logger
 }
 
@@ -143,14 +147,19 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err := alloc.Repair(ctx, log.With("component", "allocator")); err != nil {
 		return err
 	}
+	psa, err := podsecurity.New(cfg.PodSecurity, requestUserName, log.With("component", "podsecurity"))
+	if err != nil {
+		return err
+	}
 	api, err := apiserver.New(apiserver.Config{
-		Storage:   store,
-		Admitters: []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
-		Resources: resources,
-		Logger:    log.With("component", "apiserver"),
-		Guard:     sec,
-		OpenAPI:   docs.Handler(),
-		Extra:     rv.handlers(),
+		Storage:    store,
+		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
+		Validators: []apiserver.Validator{psa},
+		Resources:  resources,
+		Logger:     log.With("component", "apiserver"),
+		Guard:      sec,
+		OpenAPI:    docs.Handler(),
+		Extra:      rv.handlers(),
 		Nodes: &apiserver.Nodes{Dial: cfg.ClusterDial,
 			TLS: &tls.Config{Certificates: []tls.Certificate{nodePair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}, //nolint:gosec // see apiserver.Nodes.TLS.
 		Ready: func() error {
