@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
@@ -172,7 +169,7 @@ func TestClusterDNS(t *testing.T) {
 	client := c.podNS(t, ns, "client")
 	inPod := func(args ...string) string {
 		t.Helper()
-		return runInPod(t, client, args...)
+		return execInPod(t, s, ns, "client", args...)
 	}
 
 	t.Run("resolv.conf is seed 001's", func(t *testing.T) {
@@ -293,30 +290,13 @@ func TestClusterDNS(t *testing.T) {
 // for good (found in `ip netns pids`, and killed with the pod's processes).
 func init() { runtime.LockOSThread() }
 
-// runInPod runs a command in the pod's network, mount and UTS namespaces (so with the
-// pod's /etc/resolv.conf), through a process of the pod: one in its network namespace
-// with a mount namespace other than ours.
-func runInPod(t *testing.T, podNS string, args ...string) string {
+// execInPod runs a command in a pod's (first) container with kubectl exec, so with the
+// container's own programs (the image's busybox applets, not the host's) and the pod's
+// /etc/resolv.conf, and returns what it wrote on stdout then stderr.
+func execInPod(t *testing.T, s *server, ns, pod string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "pids", podNS).Output()
-	if err != nil {
-		t.Fatalf("processes of %s: %v", podNS, err)
-	}
-	self, _ := os.Readlink("/proc/self/ns/mnt")
-	pid := ""
-	for _, p := range strings.Fields(string(out)) {
-		if mnt, err := os.Readlink("/proc/" + p + "/ns/mnt"); err == nil && mnt != self {
-			pid = p
-			break
-		}
-	}
-	if pid == "" {
-		t.Fatalf("no process of the pod in %s (pids %q)", podNS, out)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, _ := exec.CommandContext(ctx, "nsenter", append([]string{"-t", pid, "-n", "-m", "-u", "--"}, args...)...).CombinedOutput()
-	return string(res)
+	out, errOut, _ := s.kubectl(t, "", append([]string{"exec", pod, "-n", ns, "--"}, args...)...)
+	return out + errOut
 }
 
 var answerAddr = regexp.MustCompile(`(?m)^Address: (\S+)$`)

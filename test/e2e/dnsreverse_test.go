@@ -84,7 +84,7 @@ func TestDNSReverse(t *testing.T) {
 		})
 	}
 	t.Run("busybox nslookup of the DNS Service's address", func(t *testing.T) {
-		if out := runInPod(t, client, "busybox", "nslookup", "10.96.0.10"); !strings.Contains(out, "name = kube-dns.kube-system.svc.cluster.local") {
+		if out := execInPod(t, s, ns, "client", "busybox", "nslookup", "10.96.0.10"); !strings.Contains(out, "name = kube-dns.kube-system.svc.cluster.local") {
 			t.Fatalf("nslookup 10.96.0.10:\n%s", out)
 		}
 	})

@@ -22,8 +22,8 @@ import (
 )
 
 // ingressBackends are the pods and Services seed 003's Ingresses name (its named-port
-// Service is in the Ingress manifest). The image is not in the catalog, so each pod
-// runs the built-in echo, which answers "<method> <uri> from <pod>".
+// Service is in the Ingress manifest). Each pod runs agnhost's echo on its declared
+// port, which answers HTTP with "<method> <uri> from <pod>".
 const ingressBackends = `apiVersion: networking.k8s.io/v1
 kind: IngressClass
 metadata:
@@ -35,31 +35,31 @@ apiVersion: v1
 kind: Pod
 metadata: {name: web, labels: {app: web}}
 spec:
-  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+  containers: [{name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.52, args: [echo, --port=80], ports: [{containerPort: 80}]}]
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: api, labels: {app: api}}
 spec:
-  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 8080}]}]
+  containers: [{name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.52, args: [echo, --port=8080], ports: [{containerPort: 8080}]}]
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: default-page, labels: {app: default-page}}
 spec:
-  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+  containers: [{name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.52, args: [echo, --port=80], ports: [{containerPort: 80}]}]
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: secure-api, labels: {app: secure-api}}
 spec:
-  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 8443}]}]
+  containers: [{name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.52, args: [echo, --port=8443], ports: [{containerPort: 8443}]}]
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: admin, labels: {app: mon-app}}
 spec:
-  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+  containers: [{name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.52, args: [echo, --port=80], ports: [{containerPort: 80}]}]
 ---
 apiVersion: v1
 kind: Service
@@ -213,7 +213,8 @@ spec:
     spec:
       containers:
       - name: c
-        image: example.com/echo:1
+        image: registry.k8s.io/e2e-test-images/agnhost:2.52
+        args: [echo, --port=80]
         ports: [{containerPort: 80}]
         readinessProbe:
           httpGet: {path: /, port: 80}

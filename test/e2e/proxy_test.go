@@ -19,9 +19,10 @@ import (
 )
 
 // proxyManifests is the seed 000 example (Deployment api, Service api-svc) with two
-// changes: the stand-in image becomes busybox's httpd serving the pod's hostname and a
-// /healthz file the test can remove (the seed's image would run tranche's echo server,
-// whose readiness cannot fail), and the probe runs every second instead of five. Beside
+// changes: the seed's image (myregistry/api:2.1, which no node can pull: tranche has
+// no registry) becomes busybox's httpd serving the pod's hostname and a /healthz file
+// the test can remove from the node, so that readiness can fail, and the probe runs
+// every second instead of five. Beside
 // it: the seed 003 NodePort 30080, services for session affinity, internal traffic
 // policy and no endpoints, and a client pod.
 const proxyManifests = `apiVersion: apps/v1

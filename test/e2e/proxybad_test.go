@@ -8,7 +8,7 @@ import (
 )
 
 // badWebPod answers HTTP on 8080 with its hostname, pinned to a node, labelled app=%s.
-// Its /tmp is an emptyDir: busybox runs on the node's file system, which pods share.
+// Its /tmp is an emptyDir, as in the other busybox web pods of these tests.
 const badWebPod = `apiVersion: v1
 kind: Pod
 metadata:

@@ -298,7 +298,7 @@ const secondClusterApp = `apiVersion: v1
 kind: Pod
 metadata: {name: here, labels: {app: here}}
 spec:
-  containers: [{name: c, image: example.com/echo:1, ports: [{containerPort: 80}]}]
+  containers: [{name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.52, args: [echo, --port=80], ports: [{containerPort: 80}]}]
 ---
 apiVersion: v1
 kind: Service

@@ -34,7 +34,7 @@ func TestWorkloads(t *testing.T) {
 	})
 	// Last and alone: it adds and removes a node, and a pod of another scenario
 	// left on the removed node would never finish terminating.
-	t.Run("DaemonSetFollowsNodes", func(t *testing.T) { testDaemonSetFollowsNodes(t, c, seed["DaemonSet"]) })
+	t.Run("DaemonSetFollowsNodes", func(t *testing.T) { testDaemonSetFollowsNodes(t, c, logCollectorSet(t, seed["DaemonSet"])) })
 }
 
 // seedDocs splits a multi-document manifest by the kind of each document.
@@ -72,7 +72,30 @@ func (c *localCluster) waitRow(t *testing.T, timeout time.Duration, ns, what str
 	return row
 }
 
-// testDaemonSetFollowsNodes: the seed's log-collector, as written, shows DESIRED 4
+// collectorImage and collectorUpdate stand in for the seed's fluent/fluent-bit:3.0 and
+// the 3.1 the test rolls out: the pause image, which runs until it is stopped as the
+// collector does, in two tags of the node's catalog.
+const (
+	collectorImage  = "registry.k8s.io/pause:3.10"
+	collectorUpdate = "registry.k8s.io/pause:3.9"
+)
+
+// logCollectorSet is seed 000's log-collector DaemonSet with one change: fluent-bit
+// is not in the node's image catalog and tranche does not pull from registries, so
+// as written its pods would stay in ImagePullBackOff, never Ready; the pause image
+// takes its place. What the test checks (one pod per node following the nodes, a
+// rolling update) does not depend on what the container runs, and the pods still mount
+// the node's /var/log, at a path the pause image does not have.
+func logCollectorSet(t *testing.T, seed string) string {
+	t.Helper()
+	const image = "          image: fluent/fluent-bit:3.0\n"
+	if !strings.Contains(seed, image) {
+		t.Fatalf("the seed's DaemonSet no longer has %q", image)
+	}
+	return strings.Replace(seed, image, "          image: "+collectorImage+"\n", 1)
+}
+
+// testDaemonSetFollowsNodes: the seed's log-collector (logCollectorSet) shows DESIRED 4
 // CURRENT 4 READY 4, one pod per node; `tranche node add` brings 5/5/5 with the new
 // node's pod Running there; after `tranche node remove` it is back to 4 and a rolling
 // update still goes through, although the gone node's pod never finishes terminating
@@ -111,13 +134,13 @@ func testDaemonSetFollowsNodes(t *testing.T, c *localCluster, ds string) {
 		t.Fatalf("node remove: %v\n%s", err, out)
 	}
 	c.waitRow(t, 60*time.Second, ns, "ds/log-collector", regexp.MustCompile(`^log-collector\s+4\s+4\s+4\s+4\s+4\s+<none>\s`))
-	s.must(t, "set", "image", "ds/log-collector", "collector=fluent/fluent-bit:3.1", "-n", ns)
+	s.must(t, "set", "image", "ds/log-collector", "collector="+collectorUpdate, "-n", ns)
 	out = s.must(t, "rollout", "status", "ds/log-collector", "-n", ns, "--timeout=45s")
 	if !strings.Contains(out, `daemon set "log-collector" successfully rolled out`) {
 		t.Fatalf("rollout status after the update: %s", out)
 	}
 	out = s.must(t, "get", "pods", "-n", ns, "-l", "app=log-collector,pod-template-generation=2", "-o", "jsonpath={.items[*].spec.containers[0].image}")
-	if out != strings.TrimSpace(strings.Repeat("fluent/fluent-bit:3.1 ", 4)) {
+	if out != strings.TrimSpace(strings.Repeat(collectorUpdate+" ", 4)) {
 		t.Fatalf("want 4 pods of the second template, got images %q", out)
 	}
 }
@@ -253,8 +276,9 @@ func podReady(pod *v1.Pod) bool {
 }
 
 // migrationJob is seed 000's migration Job with busybox running a stand-in for
-// ./migrate (the seed's image myregistry/db-migrate has no program on the node):
-// `sh -c SCRIPT`, and backoffLimit as given.
+// ./migrate (the seed's image myregistry/db-migrate:1.4 is not in the node's catalog
+// and tranche does not pull from registries, so as written it would stay in
+// ImagePullBackOff): `sh -c SCRIPT`, and backoffLimit as given.
 const migrationJob = `apiVersion: batch/v1
 kind: Job
 metadata:
