@@ -24,7 +24,7 @@ func agentCmd() *cobra.Command {
 	var kubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize string
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Run a node: register it, run its pods as processes, keep its status",
+		Short: "Run a node: register it, run its pods as OCI containers (runc), keep its status",
 		Long: "Run a node agent in the network namespace that is the node. `tranche up` starts one per node;\n" +
 			"on a real machine, run it with a kubeconfig for a node identity (system:node:NAME).",
 		Args: cobra.NoArgs,
@@ -79,6 +79,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&clusterFile, "cluster-file", "", "the cluster's network layout (DATA/cluster.json)")
 	f.StringVar(&cfg.RootDir, "root-dir", "", "directory for this node's pods (DATA/nodes/NAME)")
 	f.StringVar(&cfg.PVRoot, "pv-root", "", "directory of local PersistentVolumes (default: DATA/pv, two levels above --root-dir)")
+	f.StringVar(&cfg.ImageDir, "image-dir", "", "the host's image store, shared by its nodes (default: DATA/images, two levels above --root-dir)")
 	f.StringVar(&cfg.Zone, "zone", "", "zone of this node (label topology.kubernetes.io/zone)")
 	f.StringVar(&dns, "cluster-dns", "10.96.0.10", "DNS Service address(es) written into pods' resolv.conf, comma-separated")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster domain")
@@ -87,8 +88,12 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (kubelet's containerLogMaxSize)")
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")
 	cmd.PreRun = func(*cobra.Command, []string) {
+		data := filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir)))
 		if cfg.PVRoot == "" && cfg.RootDir != "" {
-			cfg.PVRoot = filepath.Join(filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir))), "pv")
+			cfg.PVRoot = filepath.Join(data, "pv")
+		}
+		if cfg.ImageDir == "" && cfg.RootDir != "" {
+			cfg.ImageDir = filepath.Join(data, "images")
 		}
 	}
 	return cmd

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tranche/tranche/internal/agent/images/builtin"
 )
 
 func main() {
@@ -20,7 +21,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tranche: warning:", err)
 	}
 	// In the agnhost and pause images this binary is started as /agnhost or /pause.
-	if code, ok := runAs(ctx, filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr); ok {
+	if code, ok := builtin.Main(ctx, os.Args, os.Stdout, os.Stderr); ok {
 		stop()
 		os.Exit(code)
 	}

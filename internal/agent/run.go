@@ -19,12 +19,15 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/agent/node"
 	"github.com/tranche/tranche/internal/agent/runtime"
 	"github.com/tranche/tranche/internal/agent/stream"
 	"github.com/tranche/tranche/internal/agent/volumes"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/events"
+	"github.com/tranche/tranche/internal/imagebuild"
+	"github.com/tranche/tranche/internal/imagestore"
 	"github.com/tranche/tranche/internal/proxy"
 )
 
@@ -33,13 +36,16 @@ type NodeConfig struct {
 	NodeName, Zone string
 	// ClusterFile is the cluster state `tranche up` writes (DATA/cluster.json).
 	ClusterFile string
-	// RootDir holds this node's pods; PVRoot the local PersistentVolumes.
-	RootDir, PVRoot string
-	SelfExe         string
-	ClusterDNS      []string
-	ClusterDomain   string
-	Client          kubernetes.Interface
-	Lookup          runtime.Lookup
+	// RootDir holds this node's pods; PVRoot the local PersistentVolumes; ImageDir the
+	// host's image store, shared by the nodes of a local cluster.
+	RootDir, PVRoot, ImageDir string
+	// SelfExe is the tranche binary, which the catalog's agnhost, pause and tranche
+	// images carry.
+	SelfExe       string
+	ClusterDNS    []string
+	ClusterDomain string
+	Client        kubernetes.Interface
+	Lookup        runtime.Lookup
 	// ServiceCIDR is the ClusterIP range the node's service proxy serves.
 	ServiceCIDR netip.Prefix
 	// Logs is the container log rotation (kubelet's defaults when zero).
@@ -99,7 +105,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	recorder := events.NewRecorder(ctx, cfg.Client, "kubelet")
-	rt, err := runtime.New(runtime.Config{Recorder: recorder, Services: services, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, SelfExe: cfg.SelfExe,
+	store, err := imagestore.Open(cfg.ImageDir)
+	if err != nil {
+		return fmt.Errorf("opening the image store: %w", err)
+	}
+	imgs := images.New(store, imagebuild.Source{SelfExe: cfg.SelfExe})
+	rt, err := runtime.New(runtime.Config{Recorder: recorder, Services: services, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, Images: imgs,
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, Logger: log.With("component", "runtime")})
 	if err != nil {
 		return err

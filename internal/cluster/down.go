@@ -52,7 +52,8 @@ func leftovers(p paths, prefix string) bool {
 
 // cleanup removes everything a cluster on p with prefix may have left on the machine:
 // recorded agents (with their process groups), every process inside its namespaces,
-// the namespaces (their veths go with them) and mounts below the data directory.
+// the namespaces (their veths go with them), mounts below the data directory and the
+// pods' cgroups.
 func cleanup(p paths, prefix string, grace time.Duration) (cleanupReport, error) {
 	var rep cleanupReport
 	var errs []error
@@ -65,6 +66,8 @@ func cleanup(p paths, prefix string, grace time.Duration) (cleanupReport, error)
 	errs = append(errs, err)
 	errs = append(errs, clusternet.Teardown(prefix))
 	rep.mounts, err = unmountUnder(p.dir)
+	errs = append(errs, err)
+	_, err = removeCgroups(prefix)
 	errs = append(errs, err)
 	return rep, errors.Join(errs...)
 }

@@ -652,3 +652,17 @@ func TestWellFormed(t *testing.T) {
 		t.Errorf("terminal %v, apparmor %q: want false and none", back.Process.Terminal, back.Process.ApparmorProfile)
 	}
 }
+
+func TestCapNames(t *testing.T) {
+	// containerd's default set, as CapEff shows it in a container.
+	got := capNames(0x00000000a80425fb)
+	want := []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
+		"CAP_SETUID", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW", "CAP_SYS_CHROOT", "CAP_MKNOD",
+		"CAP_AUDIT_WRITE", "CAP_SETFCAP"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("capNames (-want +got):\n%s", diff)
+	}
+	if _, err := HostCapabilities(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -643,3 +643,9 @@ func writeFile(path, value string) error {
 	}
 	return nil
 }
+
+// Cgroup2 reports whether the host runs the unified (cgroup v2 only) layout.
+func Cgroup2() bool {
+	var st unix.Statfs_t
+	return unix.Statfs(cgroupRoot, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}

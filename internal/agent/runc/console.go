@@ -36,3 +36,13 @@ func makeRaw(stdin io.Reader) {
 	tio.Cc[unix.VMIN], tio.Cc[unix.VTIME] = 1, 0
 	unix.IoctlSetTermios(fd, unix.TCSETS, tio)
 }
+
+// isTerminal reports whether r is a terminal.
+func isTerminal(r io.Reader) bool {
+	t, ok := r.(*os.File)
+	if !ok || t == nil {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(t.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -230,8 +230,16 @@ func (r *Runtime) launch(ctx context.Context, logPath string, args []string, id 
 	// Its own process group: a terminal's Ctrl-C to the agent is not the container's.
 	// No Pdeathsig: see the package documentation.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Output copied from pipes of runc's stdio must not hold Wait once runc is gone
+	// when a process the container left behind still has them open.
+	cmd.WaitDelay = 2 * time.Second
 	if terminal {
 		makeRaw(stdin)
+		if isTerminal(stdin) {
+			// A session of its own controlled by the caller's terminal: a size set on
+			// that terminal's master reaches runc as SIGWINCH, which it passes on.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		}
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting runc: %w", err)
@@ -260,6 +268,10 @@ func (r *Runtime) launch(ctx context.Context, logPath string, args []string, id 
 	}()
 	return cmd, nil
 }
+
+// PIDPath is where Start's runc writes the container's init pid, in bundle, once the
+// container's process exists.
+func PIDPath(bundle string) string { return filepath.Join(bundle, pidFile) }
 
 // StartError reports why the runc run of the container in bundle failed before the
 // container's process existed, or nil when the process did start (its exit code is then

@@ -3,7 +3,6 @@ package runtime
 import (
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -65,19 +64,18 @@ func newConsole(spec *v1.Container, logOut, logErr io.Writer) (*console, error) 
 	return con, nil
 }
 
-// configure sets cmd's stdio (and, with a terminal, a new session controlled by it).
-func (con *console) configure(cmd *exec.Cmd) {
+// stdio is the new instance's stdin, stdout and stderr for runc: the terminal's slave
+// for a tty container (runc relays it to the container's own terminal), else the
+// logging writers and the stdin pipe, if any.
+func (con *console) stdio() (io.Reader, io.Writer, io.Writer) {
 	if con.tty {
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = con.slave, con.slave, con.slave
-		attr := cmd.SysProcAttr
-		attr.Setpgid, attr.Setsid, attr.Setctty, attr.Ctty = false, true, true, 0
-		return
+		return con.slave, con.slave, con.slave
 	}
-	cmd.Stdout = &teeWriter{con: con, log: con.logOut, stderr: false}
-	cmd.Stderr = &teeWriter{con: con, log: con.logErr, stderr: true}
+	var stdin io.Reader
 	if con.stdinR != nil {
-		cmd.Stdin = con.stdinR
+		stdin = con.stdinR
 	}
+	return stdin, &teeWriter{con: con, log: con.logOut, stderr: false}, &teeWriter{con: con, log: con.logErr, stderr: true}
 }
 
 // started closes the child's ends in the agent and starts copying terminal output.

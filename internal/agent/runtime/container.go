@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
@@ -21,36 +20,50 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/tranche/tranche/internal/agent/backoff"
 	"github.com/tranche/tranche/internal/agent/images"
+	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/probe"
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/agent/status"
+	"github.com/tranche/tranche/internal/imagestore"
 	"github.com/tranche/tranche/internal/netns"
 )
 
 // container is the runtime state of one container of a pod across its instances. All
 // fields are guarded by the pod's mutex.
 type container struct {
-	name         string
-	plan         images.Plan
-	id           string
-	inst         *instance
-	startedAt    time.Time
-	term         *v1.ContainerStateTerminated
-	prevTerm     *v1.ContainerStateTerminated
-	waiting      *v1.ContainerStateWaiting
-	restartCount int32
-	started      bool
-	ready        bool
-	created      bool
+	name string
+	// image and imageID are what the status reports: the image's normalised name and
+	// its repository digest.
+	image, imageID string
+	id             string
+	inst           *instance
+	startedAt      time.Time
+	term           *v1.ContainerStateTerminated
+	prevTerm       *v1.ContainerStateTerminated
+	waiting        *v1.ContainerStateWaiting
+	restartCount   int32
+	started        bool
+	ready          bool
+	created        bool
 }
 
-// instance is one running process of a container.
+// instance is one running OCI container of a container: `runc run` in the foreground
+// (runcPID), whose container init is initPID on the host.
 type instance struct {
-	id   string
-	pid  int
-	env  []string
-	cred *credential
+	id      string
+	runcPID int
+	initPID int
+	// process is the container's process in its OCI spec: exec sessions run with its
+	// user, environment, capabilities and working directory.
+	process specs.Process
+	// dir is the instance's bundle (config.json, rootfs, upper and work directories).
+	dir string
+	// cgroup is the container's cgroup path (cgroupfs layout).
+	cgroup string
 	// stopSignal is the image's STOPSIGNAL (SIGTERM when 0).
 	stopSignal syscall.Signal
 	done       chan struct{}
@@ -58,12 +71,6 @@ type instance struct {
 	probe      map[probe.Kind]*probe.Worker
 	// console is the instance's stdio for attach.
 	console *console
-}
-
-// credential is the user a container runs as.
-type credential struct {
-	uid, gid uint32
-	groups   []uint32
 }
 
 func (ps *podState) container(name string, init bool) *container {
@@ -90,7 +97,7 @@ func (c *container) running() bool { return c.inst != nil }
 
 // view is the container's ContainerView; ok is false before anything was tried.
 func (c *container) view() (status.ContainerView, bool) {
-	v := status.ContainerView{ID: c.id, Image: c.plan.Image, ImageID: c.plan.ImageID, RestartCount: c.restartCount}
+	v := status.ContainerView{ID: c.id, Image: c.image, ImageID: c.imageID, RestartCount: c.restartCount}
 	switch {
 	case c.inst != nil:
 		v.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.startedAt)}
@@ -137,10 +144,12 @@ func (m *Manager) ensureRunning(ctx context.Context, ps *podState, c *container,
 	m.start(ctx, ps, c, spec)
 }
 
-// start creates and starts a new instance of c. Failures before a process exists leave
-// c waiting with kubelet's reason (CreateContainerConfigError, ErrImagePull,
-// CreateContainerError); a program that cannot be executed is an instance that ended
-// at once with StartError, as containerd reports it. ps.mu is held.
+// start creates and starts a new instance of c: the image from the node's store, a
+// root file system over its layers, an OCI bundle, and `runc run`. Failures before a
+// process exists leave c waiting with kubelet's reason (InvalidImageName, ErrImagePull,
+// CreateContainerConfigError, CreateContainerError); a program that cannot be executed
+// is an instance that ended at once with StartError, as containerd reports it. ps.mu is
+// held.
 func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v1.Container) {
 	pod := ps.pod
 	cpu, mem := nodeResources()
@@ -152,11 +161,10 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		}
 		pe.services = serviceEnv(pod.Namespace, pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks, svcs)
 	}
-	env, err := containerEnv(ctx, pe, spec, m.cfg.Lookup, defaultPath, nil)
+	// No PATH here: the image's applies unless the container sets one (ocispec).
+	env, err := containerEnv(ctx, pe, spec, m.cfg.Lookup, "", nil)
 	if err != nil {
-		c.waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}
-		m.event(pod, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
-		m.later(ps, backoff.DefaultInitial)
+		m.waitWith(ps, c, "CreateContainerConfigError", err.Error())
 		return
 	}
 	expanded := spec.DeepCopy()
@@ -167,45 +175,29 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	for i := range expanded.Args {
 		expanded.Args[i] = expand(expanded.Args[i], lookup)
 	}
-	plan, err := m.cfg.Catalog.Resolve(spec.Image, expanded)
+	img, err := m.cfg.Images.Ensure(ctx, spec.Image)
 	if err != nil {
-		reason := "ErrImagePull"
-		if c.waiting != nil && (c.waiting.Reason == "ErrImagePull" || c.waiting.Reason == "ImagePullBackOff") {
-			reason = "ImagePullBackOff"
-		}
-		msg := err.Error()
-		if reason == "ImagePullBackOff" {
-			msg = fmt.Sprintf("Back-off pulling image %q: %s", spec.Image, err)
-		}
-		c.waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
-		m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", spec.Image, err))
-		m.later(ps, backoff.DefaultInitial)
+		m.imageFailed(ps, c, spec, err)
 		return
 	}
-	cdir := filepath.Join(m.podDir(pod.UID), "containers", spec.Name)
-	plan = plan.Expand(filepath.Join(cdir, "config"), filepath.Join(cdir, "data"))
-	if plan.Applets != "" {
-		// busybox's applets first, unless the container set its own PATH.
-		for i, kv := range env {
-			if kv == "PATH="+defaultPath {
-				env[i] = "PATH=" + containerApplets + ":" + defaultPath
-			}
-		}
-	}
-	env = withImageEnv(env, plan.Env)
-	// There is no image to pull: the event that says an image is there says what
-	// runs in its place.
-	m.event(pod, v1.EventTypeNormal, "Pulled", "Container image "+strconv.Quote(spec.Image)+" already present on machine: "+plan.Message)
+	c.image, c.imageID = imageStatus(img, spec.Image)
+	m.event(pod, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", spec.Image))
 	if !c.created {
 		c.created = true
-		m.cfg.Logger.Info("container image plan", "pod", pod.Namespace+"/"+pod.Name, "container", spec.Name, "plan", plan.Message)
+		m.cfg.Logger.Info("container image", "pod", pod.Namespace+"/"+pod.Name, "container", spec.Name, "image", c.image, "imageID", c.imageID)
 	}
-	script, cred, err := m.prepare(ps, spec, &plan, cdir, env)
-	c.plan = plan
+	id := newID()
+	dir := m.bundleDir(id)
+	cdir := filepath.Join(m.podDir(pod.UID), "containers", spec.Name)
+	ociSpec, err := m.bundle(ctx, ps, expanded, env, img, id, dir, cdir)
 	if err != nil {
-		c.waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}
-		m.event(pod, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
-		m.later(ps, backoff.DefaultInitial)
+		m.removeBundle(dir)
+		reason := "CreateContainerError"
+		var ce *ocispec.ConfigError
+		if errors.As(err, &ce) {
+			reason = "CreateContainerConfigError"
+		}
+		m.waitWith(ps, c, reason, err.Error())
 		return
 	}
 
@@ -216,27 +208,20 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	if c.term != nil {
 		c.prevTerm = c.term
 	}
-	c.id, c.term, c.waiting, c.started, c.ready = newID(), nil, nil, spec.StartupProbe == nil, false
+	c.id, c.term, c.waiting, c.started, c.ready = id, nil, nil, spec.StartupProbe == nil, false
+	fail := func(msg string) {
+		m.removeBundle(dir)
+		m.startFailed(ps, c, msg)
+	}
 	if err := os.MkdirAll(filepath.Join(cdir, "logs"), 0o755); err != nil {
-		m.startFailed(ps, c, err.Error())
+		fail(err.Error())
 		return
 	}
 	logPath := filepath.Join(cdir, "logs", fmt.Sprintf("%d.log", c.restartCount))
 	m.pruneLogs(filepath.Dir(logPath), int(c.restartCount))
 	log, err := openCRILog(logPath, m.cfg.Logs, m.cfg.Clock.Now)
 	if err != nil {
-		m.startFailed(ps, c, err.Error())
-		return
-	}
-	argv := m.argv(plan)
-	if len(argv) == 0 {
-		log.close()
-		m.startFailed(ps, c, "no program to run: the tranche binary (SelfExe) is not configured for built-in images")
-		return
-	}
-	if _, err := lookPathIn(argv[0], environLookup(env)); err != nil {
-		log.close()
-		m.startFailed(ps, c, fmt.Sprintf("failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: %q: %v: unknown", argv[0], err))
+		fail(err.Error())
 		return
 	}
 	stdout := &streamWriter{log: log, stream: "stdout"}
@@ -244,53 +229,304 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	con, err := newConsole(spec, stdout, stderr)
 	if err != nil {
 		log.close()
-		m.startFailed(ps, c, err.Error())
+		fail(err.Error())
 		return
 	}
-	cmd := &exec.Cmd{
-		Path:   m.cfg.Catalog.Busybox,
-		Args:   []string{"sh", "-c", script + " " + shellJoin(m.withUser(cred, argv))},
-		Env:    env,
-		Stdout: stdout,
-		Stderr: stderr,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:   unix.CLONE_NEWPID,
-			Unshareflags: unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
-			Setpgid:      true,
-			Pdeathsig:    syscall.SIGKILL,
-		},
-	}
-	con.configure(cmd)
-	startedR, startedW, err := os.Pipe()
+	stdin, out, errOut := con.stdio()
+	// The agent stops containers itself (stopInstance): not through a context.
+	cmd, err := m.runc.Start(context.Background(), id, dir, stdin, out, errOut, nil)
 	if err != nil {
 		con.abort()
 		log.close()
-		m.startFailed(ps, c, err.Error())
+		fail(err.Error())
 		return
 	}
-	cmd.ExtraFiles = []*os.File{startedW} // fd 3 = startedFD
-	err = netns.StartProcess(ps.netns, cmd)
-	startedW.Close()
-	if err != nil {
-		startedR.Close()
-		con.abort()
-		log.close()
-		m.startFailed(ps, c, err.Error())
-		return
-	}
-	waitStarted(startedR, setupTimeout)
-	startedR.Close()
+	proc := &runcProc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		proc.err = cmd.Wait()
+		close(proc.done)
+	}()
 	con.started()
+	initPID, err := waitInit(runc.PIDPath(dir), proc.done, setupTimeout)
+	if err != nil {
+		<-proc.done
+		con.finish()
+		stdout.flush()
+		stderr.flush()
+		log.close()
+		msg := err.Error()
+		if serr := runc.StartError(dir); serr != nil {
+			msg = serr.Error()
+		}
+		_ = m.runc.Delete(context.Background(), id)
+		fail(msg)
+		return
+	}
 	pctx, stop := context.WithCancel(ps.ctx)
-	inst := &instance{id: c.id, pid: cmd.Process.Pid, env: env, cred: cred, stopSignal: plan.StopSignal, done: make(chan struct{}), stop: stop, console: con}
+	inst := &instance{id: id, runcPID: cmd.Process.Pid, initPID: initPID, process: *ociSpec.Process, dir: dir,
+		cgroup: ociSpec.Linux.CgroupsPath, stopSignal: stopSignal(img.Config.Config.StopSignal),
+		done: make(chan struct{}), stop: stop, console: con}
 	c.inst, c.startedAt = inst, m.cfg.Clock.Now()
 	m.event(pod, v1.EventTypeNormal, "Created", "Created container: "+spec.Name)
 	m.event(pod, v1.EventTypeNormal, "Started", "Started container "+spec.Name)
 	if spec.ReadinessProbe == nil {
 		c.ready = true
 	}
-	go m.wait(ps, c, inst, cmd, stdout, stderr, log)
+	go m.wait(ps, c, inst, proc, stdout, stderr, log, filepath.Join(cdir, id[:16]+terminationLogSuffix), spec)
 	m.startProbes(pctx, ps, c, inst, spec)
+}
+
+// waitWith leaves c waiting with reason (before any instance of it could be made) and
+// retries after the initial back-off; ps.mu is held.
+func (m *Manager) waitWith(ps *podState, c *container, reason, msg string) {
+	c.waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
+	m.event(ps.pod, v1.EventTypeWarning, "Failed", "Error: "+msg)
+	m.later(ps, backoff.DefaultInitial)
+}
+
+// imageFailed records why spec's image could not be had, with kubelet's reasons and
+// events: InvalidImageName for a reference that does not parse, ErrImagePull then
+// ImagePullBackOff for one that cannot be obtained. ps.mu is held.
+func (m *Manager) imageFailed(ps *podState, c *container, spec *v1.Container, err error) {
+	pod := ps.pod
+	var invalid *images.InvalidNameError
+	if errors.As(err, &invalid) {
+		c.waiting = &v1.ContainerStateWaiting{Reason: "InvalidImageName", Message: err.Error()}
+		m.event(pod, v1.EventTypeWarning, "InspectFailed", err.Error())
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: InvalidImageName")
+		m.later(ps, backoff.DefaultInitial)
+		return
+	}
+	reason := "ErrImagePull"
+	msg := err.Error()
+	if c.waiting != nil && (c.waiting.Reason == "ErrImagePull" || c.waiting.Reason == "ImagePullBackOff") {
+		reason = "ImagePullBackOff"
+		msg = fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", spec.Image, err)
+		m.event(pod, v1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", spec.Image))
+	} else {
+		m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", spec.Image, err))
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: ErrImagePull")
+	}
+	c.waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
+	m.later(ps, backoff.DefaultInitial)
+}
+
+// imageStatus is what a container status reports of img: the normalised name the pod
+// asked for and the repository digest ("name@sha256:..."), as containerd reports them.
+func imageStatus(img imagestore.Image, ref string) (image, imageID string) {
+	image = ref
+	if n, err := imagestore.Normalize(ref); err == nil {
+		image = n
+	}
+	repo := image
+	if i := strings.LastIndex(repo, "@"); i >= 0 {
+		repo = repo[:i]
+	} else if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return image, repo + "@" + img.Digest
+}
+
+// stopSignal parses an image's STOPSIGNAL ("SIGQUIT", "QUIT", "3"); 0 means SIGTERM.
+func stopSignal(s string) syscall.Signal {
+	if s == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(s); err == nil {
+		return syscall.Signal(n)
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig
+	}
+	return 0
+}
+
+// bundle writes the instance's OCI bundle in dir: its root file system (an overlay of
+// the image's layers with a new upper directory), and config.json for the container's
+// spec, volumes and pod namespaces. A *ocispec.ConfigError is kubelet's
+// CreateContainerConfigError. ps.mu is held.
+func (m *Manager) bundle(ctx context.Context, ps *podState, spec *v1.Container, env []string, img imagestore.Image, id, dir, cdir string) (*specs.Spec, error) {
+	mounts, err := m.mounts(ps, spec, cdir, id)
+	if err != nil {
+		return nil, err
+	}
+	lowers, err := m.cfg.Images.Store().Lowers(ctx, img)
+	if err != nil {
+		return nil, fmt.Errorf("unpacking image %q: %w", spec.Image, err)
+	}
+	rootfs := filepath.Join(dir, "rootfs")
+	if err := imagestore.MountRootfs(lowers, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), rootfs); err != nil {
+		return nil, fmt.Errorf("mounting the root file system of image %q: %w", spec.Image, err)
+	}
+	s, err := ocispec.Spec(ocispec.Input{
+		Pod:              ps.pod,
+		Container:        spec,
+		Image:            img.Config.Config,
+		Rootfs:           rootfs,
+		Env:              env,
+		Mounts:           mounts,
+		NetNS:            netns.Path(ps.netns),
+		IPCNS:            ps.ipcNS,
+		UTSNS:            ps.utsNS,
+		Hostname:         ps.hostname,
+		CgroupsPath:      m.podCgroup(ps.pod.UID) + "/" + id,
+		NodeMemory:       totalMemory(),
+		SeccompDir:       m.cfg.SeccompDir,
+		HostCapabilities: m.hostCaps,
+		Cgroup2:          runc.Cgroup2(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A tty container's terminal is made by runc in the container's /dev/pts and
+	// relayed to runc's stdio, the agent's pty (console.go).
+	s.Process.Terminal = spec.TTY
+	if err := runc.WriteBundle(dir, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// terminationLogSuffix names the file behind a container instance's
+// terminationMessagePath, in the container's directory.
+const terminationLogSuffix = ".termination-log"
+
+// mounts are the bind mounts of a container: the pod's /etc/hosts, /etc/resolv.conf
+// and /etc/hostname, its termination-message file, and its volumes (subPath applied,
+// created when missing as kubelet does). ps.mu is held.
+func (m *Manager) mounts(ps *podState, spec *v1.Container, cdir, id string) ([]ocispec.Mount, error) {
+	etc := filepath.Join(m.podDir(ps.pod.UID), "etc")
+	var out []ocispec.Mount
+	mounted := map[string]bool{}
+	for _, vm := range spec.VolumeMounts {
+		mounted[filepath.Clean(vm.MountPath)] = true
+	}
+	for _, f := range []string{"hosts", "resolv.conf", "hostname"} {
+		if !mounted["/etc/"+f] {
+			out = append(out, ocispec.Mount{Source: filepath.Join(etc, f), Destination: "/etc/" + f, File: true})
+		}
+	}
+	if err := os.MkdirAll(cdir, 0o755); err != nil {
+		return nil, err
+	}
+	pruneTerminationLogs(cdir)
+	termPath := spec.TerminationMessagePath
+	if termPath == "" {
+		termPath = v1.TerminationMessagePathDefault
+	}
+	termLog := filepath.Join(cdir, id[:16]+terminationLogSuffix)
+	if err := os.WriteFile(termLog, nil, 0o666); err != nil {
+		return nil, err
+	}
+	out = append(out, ocispec.Mount{Source: termLog, Destination: termPath, File: true})
+	for _, vm := range spec.VolumeMounts {
+		src, ok := ps.volumes[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, spec.Name)
+		}
+		if vm.SubPath != "" {
+			src = filepath.Join(src, vm.SubPath)
+			if _, err := os.Lstat(src); errors.Is(err, os.ErrNotExist) {
+				if err := os.MkdirAll(src, 0o777); err != nil {
+					return nil, fmt.Errorf("creating subPath %q of volume %q: %w", vm.SubPath, vm.Name, err)
+				}
+			}
+		}
+		fi, err := os.Stat(src)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q of container %q: %w", vm.Name, spec.Name, err)
+		}
+		out = append(out, ocispec.Mount{Source: src, Destination: vm.MountPath, ReadOnly: vm.ReadOnly, File: !fi.IsDir()})
+	}
+	return out, nil
+}
+
+// pruneTerminationLogs removes the termination-message files of earlier instances.
+func pruneTerminationLogs(cdir string) {
+	entries, _ := os.ReadDir(cdir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), terminationLogSuffix) {
+			os.Remove(filepath.Join(cdir, e.Name()))
+		}
+	}
+}
+
+// terminationMessage is what the container wrote to its termination-message file (at
+// most 4096 bytes, kubelet's limit), or with FallbackToLogsOnError and an error exit
+// and an empty file, the last lines of its log.
+func terminationMessage(path string, spec *v1.Container, code int, logPath string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4096 {
+		b = b[:4096]
+	}
+	if len(b) == 0 && code != 0 && spec != nil && spec.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
+		return lastLogLines(logPath, 80, 2048)
+	}
+	return string(b)
+}
+
+// bundleDir is where an instance's bundle lives: short, as overlayfs's mount options
+// (which name the upper and work directories) are limited to a page.
+func (m *Manager) bundleDir(id string) string {
+	return filepath.Join(m.cfg.RootDir, "c", id[:16])
+}
+
+// removeBundle unmounts an instance's root file system and removes its bundle.
+func (m *Manager) removeBundle(dir string) {
+	if err := imagestore.UnmountRootfs(filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "rootfs")); err != nil {
+		m.cfg.Logger.Warn("unmounting a container's root file system", "dir", dir, "err", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		m.cfg.Logger.Warn("removing a container's bundle", "dir", dir, "err", err)
+	}
+}
+
+// setupTimeout bounds the wait for runc to start a container.
+const setupTimeout = 30 * time.Second
+
+// runcProc is a `runc run` process and how it ended.
+type runcProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// waitInit waits until runc wrote the container's init pid (the container runs: exec
+// sessions and hooks can join it), runc exited first (the container could not start),
+// or timeout passed.
+func waitInit(pidFile string, exited <-chan struct{}, timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	delay := time.Millisecond
+	read := func() (int, bool) {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return 0, false
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid, err == nil && pid > 0
+	}
+	for {
+		if pid, ok := read(); ok {
+			return pid, nil
+		}
+		select {
+		case <-exited:
+			// A container that ran and ended at once: its exit is its own.
+			if pid, ok := read(); ok {
+				return pid, nil
+			}
+			return 0, errors.New("runc exited before the container ran")
+		case <-time.After(delay):
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the container did not start within %s", timeout)
+		}
+		delay = min(2*delay, 20*time.Millisecond)
+	}
 }
 
 // startFailed records an instance that could not be started; ps.mu is held.
@@ -319,293 +555,49 @@ func (m *Manager) pruneLogs(dir string, current int) {
 	}
 }
 
-// argv is the program a plan runs; nil when it needs the tranche binary and there is
-// none.
-func (m *Manager) argv(p images.Plan) []string {
-	if p.Builtin == "" {
-		return p.Argv
-	}
-	if m.cfg.SelfExe == "" {
-		return nil
-	}
-	if p.Self {
-		return append([]string{m.cfg.SelfExe, p.Builtin}, p.BuiltinArgs...)
-	}
-	return append([]string{m.cfg.SelfExe, "builtin", p.Builtin}, p.BuiltinArgs...)
-}
-
-// withUser prefixes argv with setpriv when the container runs as another user.
-func (m *Manager) withUser(cred *credential, argv []string) []string {
-	if cred == nil {
-		return argv
-	}
-	groups := "--clear-groups"
-	if len(cred.groups) > 0 {
-		gs := make([]string, len(cred.groups))
-		for i, g := range cred.groups {
-			gs[i] = strconv.FormatUint(uint64(g), 10)
-		}
-		groups = "--groups=" + strings.Join(gs, ",")
-	}
-	return append([]string{m.setpriv, fmt.Sprintf("--reuid=%d", cred.uid), fmt.Sprintf("--regid=%d", cred.gid), groups, "--"}, argv...)
-}
-
-// containerApplets is where containers see the busybox applet links (RootDir/bin).
-const containerApplets = "/run/.tranche-bin"
-
-// withImageEnv adds an image's environment (images.Plan.Env) under the container's:
-// as with a container image's ENV, a variable the container sets wins, except the
-// default PATH, which the image's replaces.
-func withImageEnv(env, image []string) []string {
-	out := append([]string(nil), env...)
-	for _, kv := range image {
-		name, _, _ := strings.Cut(kv, "=")
-		found := false
-		for i, have := range out {
-			if n, v, _ := strings.Cut(have, "="); n == name {
-				found = true
-				if name == "PATH" && v == defaultPath {
-					out[i] = kv
-				}
-			}
-		}
-		if !found {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// prepare writes the plan's files and returns the start-up script (everything before
-// the final exec, which the caller appends) and the user to run as. The plan is
-// already expanded for the container's directories.
-func (m *Manager) prepare(ps *podState, spec *v1.Container, plan *images.Plan, cdir string, env []string) (string, *credential, error) {
-	configDir, dataDir := filepath.Join(cdir, "config"), filepath.Join(cdir, "data")
-	cred, err := m.credential(ps.pod, spec, plan.User)
-	if err != nil {
-		return "", nil, err
-	}
-	if cred != nil && m.setpriv == "" {
-		return "", nil, fmt.Errorf("container %q runs as user %d, which needs util-linux's setpriv on the node", spec.Name, cred.uid)
-	}
-	for _, d := range []string{configDir, dataDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", nil, err
-		}
-	}
-	if cred != nil {
-		if err := os.Chown(dataDir, int(cred.uid), int(cred.gid)); err != nil {
-			return "", nil, err
-		}
-	}
-	for name, content := range plan.Files {
-		p := filepath.Join(configDir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", nil, err
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			return "", nil, err
-		}
-	}
-	bb := shellQuote(m.cfg.Catalog.Busybox)
-	etc := filepath.Join(m.podDir(ps.pod.UID), "etc")
-	var s strings.Builder
-	s.WriteString("set -e\n")
-	fmt.Fprintf(&s, "%s mount -t proc proc /proc\n", bb)
-	// Copies of other pods' namespace mounts would keep those namespaces alive.
-	fmt.Fprintf(&s, "%s umount -l /run/netns 2>/dev/null || true\n", bb)
-	// The container gets its own /run, as in any container: the host's runtime state
-	// stays out of sight, and mount points under /run (the service account token at
-	// /var/run/secrets/kubernetes.io/serviceaccount) can be created there.
-	fmt.Fprintf(&s, "%s mount -t tmpfs -o mode=0755,size=16m tmpfs /run\n", bb)
-	for _, f := range []string{"hosts", "resolv.conf", "hostname"} {
-		fmt.Fprintf(&s, "%s mount --bind %s /etc/%s\n", bb, shellQuote(filepath.Join(etc, f)), f)
-	}
-	fmt.Fprintf(&s, "%s hostname %s\n", bb, shellQuote(ps.hostname))
-	if plan.Applets != "" {
-		// Seen through the private /run, so that a volume mounted over the directory
-		// holding the node's data (an emptyDir at /tmp while the data dir is under
-		// /tmp) does not hide the applets.
-		fmt.Fprintf(&s, "%s mkdir -p %s\n", bb, containerApplets)
-		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(m.applets), containerApplets)
-	}
-	for _, pm := range plan.Mounts {
-		if _, err := os.Stat(pm.Target); err != nil {
-			return "", nil, fmt.Errorf("image %q needs %s on the node's file system (install the Debian package that provides it; make deps does): %w", spec.Image, pm.Target, err)
-		}
-		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(pm.Source), shellQuote(pm.Target))
-	}
-	// Every volume is first bound to a staging point in the private /run, then from
-	// there to its mount path: a volume mounted over a directory that holds the node's
-	// data (say an emptyDir at /tmp while the data dir is under /tmp) would otherwise
-	// hide the sources of the volumes mounted after it.
-	type volMount struct {
-		stage, target string
-		readOnly      bool
-	}
-	var mounts []volMount
-	for i, vm := range spec.VolumeMounts {
-		src, ok := ps.volumes[vm.Name]
-		if !ok {
-			return "", nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, spec.Name)
-		}
-		if vm.SubPath != "" {
-			src = filepath.Join(src, vm.SubPath)
-		}
-		target := vm.MountPath
-		if dir, ok := underPlanMount(plan.Mounts, target); ok {
-			// The mount point lies in a directory the plan provides: make it there.
-			if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
-				err = os.MkdirAll(filepath.Dir(dir), 0o755)
-				if err == nil {
-					err = touch(dir)
-				}
-				if err != nil {
-					return "", nil, fmt.Errorf("mount point %q of volume %q: %w", vm.MountPath, vm.Name, err)
-				}
-			} else if err := os.MkdirAll(dir, 0o755); err != nil {
-				return "", nil, fmt.Errorf("mount point %q of volume %q: %w", vm.MountPath, vm.Name, err)
-			}
-		} else if underRun(target) {
-			// busybox's remount finds mounts by their path in /proc/mounts, which
-			// shows /run, not the /var/run symlink.
-			target = "/run/" + strings.TrimPrefix(strings.TrimPrefix(filepath.Clean(target), "/var/run/"), "/run/")
-		} else if _, err := os.Stat(target); err != nil {
-			return "", nil, fmt.Errorf("mount point %q of volume %q does not exist on the node's file system (containers run on it, without an image): %w", vm.MountPath, vm.Name, err)
-		}
-		stage := fmt.Sprintf("/run/.tranche-volumes/%d", i)
-		if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
-			fmt.Fprintf(&s, "%s mkdir -p /run/.tranche-volumes && %s touch %s\n", bb, bb, stage)
-		} else {
-			fmt.Fprintf(&s, "%s mkdir -p %s\n", bb, stage)
-		}
-		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, shellQuote(src), stage)
-		mounts = append(mounts, volMount{stage, target, vm.ReadOnly})
-	}
-	for _, m := range mounts {
-		if underRun(m.target) {
-			fmt.Fprintf(&s, "%s mkdir -p %s\n", bb, shellQuote(m.target))
-		}
-		fmt.Fprintf(&s, "%s mount --bind %s %s\n", bb, m.stage, shellQuote(m.target))
-		if m.readOnly {
-			fmt.Fprintf(&s, "%s mount -o remount,bind,ro %s\n", bb, shellQuote(m.target))
-		}
-	}
-	// Without a workingDir a container starts in / (the images' usual WORKDIR), not
-	// in the agent's own directory.
-	wd := spec.WorkingDir
-	if wd == "" {
-		wd = "/"
-	}
-	fmt.Fprintf(&s, "cd %s\n", shellQuote(wd))
-	// From here the container counts as started (startedFD): its mounts are in place,
-	// so a preStop hook or kubectl exec sees the container's file system, never the
-	// node's. What follows (the image's setup, then its program) is the entrypoint.
-	fmt.Fprintf(&s, "echo >&%d; exec %d>&-\n", startedFD, startedFD)
-	for _, d := range plan.OwnedDirs {
-		// In double quotes, not single: the image's directories name its variables ($PGDATA).
-		fmt.Fprintf(&s, "%s mkdir -p \"%s\"\n", bb, d)
-		if cred != nil {
-			fmt.Fprintf(&s, "%s chown %d:%d \"%s\"\n", bb, cred.uid, cred.gid, d)
-		}
-	}
-	for _, setup := range plan.Setup {
-		fmt.Fprintf(&s, "%s\n", shellJoin(m.withUser(cred, setup)))
-	}
-	s.WriteString("exec")
-	return s.String(), cred, nil
-}
-
-// startedFD is the descriptor on which a container's start-up script says that its
-// mounts are done; setupTimeout bounds the wait for it.
-const (
-	startedFD    = 3
-	setupTimeout = 10 * time.Second
-)
-
-// waitStarted waits until the start-up script writes to r, closes it (it failed before:
-// the process's exit tells why) or timeout passes.
-func waitStarted(r *os.File, timeout time.Duration) {
-	_ = r.SetReadDeadline(time.Now().Add(timeout))
-	var b [1]byte
-	_, _ = r.Read(b[:])
-}
-
-// credential is the user the container runs as: securityContext runAsUser/runAsGroup
-// (the container's over the pod's) or the plan's user; nil for the agent's own.
-func (m *Manager) credential(pod *v1.Pod, spec *v1.Container, planUser string) (*credential, error) {
-	var uid, gid *int64
-	var groups []int64
-	if sc := pod.Spec.SecurityContext; sc != nil {
-		uid, gid, groups = sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups
-	}
-	if sc := spec.SecurityContext; sc != nil {
-		if sc.RunAsUser != nil {
-			uid = sc.RunAsUser
-		}
-		if sc.RunAsGroup != nil {
-			gid = sc.RunAsGroup
-		}
-	}
-	if uid == nil && planUser != "" {
-		u, err := user.Lookup(planUser)
-		if err != nil {
-			return nil, fmt.Errorf("container %q: user %q: %w", spec.Name, planUser, err)
-		}
-		id, _ := strconv.ParseInt(u.Uid, 10, 64)
-		g, _ := strconv.ParseInt(u.Gid, 10, 64)
-		uid = &id
-		if gid == nil {
-			gid = &g
-		}
-	}
-	if uid == nil {
-		if gid == nil && len(groups) == 0 {
-			return nil, nil
-		}
-		uid = new(int64(os.Getuid()))
-	}
-	c := &credential{uid: uint32(*uid)}
-	switch {
-	case gid != nil:
-		c.gid = uint32(*gid)
-	default:
-		if u, err := user.LookupId(strconv.FormatInt(*uid, 10)); err == nil {
-			g, _ := strconv.ParseUint(u.Gid, 10, 32)
-			c.gid = uint32(g)
-		}
-	}
-	for _, g := range groups {
-		c.groups = append(c.groups, uint32(g))
-	}
-	return c, nil
-}
-
-// wait reaps an instance, records how it ended and notifies the agent.
-func (m *Manager) wait(ps *podState, c *container, inst *instance, cmd *exec.Cmd, stdout, stderr *streamWriter, log *criLog) {
-	err := cmd.Wait()
+// wait waits for an instance's runc to exit, records how the container ended (its
+// exit code, OOMKilled when the kernel killed it for its memory limit, its termination
+// message), removes its bundle and notifies the agent.
+func (m *Manager) wait(ps *podState, c *container, inst *instance, proc *runcProc, stdout, stderr *streamWriter, log *criLog, termLog string, spec *v1.Container) {
+	<-proc.done
 	inst.console.finish()
 	stdout.flush()
 	stderr.flush()
+	logPath := log.path
 	log.close()
 	code := 0
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+	if ws, ok := proc.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		switch {
 		case ws.Signaled():
 			code = 128 + int(ws.Signal())
 		default:
 			code = ws.ExitStatus()
 		}
-	} else if err != nil {
+	} else if proc.err != nil {
 		code = 128
 	}
+	// runc ran with --keep: the container's cgroup, and the OOM kills it counted,
+	// are there until the container is deleted.
+	oom := false
+	if st, err := runc.Stats(inst.cgroup); err == nil {
+		oom = st.OOMKilled(code)
+	}
 	inst.stop()
+	if err := m.runc.Delete(context.Background(), inst.id); err != nil {
+		m.cfg.Logger.Warn("deleting a container", "container", inst.id, "err", err)
+	}
+	m.removeBundle(inst.dir)
+	term := &v1.ContainerStateTerminated{ExitCode: int32(code), ContainerID: status.ContainerIDPrefix + inst.id,
+		Message: terminationMessage(termLog, spec, code, logPath)}
+	if oom {
+		term.Reason = "OOMKilled"
+	}
 	ps.mu.Lock()
 	if c.inst == inst {
 		c.inst = nil
 		c.ready = false
-		c.term = &v1.ContainerStateTerminated{ExitCode: int32(code), StartedAt: metav1.NewTime(c.startedAt),
-			FinishedAt: metav1.NewTime(m.cfg.Clock.Now()), ContainerID: status.ContainerIDPrefix + inst.id}
+		term.StartedAt, term.FinishedAt = metav1.NewTime(c.startedAt), metav1.NewTime(m.cfg.Clock.Now())
+		c.term = term
 	}
 	uid := ps.pod.UID
 	ps.mu.Unlock()
@@ -647,15 +639,16 @@ func (m *Manager) stopInstance(ps *podState, c *container, inst *instance, grace
 	if sig == 0 {
 		sig = unix.SIGTERM
 	}
-	_ = unix.Kill(-inst.pid, sig)
+	// runc passes the signal on to the container's init.
+	_ = unix.Kill(inst.runcPID, sig)
 	select {
 	case <-inst.done:
 		return
 	case <-m.cfg.Clock.After(grace):
 	}
-	// PID 1 of the container's PID namespace: its death takes every process in it.
-	_ = unix.Kill(inst.pid, unix.SIGKILL)
-	_ = unix.Kill(-inst.pid, unix.SIGKILL)
+	// PID 1 of the container's PID namespace: its death takes every process in it,
+	// and runc then exits with 137.
+	_ = unix.Kill(inst.initPID, unix.SIGKILL)
 	<-inst.done
 }
 
@@ -783,49 +776,6 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// lookPathIn resolves a program as execve through PATH from env would.
-func lookPathIn(prog string, env func(string) (string, bool)) (string, error) {
-	if strings.Contains(prog, "/") {
-		st, err := os.Stat(prog)
-		if err != nil {
-			return "", errors.New("no such file or directory")
-		}
-		if st.IsDir() || st.Mode()&0o111 == 0 {
-			return "", errors.New("permission denied")
-		}
-		return prog, nil
-	}
-	path, _ := env("PATH")
-	for _, dir := range filepath.SplitList(path) {
-		p := filepath.Join(dir, prog)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", errors.New("executable file not found in $PATH")
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func shellJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = shellQuote(a)
-	}
-	return strings.Join(q, " ")
-}
-
-// setProcessGroup puts cmd in its own process group and makes cancelling kill the
-// whole group, so that an exec's forked child goes too.
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
-	cmd.WaitDelay = 2 * time.Second
-}
-
 func numCPU() int { return goruntime.NumCPU() }
 
 func totalMemory() int64 {
@@ -834,34 +784,4 @@ func totalMemory() int64 {
 		return 0
 	}
 	return int64(si.Totalram) * int64(si.Unit)
-}
-
-// underPlanMount returns where, on the node, the mount point target is when it lies
-// strictly below one of the plan's mount targets (the last such mount wins, as it
-// hides the others).
-func underPlanMount(mounts []images.Mount, target string) (string, bool) {
-	target = filepath.Clean(target)
-	for i := len(mounts) - 1; i >= 0; i-- {
-		base := filepath.Clean(mounts[i].Target)
-		if rel, err := filepath.Rel(base, target); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return filepath.Join(mounts[i].Source, rel), true
-		}
-	}
-	return "", false
-}
-
-// touch creates an empty file at p unless it exists.
-func touch(p string) error {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// underRun reports whether p lies in the container's private /run (directly or
-// through Debian's /var/run symlink), where missing mount points can be created.
-func underRun(p string) bool {
-	p = filepath.Clean(p)
-	return strings.HasPrefix(p, "/run/") || strings.HasPrefix(p, "/var/run/")
 }

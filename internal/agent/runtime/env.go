@@ -78,14 +78,16 @@ type configError struct{ msg string }
 
 func (e *configError) Error() string { return e.msg }
 
-// containerEnv builds the environment of container c as kubelet does: PATH and HOSTNAME
-// first, then every envFrom source in order (keys prefixed, invalid names skipped), then
+// containerEnv builds the environment of container c as kubelet does: PATH (unless
+// empty: the image's then applies) and HOSTNAME first, then every envFrom source in order (keys prefixed, invalid names skipped), then
 // env in order, where values expand $(VAR) references to variables defined before them.
 // The plan's extra variables (images.Plan.Env) come last. A missing ConfigMap, Secret
 // or key that is not optional is a *configError.
 func containerEnv(ctx context.Context, pe podEnv, c *v1.Container, lookup Lookup, path string, extra []string) ([]string, error) {
 	var l envList
-	l.set("PATH", path)
+	if path != "" {
+		l.set("PATH", path)
+	}
 	l.set("HOSTNAME", pe.hostname)
 	for _, v := range pe.services {
 		l.set(v.name, v.value)

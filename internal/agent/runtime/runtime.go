@@ -1,27 +1,25 @@
-// Package runtime turns the pods bound to a node into processes, as a container runtime
-// and kubelet would, but without images: the image catalog (internal/agent/images)
-// decides what each container runs.
+// Package runtime turns the pods bound to a node into OCI containers, as a container
+// runtime and kubelet would together.
 //
 // A pod's sandbox is a network namespace <prefix>p-<first 12 hex digits of its UID>,
 // attached to the node's pod bridge with an address from the node's subnet (allocations
-// persist in RootDir/sandboxes.json), plus its /etc/hosts, /etc/resolv.conf and
-// /etc/hostname under RootDir/pods/<uid>/etc. A hostNetwork pod has no namespace of its
-// own: its containers run in the node's, its IP is the node's and its hostname the
-// node's name.
+// persist in RootDir/sandboxes.json), IPC and UTS namespaces kept by bind mounts under
+// RootDir/pods/<uid>/ns (the UTS one carries the pod's hostname), a pod cgroup
+// (/tranche/<node namespace>/pod<uid>), and its /etc/hosts, /etc/resolv.conf and
+// /etc/hostname under RootDir/pods/<uid>/etc. A hostNetwork pod joins the node's network
+// namespace instead: its IP is the node's and its hostname the node's name.
 //
-// Each container instance is one process tree in the sandbox's network namespace and in
-// its OWN mount, UTS, IPC and PID namespaces: the container's program is PID 1 of its PID
-// namespace, so killing it kills everything it started, and no pause process is needed.
-// A small busybox shell runs first inside the new namespaces (the mount namespace made
-// private by the Go runtime before anything is mounted), mounts /proc, bind-mounts the
-// pod's /etc files and volumes, sets the hostname, runs the plan's setup commands and
-// then execs the program (through setpriv when a user is asked for). The containers of
-// one pod therefore share the network but not processes or IPC, which Kubernetes allows
-// (shareProcessNamespace is not supported). Nothing is ever mounted in the agent's own
-// mount namespace.
+// Each container instance is an OCI container run by runc (`runc run` in the
+// foreground, a child of the agent) from a bundle under RootDir/c/<id>: its root file
+// system is an overlay of its image's layers (from the node's image store) with an upper
+// directory of its own, removed with the instance; its spec (internal/agent/ocispec)
+// joins the pod's namespaces, has a PID namespace and a cgroup of its own, the pod's
+// volumes and /etc files bind-mounted, and the capabilities, seccomp profile and limits
+// Kubernetes and containerd give it. Exec sessions and exec probes are `runc exec` with
+// the container's own process settings.
 //
-// Every container process has SIGKILL as its parent-death signal, so an agent crash
-// leaves no container running; the sandboxes it leaves are removed by Cleanup.
+// Every runc process has SIGKILL as its parent-death signal and lives in the pod's
+// cgroup, so an agent crash leaves containers that the next agent's Cleanup removes.
 package runtime
 
 import (
@@ -33,9 +31,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +43,8 @@ import (
 
 	"github.com/tranche/tranche/internal/agent/backoff"
 	"github.com/tranche/tranche/internal/agent/images"
+	"github.com/tranche/tranche/internal/agent/ocispec"
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/agent/status"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/netns"
@@ -66,11 +64,14 @@ type Config struct {
 	// RootDir/pods/<uid>/{etc,containers/<name>/{logs,config,data}}, and RootDir/bin,
 	// the busybox applet links.
 	RootDir string
-	// SelfExe is the tranche binary, run as `SelfExe builtin NAME ARGS` for built-in
-	// servers; containers needing it fail with CreateContainerError when it is empty.
-	SelfExe string
-	// Catalog maps images to plans (images.Default() when nil).
-	Catalog *images.Catalog
+	// Images gives containers their images (required).
+	Images *images.Service
+	// Runc runs the containers; New finds runc and uses RootDir/runc as its state
+	// directory when it is nil.
+	Runc *runc.Runtime
+	// SeccompDir holds the Localhost seccomp profiles (kubelet's <root-dir>/seccomp);
+	// RootDir/seccomp when empty.
+	SeccompDir string
 	// ClusterDNS and ClusterDomain configure the pods' resolv.conf and hostnames.
 	ClusterDNS    []string
 	ClusterDomain string
@@ -93,8 +94,7 @@ type Config struct {
 	Backoff *backoff.Backoff
 	// Clock drives probes, back-off and timestamps (the real clock when nil).
 	Clock clock.WithTicker
-	// Recorder receives the events kubelet records on a pod (Pulled, saying what runs
-	// for the image, Created, Started, Failed, BackOff, Unhealthy, Killing); none
+	// Recorder receives the events kubelet records on a pod (Pulled, Created, Started, Failed, BackOff, Unhealthy, Killing); none
 	// are recorded when nil.
 	Recorder record.EventRecorder
 	// Logger receives the runtime's logs (discarded when nil).
@@ -153,9 +153,9 @@ type Manager struct {
 	node    clusternet.Node
 	backoff *backoff.Backoff
 	changes chan types.UID
-	applets string
-	nsenter []string
-	setpriv string
+	runc    *runc.Runtime
+	// hostCaps is the agent's capability bounding set: what privileged containers get.
+	hostCaps []string
 
 	mu      sync.Mutex
 	ips     *clusternet.PodIPs
@@ -174,8 +174,11 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.RootDir == "" {
 		return nil, errors.New("runtime: RootDir must be set")
 	}
-	if cfg.Catalog == nil {
-		cfg.Catalog = images.Default()
+	if cfg.Images == nil {
+		return nil, errors.New("runtime: an image service (Images) must be set")
+	}
+	if cfg.SeccompDir == "" {
+		cfg.SeccompDir = filepath.Join(cfg.RootDir, "seccomp")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -204,8 +207,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Backoff == nil {
 		cfg.Backoff = backoff.New(cfg.Clock)
 	}
-	if _, err := os.Stat(cfg.Catalog.Busybox); err != nil {
-		return nil, fmt.Errorf("runtime: busybox, which starts every container, is missing: %w", err)
+	if cfg.Runc == nil {
+		bin, err := runc.Find()
+		if err != nil {
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+		cfg.Runc = &runc.Runtime{Binary: bin, Root: filepath.Join(cfg.RootDir, "runc"), Logger: cfg.Logger}
 	}
 	ips, err := clusternet.NewPodIPs(node.PodCIDR)
 	if err != nil {
@@ -216,6 +223,7 @@ func New(cfg Config) (*Manager, error) {
 		node:    node,
 		backoff: cfg.Backoff,
 		changes: make(chan types.UID, 1024),
+		runc:    cfg.Runc,
 		ips:     ips,
 		records: map[types.UID]sandboxRecord{},
 		pods:    map[types.UID]*podState{},
@@ -227,40 +235,13 @@ func New(cfg Config) (*Manager, error) {
 	if err := m.loadRecords(); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
-	if m.applets, err = makeApplets(cfg.Catalog.Busybox, filepath.Join(cfg.RootDir, "bin")); err != nil {
+	if err := os.MkdirAll(cfg.SeccompDir, 0o755); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
-	// util-linux's nsenter and setpriv when installed; busybox's nsenter otherwise
-	// (busybox's setpriv cannot change users).
-	if p, err := exec.LookPath("nsenter"); err == nil {
-		m.nsenter = []string{p}
-	} else {
-		m.nsenter = []string{cfg.Catalog.Busybox, "nsenter"}
+	if m.hostCaps, err = ocispec.HostCapabilities(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
 	}
-	m.setpriv, _ = exec.LookPath("setpriv")
 	return m, nil
-}
-
-// makeApplets links every busybox applet in dir, so that a PATH starting with dir finds
-// busybox's sh, wget, nc, sleep...
-func makeApplets(busybox, dir string) (string, error) {
-	out, err := exec.Command(busybox, "--list").Output()
-	if err != nil {
-		return "", fmt.Errorf("listing busybox applets: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	for _, name := range strings.Fields(string(out)) {
-		link := filepath.Join(dir, name)
-		if _, err := os.Lstat(link); err == nil {
-			continue
-		}
-		if err := os.Symlink(busybox, link); err != nil {
-			return "", fmt.Errorf("linking busybox applet %s: %w", name, err)
-		}
-	}
-	return dir, nil
 }
 
 // Changes implements Runtime.
@@ -283,12 +264,14 @@ func (m *Manager) dial(network, addr string, timeout time.Duration) (net.Conn, e
 
 // podState is the runtime's state of one pod.
 type podState struct {
-	mu           sync.Mutex
-	ctx          context.Context
-	cancel       context.CancelFunc
-	pod          *v1.Pod
-	volumes      map[string]string
-	netns        string
+	mu      sync.Mutex
+	ctx     context.Context
+	cancel  context.CancelFunc
+	pod     *v1.Pod
+	volumes map[string]string
+	netns   string
+	// ipcNS and utsNS are the paths of the pod's IPC and UTS namespaces.
+	ipcNS, utsNS string
 	ip           netip.Addr
 	hostname     string
 	sandboxReady bool
@@ -515,6 +498,46 @@ func (m *Manager) Cleanup(ctx context.Context, keep map[types.UID]bool) error {
 		}
 		errs = append(errs, m.removeSandbox(uid))
 	}
+	errs = append(errs, m.removeStaleContainers(ctx))
+	return errors.Join(errs...)
+}
+
+// removeStaleContainers deletes the runc containers and bundles no running instance
+// owns: those of an earlier agent, whose pods are started afresh.
+func (m *Manager) removeStaleContainers(ctx context.Context) error {
+	live := map[string]bool{}
+	m.mu.Lock()
+	for _, ps := range m.pods {
+		ps.mu.Lock()
+		for _, cs := range []map[string]*container{ps.containers, ps.inits} {
+			for _, c := range cs {
+				if c.inst != nil {
+					live[c.inst.id] = true
+					live[filepath.Base(c.inst.dir)] = true
+				}
+			}
+		}
+		ps.mu.Unlock()
+	}
+	m.mu.Unlock()
+	var errs []error
+	states, err := m.runc.List(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, st := range states {
+		if !live[st.ID] {
+			if err := m.runc.Delete(ctx, st.ID); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(m.cfg.RootDir, "c"))
+	for _, e := range entries {
+		if !live[e.Name()] {
+			m.removeBundle(filepath.Join(m.cfg.RootDir, "c", e.Name()))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -550,50 +573,10 @@ func (m *Manager) LogPath(podUID types.UID, name string, previous bool) (string,
 	return "", fmt.Errorf("previous terminated container %q in pod %s not found", name, podUID)
 }
 
-// Exec implements Runtime, through nsenter into the container's PID 1.
+// Exec implements Runtime: `runc exec` in the running container, with its user,
+// environment, capabilities and working directory.
 func (m *Manager) Exec(ctx context.Context, podUID types.UID, name string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	if len(argv) == 0 {
-		return -1, errors.New("exec: no command given")
-	}
-	m.mu.Lock()
-	ps := m.pods[podUID]
-	m.mu.Unlock()
-	if ps == nil {
-		return -1, fmt.Errorf("exec in pod %s: pod not found", podUID)
-	}
-	ps.mu.Lock()
-	c := ps.containers[name]
-	if c == nil {
-		c = ps.inits[name]
-	}
-	if c == nil || c.inst == nil {
-		ps.mu.Unlock()
-		return -1, fmt.Errorf("exec in container %q of pod %s: container not running", name, podUID)
-	}
-	inst := c.inst
-	ps.mu.Unlock()
-	args := append([]string(nil), m.nsenter[1:]...)
-	args = append(args, "-t", fmt.Sprint(inst.pid), "-m", "-u", "-i", "-n", "-p", "-w")
-	if inst.cred != nil {
-		args = append(args, "-S", fmt.Sprint(inst.cred.uid), "-G", fmt.Sprint(inst.cred.gid))
-	}
-	args = append(append(args, "--"), argv...)
-	cmd := exec.CommandContext(ctx, m.nsenter[0], args...)
-	cmd.Env = inst.env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	setProcessGroup(cmd)
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, podUID, ctx.Err())
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), nil
-	}
-	if err != nil {
-		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, podUID, err)
-	}
-	return 0, nil
+	return m.ExecStream(ctx, podUID, name, argv, Streams{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
 // execCombined is Exec with stdout and stderr collected, for exec probes and hooks.

@@ -21,8 +21,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/tranche/tranche/internal/agent/backoff"
+	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/agent/status"
 	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/imagebuild"
+	"github.com/tranche/tranche/internal/imagestore"
 	"github.com/tranche/tranche/internal/netns"
 )
 
@@ -32,6 +35,11 @@ type testEnv struct {
 	m      *Manager
 	prefix string
 	dir    string
+	// marks is a host directory every test pod mounts at /marks (makePod), where
+	// containers leave files the test checks.
+	marks string
+	// volumes are more volumes of some pods, by UID, beside marks.
+	volumes map[types.UID]map[string]string
 }
 
 // newTestEnv builds a one-node cluster network with a unique prefix and a Manager;
@@ -63,15 +71,20 @@ func newTestEnv(t *testing.T) *testEnv {
 	dir := t.TempDir()
 	self := filepath.Join(dir, "tranche")
 	build := exec.Command("go", "build", "-o", self, "./testdata/selfexe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // the images carry it: static
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the test self binary: %v\n%s", err, out)
+	}
+	store, err := imagestore.Open(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	m, err := New(Config{
 		NodeName:      "n1",
 		NodeNS:        topo.NodeNamespace("n1"),
 		Topology:      topo,
 		RootDir:       filepath.Join(dir, "root"),
-		SelfExe:       self,
+		Images:        images.New(store, imagebuild.Source{SelfExe: self}),
 		ClusterDNS:    []string{"10.96.0.10"},
 		ClusterDomain: "cluster.local",
 		Backoff:       backoff.NewWithLimits(clock.RealClock{}, time.Second, 2*time.Second),
@@ -80,7 +93,10 @@ func newTestEnv(t *testing.T) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{t: t, m: m, prefix: prefix, dir: dir}
+	e := &testEnv{t: t, m: m, prefix: prefix, dir: dir, marks: filepath.Join(dir, "marks"), volumes: map[types.UID]map[string]string{}}
+	if err := os.MkdirAll(e.marks, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(e.killAll)
 	return e
 }
@@ -96,7 +112,7 @@ func (e *testEnv) killAll() {
 		for _, cs := range []map[string]*container{ps.containers, ps.inits} {
 			for _, c := range cs {
 				if c.inst != nil {
-					pids = append(pids, c.inst.pid)
+					pids = append(pids, c.inst.initPID, c.inst.runcPID)
 				}
 			}
 		}
@@ -119,9 +135,16 @@ func (e *testEnv) killAll() {
 	if left, _ := netns.List(e.prefix + "p-"); len(left) != 0 {
 		e.t.Errorf("pod namespaces left behind: %v", left)
 	}
+	if left, _ := os.ReadDir(filepath.Join(e.m.cfg.RootDir, "c")); len(left) != 0 {
+		e.t.Errorf("container bundles left behind: %v", left)
+	}
+	if states, err := e.m.runc.List(context.Background()); err != nil || len(states) != 0 {
+		e.t.Errorf("runc containers left behind: %v (%v)", states, err)
+	}
 }
 
-// makePod returns a pod on node n1 with one container, changed by mutate.
+// makePod returns a pod on node n1 with one busybox container that mounts the test's
+// marks directory at /marks, changed by mutate.
 func makePod(name string, mutate func(*v1.Pod)) *v1.Pod {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -132,7 +155,8 @@ func makePod(name string, mutate func(*v1.Pod)) *v1.Pod {
 			NodeName:                      "n1",
 			RestartPolicy:                 v1.RestartPolicyAlways,
 			TerminationGracePeriodSeconds: new(int64(1)),
-			Containers:                    []v1.Container{{Name: "c", Image: "busybox:1.36", Command: []string{"sh", "-c", "sleep 3600"}}},
+			Containers: []v1.Container{{Name: "c", Image: "busybox:1.36", Command: []string{"sh", "-c", "sleep 3600"},
+				VolumeMounts: []v1.VolumeMount{{Name: "marks", MountPath: "/marks"}}}},
 		},
 	}
 	if mutate != nil {
@@ -146,8 +170,12 @@ func makePod(name string, mutate func(*v1.Pod)) *v1.Pod {
 func (e *testEnv) syncUntil(pod *v1.Pod, what string, timeout time.Duration, cond func(status.PodView) bool) status.PodView {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
+	vols := map[string]string{"marks": e.marks}
+	for k, v := range e.volumes[pod.UID] {
+		vols[k] = v
+	}
 	for {
-		v, err := e.m.SyncPod(context.Background(), pod, nil)
+		v, err := e.m.SyncPod(context.Background(), pod, vols)
 		if err != nil {
 			e.t.Fatalf("sync %s: %v", pod.Name, err)
 		}
@@ -182,16 +210,13 @@ func (e *testEnv) exec(pod *v1.Pod, container string, cmd ...string) (string, in
 
 func TestRuntime(t *testing.T) {
 	e := newTestEnv(t)
-	marks := filepath.Join(e.dir, "marks")
-	if err := os.MkdirAll(marks, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	marks := e.marks
 
 	// Pod a: logs, /etc files, hostname; its preStop hook and TERM trap are checked by KillPod.
 	a := makePod("a", func(p *v1.Pod) {
 		p.Spec.TerminationGracePeriodSeconds = new(int64(5))
-		p.Spec.Containers[0].Command = []string{"sh", "-c", "trap 'echo term > " + marks + "/term; exit 0' TERM; echo hi; sleep 3600 & wait"}
-		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo prestop > " + marks + "/prestop"}}}}
+		p.Spec.Containers[0].Command = []string{"sh", "-c", "trap 'echo term > /marks/term; exit 0' TERM; echo hi; sleep 3600 & wait"}
+		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo prestop > /marks/prestop"}}}}
 		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	})
 	va := e.syncUntil(a, "running", 10*time.Second, running("c"))
@@ -225,7 +250,7 @@ func TestRuntime(t *testing.T) {
 			select {
 			case ev := <-events:
 				for _, want := range []string{
-					`Normal Pulled Container image "busybox:1.36" already present on machine: image "busybox:1.36" runs with the host's busybox applets`,
+					`Normal Pulled Container image "busybox:1.36" already present on machine`,
 					"Normal Created Created container: c",
 					"Normal Started Started container c",
 				} {
@@ -234,7 +259,7 @@ func TestRuntime(t *testing.T) {
 					}
 				}
 			case <-time.After(5 * time.Second):
-				t.Fatalf("events seen: %v, want Pulled (with the image plan), Created and Started", got)
+				t.Fatalf("events seen: %v, want Pulled, Created and Started", got)
 			}
 		}
 	})
@@ -308,20 +333,23 @@ func TestRuntime(t *testing.T) {
 	t.Run("liveness failure restarts", func(t *testing.T) {
 		p := makePod("live", func(p *v1.Pod) {
 			p.Spec.Containers[0].LivenessProbe = &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
-				ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"test", "-e", marks + "/alive"}}}}
+				ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"test", "-e", "/marks/alive"}}}}
 		})
 		e.syncUntil(p, "a restart", 15*time.Second, func(v status.PodView) bool { return v.Containers["c"].RestartCount >= 1 })
 	})
 
 	t.Run("unrunnable containers", func(t *testing.T) {
 		p := makePod("broken", func(p *v1.Pod) {
-			p.Spec.Containers[0] = v1.Container{Name: "c", Image: "example.com/app:1", Command: []string{"/does/not/exist"}}
-			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "img", Image: "registry.k8s.io/e2e-test-images/agnhost:2.52", Command: []string{"/bin/other"}})
+			p.Spec.Containers[0].Command = []string{"/does/not/exist"}
+			p.Spec.Containers = append(p.Spec.Containers,
+				v1.Container{Name: "img", Image: "example.com/app:1"},
+				v1.Container{Name: "bad", Image: "Not A Valid/Reference"})
 		})
-		e.syncUntil(p, "StartError and ErrImagePull", 10*time.Second, func(v status.PodView) bool {
-			c, img := v.Containers["c"], v.Containers["img"]
+		e.syncUntil(p, "StartError, ErrImagePull and InvalidImageName", 10*time.Second, func(v status.PodView) bool {
+			c, img, bad := v.Containers["c"], v.Containers["img"], v.Containers["bad"]
 			return c.LastState.Terminated != nil && c.LastState.Terminated.Reason == "StartError" &&
-				img.State.Waiting != nil && img.State.Waiting.Reason == "ErrImagePull"
+				img.State.Waiting != nil && img.State.Waiting.Reason == "ErrImagePull" &&
+				bad.State.Waiting != nil && bad.State.Waiting.Reason == "InvalidImageName"
 		})
 	})
 
@@ -381,7 +409,8 @@ func TestRuntime(t *testing.T) {
 		})
 		// Exec as soon as the first sync returns, as a preStop hook of a pod deleted
 		// at once would: the container's mounts must already be there.
-		if _, err := e.m.SyncPod(context.Background(), p, map[string]string{"v": vol}); err != nil {
+		e.volumes[p.UID] = map[string]string{"v": vol}
+		if _, err := e.m.SyncPod(context.Background(), p, map[string]string{"v": vol, "marks": e.marks}); err != nil {
 			t.Fatal(err)
 		}
 		e.syncUntil(p, "running", 10*time.Second, running("c"))

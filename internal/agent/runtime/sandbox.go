@@ -14,7 +14,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/podfiles"
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/netns"
 )
@@ -145,8 +147,34 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 	if err := m.writeEtc(pod, ip, hostname); err != nil {
 		return fmt.Errorf("writing /etc files of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	if err := m.podNamespaces(ps, hostname); err != nil {
+		return err
+	}
 	ps.netns, ps.ip, ps.hostname, ps.sandboxReady = rec.NetNS, ip, hostname, true
 	return nil
+}
+
+// podNamespaces gives the pod its IPC and UTS namespaces (the hostname set in the
+// latter) and its cgroup, with the pod-level limits kubelet sets. ps.mu is held.
+func (m *Manager) podNamespaces(ps *podState, hostname string) error {
+	pod := ps.pod
+	dir := filepath.Join(m.podDir(pod.UID), "ns")
+	_ = runc.RemovePodNamespaces(dir)
+	ipc, uts, err := runc.CreatePodNamespaces(dir, hostname)
+	if err != nil {
+		return fmt.Errorf("creating the IPC and UTS namespaces of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if err := runc.EnsurePod(m.podCgroup(pod.UID), ocispec.PodResources(pod)); err != nil {
+		return fmt.Errorf("creating the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	ps.ipcNS, ps.utsNS = ipc, uts
+	return nil
+}
+
+// podCgroup is the pod's cgroup path (cgroupfs layout): below the node's, which is
+// unique to the cluster's namespace prefix and the node.
+func (m *Manager) podCgroup(uid types.UID) string {
+	return "/tranche/" + m.cfg.Topology.NodeNamespace(m.cfg.NodeName) + "/pod" + string(uid)
 }
 
 // ensureHostNetwork gives a hostNetwork pod the node's own network, as kubelet does:
@@ -165,6 +193,9 @@ func (m *Manager) ensureHostNetwork(ps *podState) error {
 	hostname := m.cfg.NodeName
 	if err := m.writeEtc(pod, m.node.Underlay, hostname); err != nil {
 		return fmt.Errorf("writing /etc files of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if err := m.podNamespaces(ps, hostname); err != nil {
+		return err
 	}
 	ps.netns, ps.ip, ps.hostname, ps.sandboxReady = nodeNS, m.node.Underlay, hostname, true
 	return nil
@@ -240,12 +271,12 @@ func (m *Manager) removeSandbox(uid types.UID) error {
 		errs = append(errs, m.deleteNetNS(rec.NetNS))
 	}
 	dir := m.podDir(uid)
+	errs = append(errs, runc.RemovePodNamespaces(filepath.Join(dir, "ns")))
+	errs = append(errs, runc.RemovePod(m.podCgroup(uid)))
 	errs = append(errs, os.RemoveAll(filepath.Join(dir, "etc")))
 	if cs, err := os.ReadDir(filepath.Join(dir, "containers")); err == nil {
 		for _, c := range cs {
-			for _, sub := range []string{"config", "data"} {
-				errs = append(errs, os.RemoveAll(filepath.Join(dir, "containers", c.Name(), sub)))
-			}
+			pruneTerminationLogs(filepath.Join(dir, "containers", c.Name()))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tranche/tranche/internal/agent/runc"
 )
 
 // TermSize is a terminal's size in characters.
@@ -74,9 +74,9 @@ func (m *Manager) PodNetNS(uid types.UID) (string, bool) {
 	return ps.netns, ps.sandboxReady
 }
 
-// ExecStream runs argv in a running container's namespaces, environment and user with
-// the client's streams, as Exec does, and returns its exit code. When ctx ends the
-// command's process group (its session with a TTY) is killed.
+// ExecStream runs argv in a running container (`runc exec`, with the container's
+// user, environment, capabilities and working directory) with the client's streams,
+// and returns its exit code. When ctx ends the process is killed.
 func (m *Manager) ExecStream(ctx context.Context, uid types.UID, name string, argv []string, s Streams) (int, error) {
 	if len(argv) == 0 {
 		return -1, errors.New("exec: no command given")
@@ -85,16 +85,13 @@ func (m *Manager) ExecStream(ctx context.Context, uid types.UID, name string, ar
 	if err != nil {
 		return -1, err
 	}
-	args := append([]string(nil), m.nsenter[1:]...)
-	args = append(args, "-t", fmt.Sprint(inst.pid), "-m", "-u", "-i", "-n", "-p", "-w")
-	if inst.cred != nil {
-		args = append(args, "-S", fmt.Sprint(inst.cred.uid), "-G", fmt.Sprint(inst.cred.gid))
-	}
-	args = append(append(args, "--"), argv...)
-	cmd := exec.CommandContext(ctx, m.nsenter[0], args...)
-	cmd.Env = inst.env
-	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
-	cmd.WaitDelay = 2 * time.Second
+	// With a terminal, runc makes one in the container's own /dev/pts and relays it
+	// to its stdio, a pty of the agent's whose size changes reach runc as SIGWINCH.
+	p := inst.process
+	p.Args = argv
+	p.Terminal = s.TTY
+	var stdin io.Reader
+	var stdout, stderr io.Writer = s.Stdout, s.Stderr
 	var pumps sync.WaitGroup
 	var master *os.File
 	if s.TTY {
@@ -104,13 +101,8 @@ func (m *Manager) ExecStream(ctx context.Context, uid types.UID, name string, ar
 			return -1, fmt.Errorf("exec in container %q of pod %s: %w", name, uid, err)
 		}
 		defer master.Close()
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		err = cmd.Start()
-		slave.Close()
-		if err != nil {
-			return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, err)
-		}
+		defer slave.Close()
+		stdin, stdout, stderr = slave, slave, slave
 		if s.Stdout != nil {
 			pumps.Go(func() { _, _ = io.Copy(s.Stdout, master) })
 		}
@@ -120,28 +112,22 @@ func (m *Manager) ExecStream(ctx context.Context, uid types.UID, name string, ar
 		if s.Resize != nil {
 			go resizeLoop(ctx, master, s.Resize)
 		}
-	} else {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
-		var stdin io.WriteCloser
-		if s.Stdin != nil {
-			if stdin, err = cmd.StdinPipe(); err != nil {
-				return -1, err
-			}
+	} else if s.Stdin != nil {
+		// A pipe of our own, fed without being waited for: a client that never closes
+		// its stdin must not hold the session once the command is gone.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return -1, err
 		}
-		if err := cmd.Start(); err != nil {
-			return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, err)
-		}
-		if stdin != nil {
-			// Not waited for: a client that never closes stdin must not hold the
-			// session once the command is gone.
-			go func() {
-				_, _ = io.Copy(stdin, s.Stdin)
-				stdin.Close()
-			}()
-		}
+		defer r.Close()
+		defer w.Close()
+		go func() {
+			_, _ = io.Copy(w, s.Stdin)
+			w.Close()
+		}()
+		stdin = r
 	}
-	err = cmd.Wait()
+	code, err := m.runc.Exec(ctx, inst.id, p, stdin, stdout, stderr)
 	if master != nil {
 		// The output still buffered in the terminal, then EIO once it is drained.
 		done := make(chan struct{})
@@ -156,14 +142,13 @@ func (m *Manager) ExecStream(ctx context.Context, uid types.UID, name string, ar
 	if ctx.Err() != nil {
 		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, ctx.Err())
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), nil
+	if errors.Is(err, runc.ErrNotRunning) {
+		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, ErrNotRunning)
 	}
 	if err != nil {
 		return -1, fmt.Errorf("exec %q in container %q of pod %s: %w", argv[0], name, uid, err)
 	}
-	return 0, nil
+	return code, nil
 }
 
 // Attach connects s to the stdio of a running container until ctx ends or the

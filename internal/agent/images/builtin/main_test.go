@@ -1,4 +1,4 @@
-package main
+package builtin
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestRunAs(t *testing.T) {
+func TestMainAs(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {
@@ -28,9 +28,9 @@ func TestRunAs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code, handled := runAs(cancelled, tc.name, tc.args, &stdout, &stderr)
+			code, handled := Main(cancelled, append([]string{"/" + tc.name}, tc.args...), &stdout, &stderr)
 			if code != tc.code || handled != tc.handled {
-				t.Errorf("runAs = %d, %v; want %d, %v (stderr %q)", code, handled, tc.code, tc.handled, stderr.String())
+				t.Errorf("Main = %d, %v; want %d, %v (stderr %q)", code, handled, tc.code, tc.handled, stderr.String())
 			}
 			if !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
 				t.Errorf("stdout %q, stderr %q; want them to contain %q, %q", stdout.String(), stderr.String(), tc.stdout, tc.stderr)
