@@ -263,8 +263,10 @@ if [ -s "$PGDATA/PG_VERSION" ]; then
 else
 	auth="${POSTGRES_HOST_AUTH_METHOD:-scram-sha-256}"
 	if [ -z "${POSTGRES_PASSWORD-}" ] && [ "$auth" != trust ]; then
+		# The first line states the error as the official image does: what people
+		# search their logs for.
 		cat >&2 <<-'EOM'
-		Error: the database is not initialised and no superuser password is set.
+		Error: Database is uninitialized and superuser password is not specified.
 		       Set POSTGRES_PASSWORD to a non-empty value (from a Secret, say) so that
 		       the superuser can log in over the network, or, only if you accept that
 		       anyone who can reach the server logs in without a password, set

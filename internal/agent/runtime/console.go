@@ -29,7 +29,23 @@ type console struct {
 	mu      sync.Mutex
 	clients map[*attachment]bool
 	fed     bool
+	// early is the output of a stdinOnce container (`kubectl run -i`) written before
+	// its first client attached, replayed to that client: a short command would
+	// otherwise finish before kubectl attaches and show nothing, a race kubectl has
+	// with every runtime. Kept up to earlyLimit bytes; nil once a client attached.
+	early    []earlyChunk
+	earlyLen int
+	attached bool
 }
+
+// earlyChunk is output kept for the first attached client.
+type earlyChunk struct {
+	p      []byte
+	stderr bool
+}
+
+// earlyLimit bounds the output kept for the first attached client.
+const earlyLimit = 64 << 10
 
 // attachment is one attached client.
 type attachment struct {
@@ -137,6 +153,10 @@ func (con *console) write(p []byte, stderr bool, log io.Writer) {
 	_, _ = log.Write(p)
 	con.mu.Lock()
 	defer con.mu.Unlock()
+	if con.stdinOnce && !con.attached && con.earlyLen+len(p) <= earlyLimit {
+		con.early = append(con.early, earlyChunk{p: append([]byte(nil), p...), stderr: stderr})
+		con.earlyLen += len(p)
+	}
 	for a := range con.clients {
 		w := a.stdout
 		if stderr {
@@ -155,8 +175,21 @@ func (con *console) write(p []byte, stderr bool, log io.Writer) {
 func (con *console) attach(stdout, stderr io.Writer) *attachment {
 	a := &attachment{stdout: stdout, stderr: stderr, failed: make(chan struct{})}
 	con.mu.Lock()
+	defer con.mu.Unlock()
+	if !con.attached {
+		con.attached = true
+		for _, c := range con.early {
+			w := a.stdout
+			if c.stderr {
+				w = a.stderr
+			}
+			if w != nil {
+				_, _ = w.Write(c.p)
+			}
+		}
+		con.early = nil
+	}
 	con.clients[a] = true
-	con.mu.Unlock()
 	return a
 }
 

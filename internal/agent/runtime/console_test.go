@@ -1,0 +1,42 @@
+package runtime
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestFirstAttachSeesEarlyOutput: a stdinOnce container (kubectl run -i) that writes
+// before kubectl attaches still shows that output to the first client, and only to it.
+func TestFirstAttachSeesEarlyOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		stdinOnce bool
+		want      string
+	}{
+		{"stdinOnce replays to the first client", true, "early\nlate\n"},
+		{"without stdinOnce only what comes after", false, "late\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			con, err := newConsole(&v1.Container{Name: "c", Stdin: true, StdinOnce: tc.stdinOnce}, io.Discard, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer con.abort()
+			_, out, _ := con.stdio()
+			_, _ = out.Write([]byte("early\n"))
+			var first, second bytes.Buffer
+			con.attach(&first, io.Discard)
+			_, _ = out.Write([]byte("late\n"))
+			con.attach(&second, io.Discard)
+			if first.String() != tc.want {
+				t.Errorf("first client got %q, want %q", first.String(), tc.want)
+			}
+			if second.String() != "" {
+				t.Errorf("second client got %q, want nothing of what came before it", second.String())
+			}
+		})
+	}
+}
