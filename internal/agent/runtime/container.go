@@ -440,9 +440,34 @@ func (m *Manager) mounts(ps *podState, spec *v1.Container, cdir, id string) ([]o
 		if err != nil {
 			return nil, fmt.Errorf("volume %q of container %q: %w", vm.Name, spec.Name, err)
 		}
+		if err := m.fsGroup(ps, vm.Name); err != nil {
+			return nil, fmt.Errorf("giving volume %q to the pod's fsGroup: %w", vm.Name, err)
+		}
 		out = append(out, ocispec.Mount{Source: src, Destination: vm.MountPath, ReadOnly: vm.ReadOnly, File: !fi.IsDir()})
 	}
 	return out, nil
+}
+
+// fsGroup gives the named volume to the pod's fsGroup, once per pod and volume, as
+// kubelet does when it mounts it. ps.mu is held.
+func (m *Manager) fsGroup(ps *podState, volume string) error {
+	sc := ps.pod.Spec.SecurityContext
+	if sc == nil || sc.FSGroup == nil || ps.fsGroupDone[volume] {
+		return nil
+	}
+	for i := range ps.pod.Spec.Volumes {
+		v := &ps.pod.Spec.Volumes[i]
+		if v.Name == volume && ownedByFSGroup(v) {
+			if err := applyFSGroup(ps.volumes[volume], *sc.FSGroup, sc.FSGroupChangePolicy); err != nil {
+				return err
+			}
+		}
+	}
+	if ps.fsGroupDone == nil {
+		ps.fsGroupDone = map[string]bool{}
+	}
+	ps.fsGroupDone[volume] = true
+	return nil
 }
 
 // pruneTerminationLogs removes the termination-message files of earlier instances.

@@ -270,6 +270,8 @@ type podState struct {
 	pod     *v1.Pod
 	volumes map[string]string
 	netns   string
+	// fsGroupDone lists the volumes already given to the pod's fsGroup.
+	fsGroupDone map[string]bool
 	// ipcNS and utsNS are the paths of the pod's IPC and UTS namespaces.
 	ipcNS, utsNS string
 	ip           netip.Addr
