@@ -260,14 +260,22 @@ func busyboxPlan(ctx context.Context, src Source) (*plan, error) {
 	return &plan{layers: []*tree{base}, config: v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=" + defaultPath}}}, nil
 }
 
+// busyboxAndBinary are the two shared layers of the images that carry the tranche
+// binary and a shell: busybox's, then the binary's.
+func busyboxAndBinary(ctx context.Context, src Source) (base, bin *tree, err error) {
+	if base, err = busyboxLayer(ctx, src); err != nil {
+		return nil, nil, err
+	}
+	if bin, err = binaryLayer(src); err != nil {
+		return nil, nil, err
+	}
+	return base, bin, nil
+}
+
 // tranchePlan is tranche's own image, which system pods run with a subcommand
 // (["dns", "--flag=..."]); busybox gives kubectl exec a shell.
 func tranchePlan(ctx context.Context, src Source) (*plan, error) {
-	base, err := busyboxLayer(ctx, src)
-	if err != nil {
-		return nil, err
-	}
-	bin, err := binaryLayer(src)
+	base, bin, err := busyboxAndBinary(ctx, src)
 	if err != nil {
 		return nil, err
 	}
@@ -277,11 +285,7 @@ func tranchePlan(ctx context.Context, src Source) (*plan, error) {
 // agnhostPlan is the e2e agnhost image: /agnhost is a link to the tranche binary,
 // which runs its built-in agnhost CLI when started under that name.
 func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
-	base, err := busyboxLayer(ctx, src)
-	if err != nil {
-		return nil, err
-	}
-	bin, err := binaryLayer(src)
+	base, bin, err := busyboxAndBinary(ctx, src)
 	if err != nil {
 		return nil, err
 	}

@@ -245,11 +245,7 @@ func ensureV1(hs []hierarchy, path string, res *specs.LinuxResources) error {
 		if err != nil {
 			return err
 		}
-		v := "max"
-		if *p.Limit > 0 {
-			v = strconv.FormatInt(*p.Limit, 10)
-		}
-		if err := writeFile(filepath.Join(dir, "pids.max"), v); err != nil {
+		if err := writeFile(filepath.Join(dir, "pids.max"), maxOr(*p.Limit)); err != nil {
 			return err
 		}
 	}
@@ -303,11 +299,7 @@ func ensureV2(path string, res *specs.LinuxResources) error {
 		}
 	}
 	if m := res.Memory; m != nil && m.Limit != nil {
-		v := "max"
-		if *m.Limit > 0 {
-			v = strconv.FormatInt(*m.Limit, 10)
-		}
-		if err := writeFile(filepath.Join(dir, "memory.max"), v); err != nil {
+		if err := writeFile(filepath.Join(dir, "memory.max"), maxOr(*m.Limit)); err != nil {
 			return err
 		}
 		swap := "0"
@@ -327,11 +319,7 @@ func ensureV2(path string, res *specs.LinuxResources) error {
 		}
 	}
 	if p := res.Pids; p != nil && p.Limit != nil {
-		v := "max"
-		if *p.Limit > 0 {
-			v = strconv.FormatInt(*p.Limit, 10)
-		}
-		if err := writeFile(filepath.Join(dir, "pids.max"), v); err != nil {
+		if err := writeFile(filepath.Join(dir, "pids.max"), maxOr(*p.Limit)); err != nil {
 			return err
 		}
 	}
@@ -648,4 +636,12 @@ func writeFile(path, value string) error {
 func Cgroup2() bool {
 	var st unix.Statfs_t
 	return unix.Statfs(cgroupRoot, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
+// maxOr is a cgroup v2 limit file's value: n, or "max" (no limit) when n is not positive.
+func maxOr(n int64) string {
+	if n > 0 {
+		return strconv.FormatInt(n, 10)
+	}
+	return "max"
 }

@@ -18,8 +18,10 @@
 // Kubernetes and containerd give it. Exec sessions and exec probes are `runc exec` with
 // the container's own process settings.
 //
-// Every runc process has SIGKILL as its parent-death signal and lives in the pod's
-// cgroup, so an agent crash leaves containers that the next agent's Cleanup removes.
+// runc is started without a parent-death signal (a killed runc would orphan its
+// container): containers outlive a crashed agent, and the next agent's Cleanup deletes
+// them (runc delete --force) and starts its pods afresh; adopting them instead is the
+// next step (internal/agent/runc's doc).
 package runtime
 
 import (
