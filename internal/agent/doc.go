@@ -1,6 +1,6 @@
-// Package agent is the node agent: it runs the pods bound to its node as processes in
-// their own network namespaces and reports their status. Its parts live in subpackages;
+// Package agent is the node agent: it runs the pods bound to its node as OCI
+// containers (runtime) in their own network namespaces and reports their status. Its parts live in subpackages;
 // the pure ones, usable and tested without root, are podfiles (the /etc files kubelet
-// writes), probe (liveness, readiness and startup probes), images (what runs for an
-// image), status (a Pod's status from the agent's view) and backoff (CrashLoopBackOff).
+// writes), probe (liveness, readiness and startup probes), images (the
+// image a container names), status (a Pod's status from the agent's view) and backoff (CrashLoopBackOff).
 package agent
