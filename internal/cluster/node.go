@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/netns"
 )
@@ -105,6 +106,11 @@ func RemoveNode(ctx context.Context, cfg Config, name string) error {
 		return fmt.Errorf("node %q: %w", name, err)
 	}
 	if _, err := killNamespaceProcesses([]string{s.Topology.NodeNamespace(name)}, 2*time.Second); err != nil {
+		return fmt.Errorf("node %q: %w", name, err)
+	}
+	// Containers outlive their agent (runc has no parent-death signal): the node's
+	// cgroup holds them all.
+	if err := runc.RemoveNode(runc.NodeCgroup(s.Topology.NodeNamespace(name))); err != nil {
 		return fmt.Errorf("node %q: %w", name, err)
 	}
 	client, err := adminClient(p)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/netns"
 )
 
@@ -380,45 +380,17 @@ func absPath(path string) string {
 	return abs
 }
 
-// cgroupRoot is where the cgroup file systems are mounted.
-const cgroupRoot = "/sys/fs/cgroup"
-
-// removeCgroups removes the cgroups of a cluster's pods and containers: every
-// directory tranche/<prefix>* below the cgroup root (cgroup v2) or below each v1
-// controller's hierarchy, deepest first. Its processes must be gone already.
+// removeCgroups removes the cgroups of a cluster's nodes, their pods and containers
+// (runc.NodeCgroups with the cluster's prefix), and /tranche when no other cluster's
+// node is left in it. Their processes must be gone already.
 func removeCgroups(prefix string) ([]string, error) {
-	bases := []string{filepath.Join(cgroupRoot, "tranche")}
-	if ctls, err := os.ReadDir(cgroupRoot); err == nil {
-		for _, c := range ctls {
-			bases = append(bases, filepath.Join(cgroupRoot, c.Name(), "tranche"))
-		}
+	nodes, err := runc.NodeCgroups(prefix)
+	if err != nil {
+		return nil, err
 	}
-	var removed []string
 	var errs []error
-	for _, base := range bases {
-		nodes, err := os.ReadDir(base)
-		if err != nil {
-			continue
-		}
-		for _, n := range nodes {
-			if !n.IsDir() || !strings.HasPrefix(n.Name(), prefix) {
-				continue
-			}
-			dir := filepath.Join(base, n.Name())
-			var dirs []string
-			_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					dirs = append(dirs, p)
-				}
-				return nil
-			})
-			for i := len(dirs) - 1; i >= 0; i-- {
-				if err := unix.Rmdir(dirs[i]); err != nil && !errors.Is(err, unix.ENOENT) {
-					errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dirs[i], err))
-				}
-			}
-			removed = append(removed, dir)
-		}
+	for _, n := range nodes {
+		errs = append(errs, runc.RemoveNode(n))
 	}
-	return removed, errors.Join(errs...)
+	return nodes, errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -42,6 +43,11 @@ type Service struct {
 
 	mu       sync.Mutex
 	inflight map[string]*build
+	// current is the build of each catalog entry (by name) found or made by this
+	// Service: the content key, which stats every source file, is computed once per
+	// entry and process, not on every container start. A rebuilt tranche binary is
+	// the next agent's to pick up, as the running agent is the old one anyway.
+	current map[string]imagestore.Image
 }
 
 type build struct {
@@ -52,7 +58,7 @@ type build struct {
 
 // New returns a Service over store whose catalog images are built from src.
 func New(store *imagestore.Store, src imagebuild.Source) *Service {
-	return &Service{store: store, src: src, inflight: map[string]*build{}}
+	return &Service{store: store, src: src, inflight: map[string]*build{}, current: map[string]imagestore.Image{}}
 }
 
 // Store is the service's image store.
@@ -72,11 +78,14 @@ func (s *Service) Ensure(ctx context.Context, ref string) (imagestore.Image, err
 		if err != nil {
 			return imagestore.Image{}, fmt.Errorf("building the local image %s for %q: %w", e.Name, ref, err)
 		}
-		if !contains(img.Names, norm) {
+		if !slices.Contains(img.Names, norm) {
 			if err := s.store.Tag(norm, img.Digest); err != nil {
 				return imagestore.Image{}, fmt.Errorf("tagging %s as %q: %w", img.Digest, norm, err)
 			}
 			img.Names = append(img.Names, norm)
+			s.mu.Lock()
+			s.current[e.Name] = img
+			s.mu.Unlock()
 		}
 		return img, nil
 	}
@@ -107,6 +116,12 @@ func (s *Service) Prebuild(ctx context.Context) error {
 // catalog returns the current build of e, building and storing it when the store has
 // none.
 func (s *Service) catalog(ctx context.Context, e imagebuild.Entry) (imagestore.Image, error) {
+	s.mu.Lock()
+	img, ok := s.current[e.Name]
+	s.mu.Unlock()
+	if ok {
+		return img, nil
+	}
 	key, err := imagebuild.Key(ctx, e, s.src)
 	if err != nil {
 		return imagestore.Image{}, err
@@ -129,6 +144,9 @@ func (s *Service) catalog(ctx context.Context, e imagebuild.Entry) (imagestore.I
 	close(b.done)
 	s.mu.Lock()
 	delete(s.inflight, name)
+	if b.err == nil {
+		s.current[e.Name] = b.img
+	}
 	s.mu.Unlock()
 	return b.img, b.err
 }
@@ -171,13 +189,4 @@ func tag(key string) string {
 		t = "latest"
 	}
 	return t
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

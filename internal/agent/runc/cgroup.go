@@ -363,6 +363,64 @@ func RemovePod(path string) error {
 	return nil
 }
 
+// cgroupBase is the cgroup below which every node of every tranche cluster on the host
+// has its own.
+const cgroupBase = "/tranche"
+
+// NodeCgroup is the cgroup path of the node whose network namespace is nodeNS: unique to
+// the cluster (its namespace prefix) and the node. Its pods' cgroups are below it.
+func NodeCgroup(nodeNS string) string { return cgroupBase + "/" + nodeNS }
+
+// NodeCgroups lists the node cgroups (NodeCgroup paths) whose namespace starts with
+// prefix, in any hierarchy.
+func NodeCgroups(prefix string) ([]string, error) {
+	hs, _, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, h := range hs {
+		entries, err := os.ReadDir(filepath.Join(h.mount, cgroupBase))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) && !seen[e.Name()] {
+				seen[e.Name()] = true
+				out = append(out, NodeCgroup(e.Name()))
+			}
+		}
+	}
+	return out, nil
+}
+
+// RemoveNode removes a node's cgroup tree at path (for instance /tranche/<node>) as
+// RemovePod does, then each ancestor left empty (the /tranche directory once its last
+// node is gone), so that nothing tranche made stays on the host. Call it only when no
+// pod of the node can be created meanwhile: pod cgroups are made below it.
+func RemoveNode(path string) error {
+	if err := RemovePod(path); err != nil {
+		return err
+	}
+	hs, _, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		for p := filepath.Dir(path); p != "/"; p = filepath.Dir(p) {
+			err := unix.Rmdir(filepath.Join(h.mount, p))
+			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EBUSY) {
+				break // another node's, or in use: not ours to remove
+			}
+			if err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("removing cgroup %s: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
 // tree returns root and the directories below it, parents before children; none when
 // root does not exist.
 func tree(root string) ([]string, error) {

@@ -316,16 +316,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io
 	if err := validID(id); err != nil {
 		return -1, err
 	}
-	st, err := r.State(ctx, id)
-	if err != nil {
-		if errors.Is(err, ErrNotExist) {
-			return -1, fmt.Errorf("exec in container %s: %w", id, ErrNotRunning)
-		}
-		return -1, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	if st.Status != StatusRunning {
-		return -1, fmt.Errorf("exec in container %s (%s): %w", id, st.Status, ErrNotRunning)
-	}
+	// No `runc state` first: exec probes run this every period, and runc exec's own
+	// error for a stopped or missing container says so (notRunning).
 	// Not below Root, where runc takes every directory for a container. Private (0700):
 	// the process's environment may hold secrets.
 	dir, err := os.MkdirTemp("", "tranche-exec-"+id+"-")

@@ -743,3 +743,40 @@ func BenchmarkRun(b *testing.B) {
 	b.ReportMetric(perRun(forkTime), "forkexec-µs/run")
 	b.ReportMetric(float64(runTime+deleteTime)/float64(forkTime), "runc/forkexec")
 }
+
+// TestRemoveNodePrunesEmptyParents: removing a node's cgroup also removes the parents
+// it leaves empty, and stops at one that holds another node.
+func TestRemoveNodePrunesEmptyParents(t *testing.T) {
+	requireRoot(t)
+	base := "/" + unique()
+	t.Cleanup(func() { RemovePod(base) })
+	hs, _, err := hierarchies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := func(p string) bool {
+		for _, h := range hs {
+			if _, err := os.Stat(filepath.Join(h.mount, p)); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range []string{base + "/a/pod1", base + "/b/pod1"} {
+		if err := EnsurePod(p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveNode(base + "/a"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(base+"/a") || !exists(base+"/b/pod1") {
+		t.Fatalf("after removing node a: a exists %v, b's pod exists %v; want false, true", exists(base+"/a"), exists(base+"/b/pod1"))
+	}
+	if err := RemoveNode(base + "/b"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(base) {
+		t.Fatalf("%s is still there after its last node was removed", base)
+	}
+}

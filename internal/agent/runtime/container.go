@@ -161,8 +161,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		}
 		pe.services = serviceEnv(pod.Namespace, pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks, svcs)
 	}
-	// No PATH here: the image's applies unless the container sets one (ocispec).
-	env, err := containerEnv(ctx, pe, spec, m.cfg.Lookup, "", nil)
+	env, err := containerEnv(ctx, pe, spec, m.cfg.Lookup)
 	if err != nil {
 		m.waitWith(ps, c, "CreateContainerConfigError", err.Error())
 		return

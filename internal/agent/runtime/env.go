@@ -78,16 +78,14 @@ type configError struct{ msg string }
 
 func (e *configError) Error() string { return e.msg }
 
-// containerEnv builds the environment of container c as kubelet does: PATH (unless
-// empty: the image's then applies) and HOSTNAME first, then every envFrom source in order (keys prefixed, invalid names skipped), then
-// env in order, where values expand $(VAR) references to variables defined before them.
-// The plan's extra variables (images.Plan.Env) come last. A missing ConfigMap, Secret
-// or key that is not optional is a *configError.
-func containerEnv(ctx context.Context, pe podEnv, c *v1.Container, lookup Lookup, path string, extra []string) ([]string, error) {
+// containerEnv builds the environment of container c as kubelet does: HOSTNAME first,
+// then every envFrom source in order (keys prefixed, invalid names skipped), then env in
+// order, where values expand $(VAR) references to variables defined before them. PATH
+// is the image's unless the container sets one (ocispec puts the image's environment
+// under this one). A missing ConfigMap, Secret or key that is not optional is a
+// *configError.
+func containerEnv(ctx context.Context, pe podEnv, c *v1.Container, lookup Lookup) ([]string, error) {
 	var l envList
-	if path != "" {
-		l.set("PATH", path)
-	}
 	l.set("HOSTNAME", pe.hostname)
 	for _, v := range pe.services {
 		l.set(v.name, v.value)
@@ -136,10 +134,6 @@ func containerEnv(ctx context.Context, pe podEnv, c *v1.Container, lookup Lookup
 		if ok {
 			l.set(e.Name, v)
 		}
-	}
-	for _, kv := range extra {
-		name, value, _ := strings.Cut(kv, "=")
-		l.set(name, value)
 	}
 	return l.environ(), nil
 }

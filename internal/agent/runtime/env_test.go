@@ -61,33 +61,33 @@ func TestContainerEnv(t *testing.T) {
 		wantErr string
 	}{
 		{name: "literal and expansion", c: v1.Container{Env: []v1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-$(Z)"}}},
-			want: []string{"PATH=/bin", "HOSTNAME=web", "A=1", "B=1-$(Z)"}},
+			want: []string{"HOSTNAME=web", "A=1", "B=1-$(Z)"}},
 		{name: "downward API", c: v1.Container{Env: []v1.EnvVar{
 			{Name: "N", ValueFrom: field("metadata.name")}, {Name: "NS", ValueFrom: field("metadata.namespace")},
 			{Name: "U", ValueFrom: field("metadata.uid")}, {Name: "L", ValueFrom: field("metadata.labels['app']")},
 			{Name: "LS", ValueFrom: field("metadata.labels")}, {Name: "NODE", ValueFrom: field("spec.nodeName")},
 			{Name: "SA", ValueFrom: field("spec.serviceAccountName")}, {Name: "IP", ValueFrom: field("status.podIP")},
 			{Name: "HIP", ValueFrom: field("status.hostIP")}}},
-			want: []string{"PATH=/bin", "HOSTNAME=web", "N=web", "NS=ns", "U=u1", "L=web", "LS=app=\"web\"\ntier=\"fe\"",
+			want: []string{"HOSTNAME=web", "N=web", "NS=ns", "U=u1", "L=web", "LS=app=\"web\"\ntier=\"fe\"",
 				"NODE=n1", "SA=sa", "IP=10.244.0.5", "HIP=10.240.0.10"}},
 		{name: "envFrom with prefix skips invalid names", c: v1.Container{EnvFrom: []v1.EnvFromSource{{Prefix: "P_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}}}}},
-			want: []string{"PATH=/bin", "HOSTNAME=web", "P_KEY=v"}},
+			want: []string{"HOSTNAME=web", "P_KEY=v"}},
 		{name: "secret key", c: v1.Container{Env: []v1.EnvVar{{Name: "PW", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "s"}, Key: "pw"}}}}},
-			want: []string{"PATH=/bin", "HOSTNAME=web", "PW=secret"}},
+			want: []string{"HOSTNAME=web", "PW=secret"}},
 		{name: "missing configmap", c: v1.Container{Env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}, Key: "k"}}}}},
 			wantErr: `configmap "nope" not found`},
 		{name: "missing key", c: v1.Container{Env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}, Key: "k"}}}}},
 			wantErr: `couldn't find key k in ConfigMap ns/cm`},
 		{name: "optional missing key", c: v1.Container{Env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}, Key: "k", Optional: new(true)}}}}},
-			want: []string{"PATH=/bin", "HOSTNAME=web"}},
+			want: []string{"HOSTNAME=web"}},
 		{name: "resource limit with divisor", c: v1.Container{
 			Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}},
 			Env:       []v1.EnvVar{{Name: "MEM", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}}}},
-			want: []string{"PATH=/bin", "HOSTNAME=web", "MEM=64"}},
+			want: []string{"HOSTNAME=web", "MEM=64"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pe := podEnv{pod: testPod(nil), podIPs: []string{"10.244.0.5"}, hostIPs: []string{"10.240.0.10"}, hostname: "web"}
-			got, err := containerEnv(context.Background(), pe, &tc.c, lookup, "/bin", nil)
+			got, err := containerEnv(context.Background(), pe, &tc.c, lookup)
 			if tc.wantErr != "" {
 				var ce *configError
 				if err == nil || err.Error() != tc.wantErr || !errors.As(err, &ce) {

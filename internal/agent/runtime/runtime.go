@@ -134,9 +134,6 @@ type Runtime interface {
 
 var _ Runtime = (*Manager)(nil)
 
-// defaultPath is the PATH of containers, the one container images set.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 // endpointDrain is how long a deleted pod's containers keep running before SIGTERM (at
 // most half the grace period, and counting a preStop hook's time): the EndpointSlice
 // controller marks the pod terminating and every node's proxy steers new connections

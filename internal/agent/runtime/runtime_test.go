@@ -22,6 +22,7 @@ import (
 
 	"github.com/tranche/tranche/internal/agent/backoff"
 	"github.com/tranche/tranche/internal/agent/images"
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/agent/status"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/imagebuild"
@@ -68,6 +69,15 @@ func newTestEnv(t *testing.T) *testEnv {
 	if err := clusternet.Up(topo); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		node := runc.NodeCgroup(topo.NodeNamespace("n1"))
+		if err := runc.RemoveNode(node); err != nil {
+			t.Errorf("removing the node's cgroup: %v", err)
+		}
+		if left, _ := runc.NodeCgroups(prefix); len(left) != 0 {
+			t.Errorf("cgroups left behind: %v", left)
+		}
+	})
 	dir := t.TempDir()
 	self := filepath.Join(dir, "tranche")
 	build := exec.Command("go", "build", "-o", self, "./testdata/selfexe")

@@ -174,7 +174,12 @@ func (m *Manager) podNamespaces(ps *podState, hostname string) error {
 // podCgroup is the pod's cgroup path (cgroupfs layout): below the node's, which is
 // unique to the cluster's namespace prefix and the node.
 func (m *Manager) podCgroup(uid types.UID) string {
-	return "/tranche/" + m.cfg.Topology.NodeNamespace(m.cfg.NodeName) + "/pod" + string(uid)
+	return m.nodeCgroup() + "/pod" + string(uid)
+}
+
+// nodeCgroup is the node's cgroup, the parent of its pods'.
+func (m *Manager) nodeCgroup() string {
+	return runc.NodeCgroup(m.cfg.Topology.NodeNamespace(m.cfg.NodeName))
 }
 
 // ensureHostNetwork gives a hostNetwork pod the node's own network, as kubelet does:

@@ -72,7 +72,7 @@ API_SVC_PORT_53_UDP_ADDR=10.96.4.7
 	// The container's own variables win and may refer to the Service's.
 	pe := podEnv{pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop"}}, hostname: "p", services: serviceEnv("shop", true, all)}
 	c := &v1.Container{Env: []v1.EnvVar{{Name: "API_SVC_SERVICE_PORT", Value: "8080"}, {Name: "URL", Value: "http://$(API_SVC_SERVICE_HOST):$(API_SVC_SERVICE_PORT)/"}}}
-	env, err := containerEnv(t.Context(), pe, c, nil, "/bin", nil)
+	env, err := containerEnv(t.Context(), pe, c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
