@@ -9,7 +9,10 @@ KUBECTL ?= $(shell command -v kubectl)
 
 all: build
 
+# The pause image's small program is built first: the tranche binary embeds it (see
+# internal/imagebuild/prebuilt/README.md).
 build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o internal/imagebuild/prebuilt/pause ./internal/imagebuild/pause
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/tranche
 
 # deps installs the Debian packages the tests and the cluster need (as root), only

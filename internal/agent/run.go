@@ -109,7 +109,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return fmt.Errorf("opening the image store: %w", err)
 	}
-	imgs := images.New(store, imagebuild.Source{SelfExe: cfg.SelfExe})
+	imgs := images.New(store, imagebuild.Source{SelfExe: cfg.SelfExe, Pause: imagebuild.EmbeddedPause()})
 	rt, err := runtime.New(runtime.Config{Recorder: recorder, Services: services, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, Images: imgs,
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, Logger: log.With("component", "runtime")})
 	if err != nil {

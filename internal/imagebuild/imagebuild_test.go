@@ -2,13 +2,16 @@ package imagebuild
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -642,5 +645,69 @@ func TestBuildCancelled(t *testing.T) {
 	cancel()
 	if _, err := Build(ctx, entry(t, pauseName), testSource(t)); !errors.Is(err, context.Canceled) {
 		t.Errorf("Build with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+// TestPauseProgram checks that a Source with a pause program gives the pause image that
+// program alone at /pause, with the same configuration as without it.
+func TestPauseProgram(t *testing.T) {
+	src := testSource(t)
+	src.Pause = []byte("\x7fELF pretend pause program")
+	img := build(t, pauseName, src)
+	want := map[string]file{"/pause": reg(0o755)}
+	if diff := cmp.Diff(want, files(t, img), cmp.AllowUnexported(file{})); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	if _, err := tr.Next(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(tr)
+	if err != nil || !bytes.Equal(got, src.Pause) {
+		t.Errorf("/pause holds %q (%v), want the Source's program %q", got, err, src.Pause)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535", Env: []string{"PATH=" + defaultPath}}, cf.Config); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	k1, err := Key(context.Background(), entry(t, pauseName), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Pause = append(src.Pause, '!')
+	k2, err := Key(context.Background(), entry(t, pauseName), src)
+	if err != nil || k1 == k2 {
+		t.Errorf("Key %s -> %s (%v) when the pause program changed: want a new key", k1, k2, err)
+	}
+}
+
+// TestEmbeddedPause checks the program `make build` embeds, when this test binary has
+// one: a static executable for this machine, small beside the tranche binary.
+func TestEmbeddedPause(t *testing.T) {
+	p := EmbeddedPause()
+	if p == nil {
+		t.Log("no pause program embedded (built without make build); the pause image carries the tranche binary")
+		return
+	}
+	f, err := elf.NewFile(bytes.NewReader(p))
+	if err != nil {
+		t.Fatalf("embedded pause is not an ELF file: %v", err)
+	}
+	defer f.Close()
+	if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]; want != 0 && f.Machine != want {
+		t.Errorf("embedded pause is for %v, want %v", f.Machine, want)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			t.Errorf("embedded pause is dynamically linked")
+		}
+	}
+	if len(p) > 4<<20 {
+		t.Errorf("embedded pause is %d bytes, want a small program (< 4 MiB)", len(p))
 	}
 }

@@ -57,6 +57,11 @@ type Source struct {
 	// Busybox is a statically linked busybox, /bin/busybox when empty: every image
 	// but pause has it as its base.
 	Busybox string
+	// Pause is the pause image's program, a small static executable (EmbeddedPause
+	// gives the one `make build` puts in the tranche binary). When it is empty the
+	// pause image starts SelfExe as /pause, which works but costs a container start
+	// ~75 ms more CPU.
+	Pause []byte
 }
 
 func (s Source) busybox() string {
@@ -330,19 +335,23 @@ func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 	}, nil
 }
 
-// pausePlan is the pause image: the tranche binary started as /pause, as the nobody
-// user 65535 like upstream's, with no shell.
+// pausePlan is the pause image: one layer with the small pause program (or, without
+// one, the tranche binary started as /pause), run as the nobody user 65535 like
+// upstream's, with no shell.
 func pausePlan(src Source) (*plan, error) {
+	config := v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535", Env: []string{"PATH=" + defaultPath}}
+	if len(src.Pause) > 0 {
+		t := newTree("pause")
+		t.file("pause", 0o755, string(src.Pause))
+		return &plan{layers: []*tree{t}, config: config}, nil
+	}
 	bin, err := binaryLayer(src)
 	if err != nil {
 		return nil, err
 	}
 	t := newTree("pause")
 	t.symlink("pause", "/tranche")
-	return &plan{
-		layers: []*tree{bin, t},
-		config: v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535", Env: []string{"PATH=" + defaultPath}},
-	}, nil
+	return &plan{layers: []*tree{bin, t}, config: config}, nil
 }
 
 // addClosure adds the programs and everything elfClosure finds they load.
