@@ -87,6 +87,8 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (kubelet's containerLogMaxSize)")
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")
+	f.Int64Var(&cfg.PodMaxPids, "pod-max-pids", 4096, "pids.max of each pod's cgroup (kubelet's --pod-max-pids); -1 for none. "+
+		"kubelet's default is none, which lets one pod's fork bomb exhaust the machine")
 	cmd.PreRun = func(*cobra.Command, []string) {
 		data := filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir)))
 		if cfg.PVRoot == "" && cfg.RootDir != "" {

@@ -50,6 +50,9 @@ type NodeConfig struct {
 	ServiceCIDR netip.Prefix
 	// Logs is the container log rotation (kubelet's defaults when zero).
 	Logs runtime.LogPolicy
+	// PodMaxPids is the pids.max of each pod's cgroup (kubelet's --pod-max-pids);
+	// 0 or less sets none.
+	PodMaxPids int64
 	// ClientCA (PEM) is the cluster CA: the streaming endpoint (logs, exec, attach,
 	// port-forward on the node's address, port 10250) accepts the API server's client
 	// certificate from it. Empty means no endpoint.
@@ -111,7 +114,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	imgs := images.New(store, imagebuild.Source{SelfExe: cfg.SelfExe, Pause: imagebuild.EmbeddedPause()})
 	rt, err := runtime.New(runtime.Config{Recorder: recorder, Services: services, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, Images: imgs,
-		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, Logger: log.With("component", "runtime")})
+		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, PodPidsLimit: cfg.PodMaxPids, Logger: log.With("component", "runtime")})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,8 @@
 //	                             /dev/mqueue, /sys (ro), /sys/fs/cgroup (ro); rw       makes sysfs/cgroupfs rw when privileged
 //	                             when privileged; then binds by depth, rbind,          CRI WithMounts: orderedMounts, a bind replaces a
 //	                             rprivate, ro|rw                                       default with its destination, rprivate default
-//	linux.namespaces             pid (new or PIDNS), ipc, uts, mount, network          containerd defaultUnixNamespaces, CRI
+//	linux.namespaces             pid (new, PIDNS, none for hostPID), ipc (none for     containerd defaultUnixNamespaces, CRI
+//	                             hostIPC), uts, mount, network
 //	                             (none for hostNetwork), cgroup on cgroup v2           WithPodNamespaces; cgroupns unless privileged
 //	linux.maskedPaths            kubelet's 11 defaults; none when privileged or        kubelet securitycontext defaults; containerd
 //	linux.readonlyPaths          procMount Unmasked                                    WithPrivileged clears them

@@ -160,7 +160,8 @@ func build(in Input, goarch string) (*specs.Spec, error) {
 	}
 	pod, c := in.Pod, in.Container
 	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
-		return nil, &ConfigError{Message: "pod " + podString(pod) + " asks for a user namespace (hostUsers: false), which this node does not support"}
+		return nil, &ConfigError{Message: "pod " + podString(pod) + " asks for a user namespace (hostUsers: false), which this node cannot give: " +
+			"Kubernetes' user namespaces need idmapped mounts from the OCI runtime, and Debian 12's runc (1.1) has none (runc 1.2 and later do)"}
 	}
 	sysctl, err := sysctls(pod, in.AllowedUnsafeSysctls)
 	if err != nil {
@@ -522,15 +523,22 @@ func mounts(binds []Mount, privileged bool) []specs.Mount {
 func depth(p string) int { return strings.Count(filepath.Clean(p), "/") }
 
 // namespaces are containerd's (pid, ipc, uts, mount, network) with the pod's paths
-// joined: no network entry for hostNetwork, a new PID namespace unless one is given,
-// and a cgroup namespace on cgroup v2 for an unprivileged container.
+// joined: no network entry for hostNetwork, no PID entry for hostPID and no IPC entry
+// for hostIPC (the container keeps the node's, which the agent runs in, as the CRI
+// does with NamespaceMode NODE), a new PID namespace unless one is given, and a cgroup
+// namespace on cgroup v2 for an unprivileged container.
 func namespaces(in Input, privileged bool) []specs.LinuxNamespace {
-	ns := []specs.LinuxNamespace{
-		{Type: specs.PIDNamespace, Path: in.PIDNS},
-		{Type: specs.IPCNamespace, Path: in.IPCNS},
-		{Type: specs.UTSNamespace, Path: in.UTSNS},
-		{Type: specs.MountNamespace},
+	var ns []specs.LinuxNamespace
+	if !in.Pod.Spec.HostPID {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: in.PIDNS})
 	}
+	if !in.Pod.Spec.HostIPC {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: in.IPCNS})
+	}
+	ns = append(ns,
+		specs.LinuxNamespace{Type: specs.UTSNamespace, Path: in.UTSNS},
+		specs.LinuxNamespace{Type: specs.MountNamespace},
+	)
 	if in.NetNS != "" {
 		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: in.NetNS})
 	}

@@ -546,6 +546,12 @@ func TestNamespaces(t *testing.T) {
 			{Type: specs.PIDNamespace, Path: "/proc/10/ns/pid"}, {Type: specs.IPCNamespace, Path: "/proc/10/ns/ipc"}, {Type: specs.UTSNamespace},
 			{Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
 		}},
+		{name: "hostPID and hostIPC keep the node's", change: func(in *Input) {
+			in.Pod.Spec.HostPID, in.Pod.Spec.HostIPC = true, true
+			in.PIDNS = "/proc/10/ns/pid" // ignored: the pod asked for the node's
+		}, want: []specs.LinuxNamespace{
+			{Type: specs.UTSNamespace, Path: "/proc/10/ns/uts"}, {Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: "/run/netns/pod"},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := makeInput(t, makePod(), shImage)

@@ -71,6 +71,9 @@ type Config struct {
 	// Runc runs the containers; New finds runc and uses RootDir/runc as its state
 	// directory when it is nil.
 	Runc *runc.Runtime
+	// PodPidsLimit is the pids.max of every pod's cgroup (kubelet's --pod-max-pids);
+	// 0 or less sets none.
+	PodPidsLimit int64
 	// SeccompDir holds the Localhost seccomp profiles (kubelet's <root-dir>/seccomp);
 	// RootDir/seccomp when empty.
 	SeccompDir string
@@ -273,6 +276,8 @@ type podState struct {
 	fsGroupDone map[string]bool
 	// ipcNS and utsNS are the paths of the pod's IPC and UTS namespaces.
 	ipcNS, utsNS string
+	// pidSandbox holds the PID namespace of a pod that shares one (nil otherwise).
+	pidSandbox   *pidSandbox
 	ip           netip.Addr
 	hostname     string
 	sandboxReady bool
@@ -322,6 +327,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]s
 	ps.volumes = volumes
 	if err := m.ensureSandbox(ps); err != nil {
 		return m.view(ps), err
+	}
+	if !ps.terminal && pod.DeletionTimestamp == nil {
+		if err := m.ensurePIDSandbox(ctx, ps); err != nil {
+			return m.view(ps), err
+		}
 	}
 	now := m.cfg.Clock.Now()
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !ps.terminal && now.Sub(ps.startTime) >= time.Duration(*d)*time.Second {
@@ -460,6 +470,12 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration)
 		}
 		ps.mu.Unlock()
 		wg.Wait()
+		ps.mu.Lock()
+		if sb := ps.pidSandbox; sb != nil {
+			m.removePIDSandbox(sb)
+			ps.pidSandbox = nil
+		}
+		ps.mu.Unlock()
 		ps.cancel()
 		m.mu.Lock()
 		delete(m.pods, pod.UID)
@@ -517,6 +533,10 @@ func (m *Manager) removeStaleContainers(ctx context.Context) error {
 					live[filepath.Base(c.inst.dir)] = true
 				}
 			}
+		}
+		if sb := ps.pidSandbox; sb != nil {
+			live[sb.id] = true
+			live[filepath.Base(sb.dir)] = true
 		}
 		ps.mu.Unlock()
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,6 +99,7 @@ func newTestEnv(t *testing.T) *testEnv {
 		ClusterDNS:    []string{"10.96.0.10"},
 		ClusterDomain: "cluster.local",
 		Backoff:       backoff.NewWithLimits(clock.RealClock{}, time.Second, 2*time.Second),
+		PodPidsLimit:  512,
 		Recorder:      record.NewFakeRecorder(10000),
 	})
 	if err != nil {
@@ -443,6 +445,70 @@ func TestRuntime(t *testing.T) {
 		}
 		if took := time.Since(start); took < endpointDrain || took > 3*time.Second {
 			t.Fatalf("KillPod took %s: want SIGTERM after the %s drain, and the exit it causes soon after", took, endpointDrain)
+		}
+	})
+
+	t.Run("shareProcessNamespace: one PID namespace with the sandbox's pause as PID 1", func(t *testing.T) {
+		p := makePod("shared", func(p *v1.Pod) {
+			p.Spec.ShareProcessNamespace = new(true)
+			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "d", Image: "busybox:1.36", Command: []string{"sleep", "3601"}})
+		})
+		e.syncUntil(p, "both running", 15*time.Second, func(v status.PodView) bool { return running("c")(v) && running("d")(v) })
+		if out, code := e.exec(p, "c", "cat", "/proc/1/cmdline"); code != 0 || !strings.HasPrefix(out, "/pause") {
+			t.Errorf("PID 1 seen from c: exit %d, %q, want the sandbox's /pause", code, out)
+		}
+		if out, code := e.exec(p, "c", "ps", "-o", "args"); code != 0 || !strings.Contains(out, "sleep 3601") {
+			t.Errorf("ps in c: exit %d, %q, want d's sleep 3601", code, out)
+		}
+		e.m.mu.Lock()
+		ps := e.m.pods[p.UID]
+		e.m.mu.Unlock()
+		ps.mu.Lock()
+		sb := *ps.pidSandbox
+		ps.mu.Unlock()
+		if err := e.m.KillPod(context.Background(), p, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		states, err := e.m.runc.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range states {
+			if st.ID == sb.id {
+				t.Errorf("the sandbox container %s is left, %s", st.ID, st.Status)
+			}
+		}
+		if _, err := os.Stat(sb.dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the sandbox's bundle %s is left (%v)", sb.dir, err)
+		}
+	})
+
+	t.Run("pod cgroup pids limit, hostPID and hostIPC", func(t *testing.T) {
+		p := makePod("hostpid", func(p *v1.Pod) { p.Spec.HostPID, p.Spec.HostIPC = true, true })
+		e.syncUntil(p, "running", 10*time.Second, running("c"))
+		hostInit, err := os.ReadFile("/proc/1/comm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, code := e.exec(p, "c", "cat", "/proc/1/comm"); code != 0 || out != string(hostInit) {
+			t.Errorf("hostPID: PID 1 is %q (exit %d), want the node's %q", out, code, hostInit)
+		}
+		hostIPC, err := os.Readlink("/proc/self/ns/ipc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, code := e.exec(p, "c", "readlink", "/proc/self/ns/ipc"); code != 0 || strings.TrimSpace(out) != hostIPC {
+			t.Errorf("hostIPC: IPC namespace %q (exit %d), want the node's %q", out, code, hostIPC)
+		}
+		pidsMax := filepath.Join("/sys/fs/cgroup/pids", e.m.podCgroup(p.UID), "pids.max")
+		if runc.Cgroup2() {
+			pidsMax = filepath.Join("/sys/fs/cgroup", e.m.podCgroup(p.UID), "pids.max")
+		}
+		if data, err := os.ReadFile(pidsMax); err != nil || strings.TrimSpace(string(data)) != "512" {
+			t.Errorf("%s: %q (%v), want the node's pod pids limit 512", pidsMax, data, err)
+		}
+		if err := e.m.KillPod(context.Background(), p, time.Second); err != nil {
+			t.Fatal(err)
 		}
 	})
 

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/podfiles"
 	"github.com/tranche/tranche/internal/agent/runc"
@@ -164,7 +165,11 @@ func (m *Manager) podNamespaces(ps *podState, hostname string) error {
 	if err != nil {
 		return fmt.Errorf("creating the IPC and UTS namespaces of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if err := runc.EnsurePod(m.podCgroup(pod.UID), ocispec.PodResources(pod)); err != nil {
+	res := ocispec.PodResources(pod)
+	if n := m.cfg.PodPidsLimit; n > 0 {
+		res.Pids = &specs.LinuxPids{Limit: &n}
+	}
+	if err := runc.EnsurePod(m.podCgroup(pod.UID), res); err != nil {
 		return fmt.Errorf("creating the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	ps.ipcNS, ps.utsNS = ipc, uts
