@@ -31,7 +31,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), serverCmd(), upCmd(), downCmd(), nodeCmd(), agentCmd(), builtinCmd(), dnsCmd(), ingressCmd())
+	root.AddCommand(versionCmd(), serverCmd(), upCmd(), downCmd(), nodeCmd(), agentCmd(), shimCmd(), builtinCmd(), dnsCmd(), ingressCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "tranche:", err)
 		os.Exit(1)

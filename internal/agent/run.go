@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,7 +24,9 @@ import (
 
 	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/agent/node"
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/agent/runtime"
+	"github.com/tranche/tranche/internal/agent/shim"
 	"github.com/tranche/tranche/internal/agent/stream"
 	"github.com/tranche/tranche/internal/agent/volumes"
 	"github.com/tranche/tranche/internal/clusternet"
@@ -49,7 +54,7 @@ type NodeConfig struct {
 	// ServiceCIDR is the ClusterIP range the node's service proxy serves.
 	ServiceCIDR netip.Prefix
 	// Logs is the container log rotation (kubelet's defaults when zero).
-	Logs runtime.LogPolicy
+	Logs shim.LogPolicy
 	// PodMaxPids is the pids.max of each pod's cgroup (kubelet's --pod-max-pids);
 	// 0 or less sets none.
 	PodMaxPids int64
@@ -113,7 +118,25 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return fmt.Errorf("opening the image store: %w", err)
 	}
 	imgs := images.New(store, imagebuild.Source{SelfExe: cfg.SelfExe, Pause: imagebuild.EmbeddedPause()})
-	rt, err := runtime.New(runtime.Config{Recorder: recorder, Services: services, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, Images: imgs,
+	// The node's shim runs its containers and outlives this agent: a new agent finds
+	// it (and them) again.
+	shimDir := filepath.Join(cfg.RootDir, "shim")
+	runcRoot := filepath.Join(cfg.RootDir, "runc")
+	shimCmd := exec.Command(cfg.SelfExe, "shim", "--dir", shimDir, "--runc-root", runcRoot)
+	shimCmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if f, err := os.OpenFile(filepath.Join(cfg.RootDir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+		defer f.Close()
+		shimCmd.Stdout, shimCmd.Stderr = f, f
+	}
+	shimClient, err := shim.Ensure(ctx, shimDir, shimCmd)
+	if err != nil {
+		return err
+	}
+	runcBin, err := runc.Find()
+	if err != nil {
+		return err
+	}
+	rt, err := runtime.New(runtime.Config{Shim: shimClient, Runc: &runc.Runtime{Binary: runcBin, Root: runcRoot, Logger: log.With("component", "runc")}, Recorder: recorder, Services: services, NodeName: cfg.NodeName, Topology: st.Topology, RootDir: cfg.RootDir, Images: imgs,
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, Lookup: cfg.Lookup, Logs: cfg.Logs, PodPidsLimit: cfg.PodMaxPids, Logger: log.With("component", "runtime")})
 	if err != nil {
 		return err

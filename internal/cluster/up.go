@@ -188,6 +188,11 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 			return err
 		}
 	}
+	supCtx, stopSupervising := context.WithCancel(ctx)
+	defer stopSupervising() // before the shutdown stops the agents
+	for _, a := range procs {
+		go superviseAgent(supCtx, cfg, a, out)
+	}
 	fmt.Fprintf(out, "cluster ready in %.1fs\n\nexport KUBECONFIG=%s\n\n", time.Since(start).Seconds(), filepath.Join(dataDir, "kubeconfig"))
 	if ready != nil {
 		close(ready)
@@ -201,6 +206,50 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 			err = errors.New("the API server stopped")
 		}
 		return fmt.Errorf("API server: %w", err)
+	}
+}
+
+// superviseAgent starts a node's agent again whenever it ends while the cluster runs,
+// as a node's service manager restarts kubelet: after 1 s, doubling up to 30 s while it
+// keeps failing within a minute of its start. Its pods' containers run on in the
+// node's shim meanwhile, and the new agent adopts them. An agent whose node was
+// removed (tranche node remove) is not restarted.
+func superviseAgent(ctx context.Context, cfg Config, a *agentProc, out io.Writer) {
+	delay := time.Second
+	for {
+		started := time.Now()
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.done:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s, err := LoadState(cfg.paths().state())
+		if err != nil {
+			fmt.Fprintf(out, "agent of node %s ended (%v) and the cluster state is unreadable (%v): not restarting it\n", a.node, a.err, err)
+			return
+		}
+		if _, ok := s.Topology.Node(a.node); !ok {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			delay = time.Second
+		}
+		fmt.Fprintf(out, "agent of node %s ended (%v): starting it again in %s\n", a.node, a.err, delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+		next, err := startAgent(cfg, s, a.node, false)
+		if err != nil {
+			fmt.Fprintf(out, "agent of node %s: %v\n", a.node, err)
+			continue
+		}
+		a = next
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/probe"
 	"github.com/tranche/tranche/internal/agent/runc"
+	"github.com/tranche/tranche/internal/agent/shim"
 	"github.com/tranche/tranche/internal/agent/status"
 	"github.com/tranche/tranche/internal/imagestore"
 	"github.com/tranche/tranche/internal/netns"
@@ -52,7 +52,7 @@ type container struct {
 }
 
 // instance is one running OCI container of a container: `runc run` in the foreground
-// (runcPID), whose container init is initPID on the host.
+// (runcPID), a child of the node's shim, whose container init is initPID on the host.
 type instance struct {
 	id      string
 	runcPID int
@@ -66,11 +66,12 @@ type instance struct {
 	cgroup string
 	// stopSignal is the image's STOPSIGNAL (SIGTERM when 0).
 	stopSignal syscall.Signal
-	done       chan struct{}
-	stop       context.CancelFunc
-	probe      map[probe.Kind]*probe.Worker
-	// console is the instance's stdio for attach.
-	console *console
+	// logPath is the instance's CRI log; termLog the file behind its
+	// terminationMessagePath.
+	logPath, termLog string
+	done             chan struct{}
+	stop             context.CancelFunc
+	probe            map[probe.Kind]*probe.Worker
 }
 
 func (ps *podState) container(name string, init bool) *container {
@@ -218,60 +219,26 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	}
 	logPath := filepath.Join(cdir, "logs", fmt.Sprintf("%d.log", c.restartCount))
 	m.pruneLogs(filepath.Dir(logPath), int(c.restartCount))
-	log, err := openCRILog(logPath, m.cfg.Logs, m.cfg.Clock.Now)
+	// The shim runs the container, owns its stdio and log, and outlives this agent.
+	sc, err := m.cfg.Shim.Start(context.Background(), shim.StartRequest{ID: id, Bundle: dir, LogPath: logPath, Logs: m.cfg.Logs,
+		TTY: spec.TTY, Stdin: spec.Stdin, StdinOnce: spec.StdinOnce})
 	if err != nil {
 		fail(err.Error())
-		return
-	}
-	stdout := &streamWriter{log: log, stream: "stdout"}
-	stderr := &streamWriter{log: log, stream: "stderr"}
-	con, err := newConsole(spec, stdout, stderr)
-	if err != nil {
-		log.close()
-		fail(err.Error())
-		return
-	}
-	stdin, out, errOut := con.stdio()
-	// The agent stops containers itself (stopInstance): not through a context.
-	cmd, err := m.runc.Start(context.Background(), id, dir, stdin, out, errOut, nil)
-	if err != nil {
-		con.abort()
-		log.close()
-		fail(err.Error())
-		return
-	}
-	proc := &runcProc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		proc.err = cmd.Wait()
-		close(proc.done)
-	}()
-	con.started()
-	initPID, err := waitInit(runc.PIDPath(dir), proc.done, setupTimeout)
-	if err != nil {
-		<-proc.done
-		con.finish()
-		stdout.flush()
-		stderr.flush()
-		log.close()
-		msg := err.Error()
-		if serr := runc.StartError(dir); serr != nil {
-			msg = serr.Error()
-		}
-		_ = m.runc.Delete(context.Background(), id)
-		fail(msg)
 		return
 	}
 	pctx, stop := context.WithCancel(ps.ctx)
-	inst := &instance{id: id, runcPID: cmd.Process.Pid, initPID: initPID, process: *ociSpec.Process, dir: dir,
+	inst := &instance{id: id, runcPID: sc.RuncPID, initPID: sc.InitPID, process: *ociSpec.Process, dir: dir,
 		cgroup: ociSpec.Linux.CgroupsPath, stopSignal: stopSignal(img.Config.Config.StopSignal),
-		done: make(chan struct{}), stop: stop, console: con}
+		logPath: logPath, termLog: filepath.Join(cdir, id[:16]+terminationLogSuffix),
+		done: make(chan struct{}), stop: stop}
 	c.inst, c.startedAt = inst, m.cfg.Clock.Now()
 	m.event(pod, v1.EventTypeNormal, "Created", "Created container: "+spec.Name)
 	m.event(pod, v1.EventTypeNormal, "Started", "Started container "+spec.Name)
 	if spec.ReadinessProbe == nil {
 		c.ready = true
 	}
-	go m.wait(ps, c, inst, proc, stdout, stderr, log, filepath.Join(cdir, id[:16]+terminationLogSuffix), spec)
+	m.saveContainers(ps)
+	go m.wait(ps, c, inst, spec)
 	m.startProbes(pctx, ps, c, inst, spec)
 }
 
@@ -513,47 +480,6 @@ func (m *Manager) removeBundle(dir string) {
 // setupTimeout bounds the wait for runc to start a container.
 const setupTimeout = 30 * time.Second
 
-// runcProc is a `runc run` process and how it ended.
-type runcProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-// waitInit waits until runc wrote the container's init pid (the container runs: exec
-// sessions and hooks can join it), runc exited first (the container could not start),
-// or timeout passed.
-func waitInit(pidFile string, exited <-chan struct{}, timeout time.Duration) (int, error) {
-	deadline := time.Now().Add(timeout)
-	delay := time.Millisecond
-	read := func() (int, bool) {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
-			return 0, false
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		return pid, err == nil && pid > 0
-	}
-	for {
-		if pid, ok := read(); ok {
-			return pid, nil
-		}
-		select {
-		case <-exited:
-			// A container that ran and ended at once: its exit is its own.
-			if pid, ok := read(); ok {
-				return pid, nil
-			}
-			return 0, errors.New("runc exited before the container ran")
-		case <-time.After(delay):
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the container did not start within %s", timeout)
-		}
-		delay = min(2*delay, 20*time.Millisecond)
-	}
-}
-
 // startFailed records an instance that could not be started; ps.mu is held.
 func (m *Manager) startFailed(ps *podState, c *container, msg string) {
 	now := metav1.NewTime(m.cfg.Clock.Now())
@@ -580,26 +506,27 @@ func (m *Manager) pruneLogs(dir string, current int) {
 	}
 }
 
-// wait waits for an instance's runc to exit, records how the container ended (its
-// exit code, OOMKilled when the kernel killed it for its memory limit, its termination
-// message), removes its bundle and notifies the agent.
-func (m *Manager) wait(ps *podState, c *container, inst *instance, proc *runcProc, stdout, stderr *streamWriter, log *criLog, termLog string, spec *v1.Container) {
-	<-proc.done
-	inst.console.finish()
-	stdout.flush()
-	stderr.flush()
-	logPath := log.path
-	log.close()
+// wait waits for an instance to exit (the shim tells), records how the container
+// ended (its exit code, OOMKilled when the kernel killed it for its memory limit, its
+// termination message), removes its bundle and notifies the agent. An instance the
+// shim no longer knows (the shim was restarted) is lost: it is killed and recorded as
+// ended with 137.
+func (m *Manager) wait(ps *podState, c *container, inst *instance, spec *v1.Container) {
 	code := 0
-	if ws, ok := proc.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-		switch {
-		case ws.Signaled():
-			code = 128 + int(ws.Signal())
-		default:
-			code = ws.ExitStatus()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		sc, err := m.cfg.Shim.Wait(context.Background(), inst.id)
+		if err == nil {
+			code = sc.ExitCode
+			break
 		}
-	} else if proc.err != nil {
-		code = 128
+		if errors.Is(err, shim.ErrNotFound) {
+			m.cfg.Logger.Warn("the shim lost a container: killing it", "pod", podID(ps.pod), "container", c.name, "id", inst.id)
+			_ = m.runc.Kill(context.Background(), inst.id, syscall.SIGKILL)
+			code = 137
+			break
+		}
+		m.cfg.Logger.Warn("waiting for a container through the shim", "container", inst.id, "err", err)
+		time.Sleep(delay)
 	}
 	// runc ran with --keep: the container's cgroup, and the OOM kills it counted,
 	// are there until the container is deleted.
@@ -611,9 +538,10 @@ func (m *Manager) wait(ps *podState, c *container, inst *instance, proc *runcPro
 	if err := m.runc.Delete(context.Background(), inst.id); err != nil {
 		m.cfg.Logger.Warn("deleting a container", "container", inst.id, "err", err)
 	}
+	_ = m.cfg.Shim.Forget(context.Background(), inst.id)
 	m.removeBundle(inst.dir)
 	term := &v1.ContainerStateTerminated{ExitCode: int32(code), ContainerID: status.ContainerIDPrefix + inst.id,
-		Message: terminationMessage(termLog, spec, code, logPath)}
+		Message: terminationMessage(inst.termLog, spec, code, inst.logPath)}
 	if oom {
 		term.Reason = "OOMKilled"
 	}
@@ -623,6 +551,7 @@ func (m *Manager) wait(ps *podState, c *container, inst *instance, proc *runcPro
 		c.ready = false
 		term.StartedAt, term.FinishedAt = metav1.NewTime(c.startedAt), metav1.NewTime(m.cfg.Clock.Now())
 		c.term = term
+		m.saveContainers(ps)
 	}
 	uid := ps.pod.UID
 	ps.mu.Unlock()

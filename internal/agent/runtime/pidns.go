@@ -2,15 +2,17 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/runc"
+	"github.com/tranche/tranche/internal/agent/shim"
 	"github.com/tranche/tranche/internal/imagestore"
 	"github.com/tranche/tranche/internal/netns"
 )
@@ -26,8 +28,9 @@ const SandboxImage = "registry.k8s.io/pause:3.10"
 // cannot be (no process can enter one whose first process has ended).
 type pidSandbox struct {
 	id, dir string
-	proc    *runcProc
 	pid     int
+	// done is closed when the shim says the sandbox container has exited.
+	done chan struct{}
 }
 
 // pidNS is the PID namespace a container of the pod joins: its sandbox's when the pod
@@ -50,7 +53,7 @@ func (m *Manager) ensurePIDSandbox(ctx context.Context, ps *podState) error {
 	}
 	if sb := ps.pidSandbox; sb != nil {
 		select {
-		case <-sb.proc.done:
+		case <-sb.done:
 			m.cfg.Logger.Warn("the pod's sandbox container ended: starting another", "pod", podID(pod))
 			m.removePIDSandbox(sb)
 			ps.pidSandbox = nil
@@ -97,41 +100,45 @@ func (m *Manager) ensurePIDSandbox(ctx context.Context, ps *podState) error {
 	if err := runc.WriteBundle(dir, spec); err != nil {
 		return fail(err)
 	}
-	cmd, err := m.runc.Start(context.Background(), id, dir, nil, io.Discard, io.Discard, nil)
+	sc, err := m.cfg.Shim.Start(context.Background(), shim.StartRequest{ID: id, Bundle: dir})
 	if err != nil {
 		return fail(err)
 	}
-	proc := &runcProc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		proc.err = cmd.Wait()
-		close(proc.done)
-	}()
-	pid, err := waitInit(runc.PIDPath(dir), proc.done, setupTimeout)
-	if err != nil {
-		if serr := runc.StartError(dir); serr != nil {
-			err = serr
-		}
-		_ = cmd.Process.Kill()
-		<-proc.done
-		_ = m.runc.Delete(context.Background(), id)
-		return fail(err)
-	}
-	ps.pidSandbox = &pidSandbox{id: id, dir: dir, proc: proc, pid: pid}
-	m.cfg.Logger.Debug("sandbox container started", "pod", podID(pod), "container", id, "pid", pid)
+	ps.pidSandbox = m.watchPIDSandbox(id, dir, sc.InitPID)
+	m.saveContainers(ps)
+	m.cfg.Logger.Debug("sandbox container started", "pod", podID(pod), "container", id, "pid", sc.InitPID)
 	return nil
+}
+
+// watchPIDSandbox is the record of a running sandbox container, whose done closes
+// when the shim says it has exited.
+func (m *Manager) watchPIDSandbox(id, dir string, pid int) *pidSandbox {
+	sb := &pidSandbox{id: id, dir: dir, pid: pid, done: make(chan struct{})}
+	go func() {
+		defer close(sb.done)
+		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			_, err := m.cfg.Shim.Wait(context.Background(), id)
+			if err == nil || errors.Is(err, shim.ErrNotFound) {
+				return
+			}
+			time.Sleep(delay)
+		}
+	}()
+	return sb
 }
 
 // removePIDSandbox ends a sandbox container (its pause program ignores nothing but
 // SIGKILL is quicker, and the pod's containers are already stopped), and removes it.
 func (m *Manager) removePIDSandbox(sb *pidSandbox) {
 	select {
-	case <-sb.proc.done:
+	case <-sb.done:
 	default:
-		_ = syscall.Kill(sb.pid, syscall.SIGKILL)
-		<-sb.proc.done
+		_ = m.runc.Kill(context.Background(), sb.id, syscall.SIGKILL)
+		<-sb.done
 	}
 	if err := m.runc.Delete(context.Background(), sb.id); err != nil {
 		m.cfg.Logger.Warn("deleting a sandbox container", "container", sb.id, "err", err)
 	}
+	_ = m.cfg.Shim.Forget(context.Background(), sb.id)
 	m.removeBundle(sb.dir)
 }

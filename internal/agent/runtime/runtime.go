@@ -47,6 +47,7 @@ import (
 	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/runc"
+	"github.com/tranche/tranche/internal/agent/shim"
 	"github.com/tranche/tranche/internal/agent/status"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/netns"
@@ -68,8 +69,11 @@ type Config struct {
 	RootDir string
 	// Images gives containers their images (required).
 	Images *images.Service
-	// Runc runs the containers; New finds runc and uses RootDir/runc as its state
-	// directory when it is nil.
+	// Shim runs the containers and owns their stdio (required): the node's shim,
+	// which outlives the agent, so that a new agent finds its pods' containers again.
+	Shim *shim.Client
+	// Runc deletes, signals and execs into containers, with the shim's runc state
+	// directory; New finds runc and uses RootDir/runc when it is nil.
 	Runc *runc.Runtime
 	// PodPidsLimit is the pids.max of every pod's cgroup (kubelet's --pod-max-pids);
 	// 0 or less sets none.
@@ -94,7 +98,7 @@ type Config struct {
 	Services Services
 	// Logs is the container log rotation (kubelet's defaults, DefaultLogMaxSize and
 	// DefaultLogMaxFiles, for zero fields).
-	Logs LogPolicy
+	Logs shim.LogPolicy
 	// Backoff is the crash-loop back-off (kubelet's, on Clock, when nil).
 	Backoff *backoff.Backoff
 	// Clock drives probes, back-off and timestamps (the real clock when nil).
@@ -179,6 +183,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Images == nil {
 		return nil, errors.New("runtime: an image service (Images) must be set")
 	}
+	if cfg.Shim == nil {
+		return nil, errors.New("runtime: a shim (Shim) must be set")
+	}
 	if cfg.SeccompDir == "" {
 		cfg.SeccompDir = filepath.Join(cfg.RootDir, "seccomp")
 	}
@@ -198,10 +205,10 @@ func New(cfg Config) (*Manager, error) {
 		cfg.ClusterDomain = "cluster.local"
 	}
 	if cfg.Logs.MaxSize == 0 {
-		cfg.Logs.MaxSize = DefaultLogMaxSize
+		cfg.Logs.MaxSize = shim.DefaultLogMaxSize
 	}
 	if cfg.Logs.MaxFiles == 0 {
-		cfg.Logs.MaxFiles = DefaultLogMaxFiles
+		cfg.Logs.MaxFiles = shim.DefaultLogMaxFiles
 	}
 	if err := cfg.Logs.Check(); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
@@ -277,12 +284,15 @@ type podState struct {
 	// ipcNS and utsNS are the paths of the pod's IPC and UTS namespaces.
 	ipcNS, utsNS string
 	// pidSandbox holds the PID namespace of a pod that shares one (nil otherwise).
-	pidSandbox   *pidSandbox
-	ip           netip.Addr
-	hostname     string
-	sandboxReady bool
-	startTime    time.Time
-	terminal     bool
+	pidSandbox *pidSandbox
+	// loaded is set once what an earlier agent recorded of the pod was read;
+	// adopted when it left instances running, whose sandbox is then kept.
+	loaded, adopted bool
+	ip              netip.Addr
+	hostname        string
+	sandboxReady    bool
+	startTime       time.Time
+	terminal        bool
 	// deadlineArmed is set once a notification for activeDeadlineSeconds is scheduled.
 	deadlineArmed bool
 	containers    map[string]*container
@@ -325,6 +335,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]s
 	defer ps.mu.Unlock()
 	ps.pod = pod.DeepCopy()
 	ps.volumes = volumes
+	if !ps.loaded {
+		ps.loaded = true
+		ps.adopted = m.adopt(ctx, ps)
+	}
 	if err := m.ensureSandbox(ps); err != nil {
 		return m.view(ps), err
 	}
@@ -515,13 +529,14 @@ func (m *Manager) Cleanup(ctx context.Context, keep map[types.UID]bool) error {
 		}
 		errs = append(errs, m.removeSandbox(uid))
 	}
-	errs = append(errs, m.removeStaleContainers(ctx))
+	errs = append(errs, m.removeStaleContainers(ctx, keep))
 	return errors.Join(errs...)
 }
 
 // removeStaleContainers deletes the runc containers and bundles no running instance
-// owns: those of an earlier agent, whose pods are started afresh.
-func (m *Manager) removeStaleContainers(ctx context.Context) error {
+// owns and no record of a pod in keep names (those are adopted when the pod is
+// synced): those of pods gone while no agent ran.
+func (m *Manager) removeStaleContainers(ctx context.Context, keep map[types.UID]bool) error {
 	live := map[string]bool{}
 	m.mu.Lock()
 	for _, ps := range m.pods {
@@ -541,6 +556,9 @@ func (m *Manager) removeStaleContainers(ctx context.Context) error {
 		ps.mu.Unlock()
 	}
 	m.mu.Unlock()
+	for id := range m.recordedInstances(keep) {
+		live[id] = true
+	}
 	var errs []error
 	states, err := m.runc.List(ctx)
 	if err != nil {
@@ -550,6 +568,13 @@ func (m *Manager) removeStaleContainers(ctx context.Context) error {
 		if !live[st.ID] {
 			if err := m.runc.Delete(ctx, st.ID); err != nil {
 				errs = append(errs, err)
+			}
+		}
+	}
+	if scs, err := m.cfg.Shim.List(ctx); err == nil {
+		for _, sc := range scs {
+			if !live[sc.ID] {
+				_ = m.cfg.Shim.Forget(ctx, sc.ID)
 			}
 		}
 	}

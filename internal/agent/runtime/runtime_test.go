@@ -24,6 +24,7 @@ import (
 	"github.com/tranche/tranche/internal/agent/backoff"
 	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/agent/runc"
+	"github.com/tranche/tranche/internal/agent/shim"
 	"github.com/tranche/tranche/internal/agent/status"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/imagebuild"
@@ -90,7 +91,22 @@ func newTestEnv(t *testing.T) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	shimDir := filepath.Join(dir, "shim")
+	l, err := shim.Listen(shimDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runcBin, err := runc.Find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &runc.Runtime{Binary: runcBin, Root: filepath.Join(dir, "root", "runc")}
+	sctx, stopShim := context.WithCancel(context.Background())
+	t.Cleanup(stopShim)
+	go func() { _ = (&shim.Server{Runc: rt}).Serve(sctx, l) }()
 	m, err := New(Config{
+		Shim:          shim.NewClient(shimDir),
+		Runc:          rt,
 		NodeName:      "n1",
 		NodeNS:        topo.NodeNamespace("n1"),
 		Topology:      topo,
@@ -509,6 +525,77 @@ func TestRuntime(t *testing.T) {
 		}
 		if err := e.m.KillPod(context.Background(), p, time.Second); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("a new agent adopts the running containers the shim kept", func(t *testing.T) {
+		p := makePod("adopted", func(p *v1.Pod) {
+			p.Spec.ShareProcessNamespace = new(true)
+			p.Spec.Containers[0].Command = []string{"sh", "-c", "echo before; sleep 3600"}
+		})
+		v1st := e.syncUntil(p, "running", 15*time.Second, running("c"))
+		before := v1st.Containers["c"]
+		// The earlier agent stops knowing the pod without touching its containers,
+		// as a killed agent would; a new Manager on the same directories follows.
+		e.m.mu.Lock()
+		old := e.m.pods[p.UID]
+		delete(e.m.pods, p.UID)
+		e.m.mu.Unlock()
+		old.mu.Lock()
+		initPID := old.containers["c"].inst.initPID
+		old.cancel()
+		old.mu.Unlock()
+		m2, err := New(e.m.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Cleanup keeps what the API still binds to the node: every pod of the test.
+		keep := map[types.UID]bool{p.UID: true}
+		e.m.mu.Lock()
+		for uid := range e.m.pods {
+			keep[uid] = true
+		}
+		e.m.mu.Unlock()
+		if err := m2.Cleanup(context.Background(), keep); err != nil {
+			t.Fatal(err)
+		}
+		v, err := m2.SyncPod(context.Background(), p, map[string]string{"marks": e.marks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := v.Containers["c"]
+		if after.State.Running == nil || after.ID != before.ID || after.RestartCount != before.RestartCount {
+			t.Fatalf("after adoption: %+v, want the same running instance %s (restarts %d)", after, before.ID, before.RestartCount)
+		}
+		if !after.State.Running.StartedAt.Equal(&before.State.Running.StartedAt) {
+			t.Errorf("started at %v, want %v", after.State.Running.StartedAt, before.State.Running.StartedAt)
+		}
+		m2.mu.Lock()
+		ps := m2.pods[p.UID]
+		m2.mu.Unlock()
+		ps.mu.Lock()
+		gotPID := ps.containers["c"].inst.initPID
+		ps.mu.Unlock()
+		if gotPID != initPID {
+			t.Errorf("adopted init pid %d, want %d", gotPID, initPID)
+		}
+		var out bytes.Buffer
+		code, err := m2.Exec(context.Background(), p.UID, "c", []string{"cat", "/proc/1/cmdline"}, nil, &out, &out)
+		if err != nil || code != 0 || !strings.HasPrefix(out.String(), "/pause") {
+			t.Errorf("exec through the new agent: %d %q (%v), want the adopted sandbox's /pause as PID 1", code, out.String(), err)
+		}
+		path, err := m2.LogPath(p.UID, "c", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, _ := os.ReadFile(path); !strings.Contains(string(data), "stdout F before") {
+			t.Errorf("log %s: %q, want the line written before the restart", path, data)
+		}
+		if err := m2.KillPod(context.Background(), p, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(initPID))); err == nil {
+			t.Errorf("process %d still runs after the new agent killed the pod", initPID)
 		}
 	})
 

@@ -130,6 +130,9 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 		return fmt.Errorf("pod %s/%s: bad recorded address %q: %w", pod.Namespace, pod.Name, rec.IP, err)
 	}
 	if netns.Exists(rec.NetNS) {
+		if ps.adopted {
+			return m.adoptSandbox(ps, rec.NetNS, ip)
+		}
 		if err := m.deleteNetNS(rec.NetNS); err != nil {
 			return err
 		}
@@ -152,6 +155,21 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 		return err
 	}
 	ps.netns, ps.ip, ps.hostname, ps.sandboxReady = rec.NetNS, ip, hostname, true
+	return nil
+}
+
+// adoptSandbox keeps the sandbox an earlier agent made for a pod whose containers it
+// adopted: their network, IPC and UTS namespaces and /etc files are in use. ps.mu is
+// held.
+func (m *Manager) adoptSandbox(ps *podState, name string, ip netip.Addr) error {
+	pod := ps.pod
+	hostname, _, err := podfiles.Hostname(pod, m.cfg.ClusterDomain)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(m.podDir(pod.UID), "ns")
+	ps.ipcNS, ps.utsNS = filepath.Join(dir, "ipc"), filepath.Join(dir, "uts")
+	ps.netns, ps.ip, ps.hostname, ps.sandboxReady = name, ip, hostname, true
 	return nil
 }
 

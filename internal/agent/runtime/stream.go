@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tranche/tranche/internal/agent/runc"
+	"github.com/tranche/tranche/internal/agent/shim"
 )
 
 // TermSize is a terminal's size in characters.
@@ -96,7 +96,7 @@ func (m *Manager) ExecStream(ctx context.Context, uid types.UID, name string, ar
 	var master *os.File
 	if s.TTY {
 		var slave *os.File
-		master, slave, err = openPTY()
+		master, slave, err = shim.OpenPTY()
 		if err != nil {
 			return -1, fmt.Errorf("exec in container %q of pod %s: %w", name, uid, err)
 		}
@@ -160,28 +160,42 @@ func (m *Manager) Attach(ctx context.Context, uid types.UID, name string, s Stre
 	if err != nil {
 		return err
 	}
-	con := inst.console
-	if con == nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-inst.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var resize chan [2]uint16
+	if s.Resize != nil {
+		resize = make(chan [2]uint16)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case sz, ok := <-s.Resize:
+					if !ok {
+						return
+					}
+					select {
+					case resize <- [2]uint16{sz.Width, sz.Height}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
+	err = m.cfg.Shim.Attach(ctx, inst.id, s.Stdin, s.Stdout, s.Stderr, resize)
+	if errors.Is(err, shim.ErrNotFound) {
 		return fmt.Errorf("container %q of pod %s: %w", name, uid, ErrNotRunning)
 	}
-	stdout, stderr := s.Stdout, s.Stderr
-	if con.tty {
-		stderr = nil
-	}
-	a := con.attach(stdout, stderr)
-	defer con.detach(a)
-	if s.Stdin != nil && con.input != nil {
-		go con.feed(s.Stdin)
-	}
-	if s.Resize != nil && con.master != nil {
-		rctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go resizeLoop(rctx, con.master, s.Resize)
-	}
-	select {
-	case <-ctx.Done():
-	case <-inst.done:
-	case <-a.failed:
+	if err != nil && ctx.Err() == nil {
+		m.cfg.Logger.Debug("attach ended", "container", inst.id, "err", err)
 	}
 	return nil
 }
@@ -197,45 +211,7 @@ func resizeLoop(ctx context.Context, master *os.File, sizes <-chan TermSize) {
 			if !ok {
 				return
 			}
-			setWinsize(master, sz)
+			shim.SetWinsize(master, sz.Width, sz.Height)
 		}
 	}
-}
-
-func setWinsize(master *os.File, sz TermSize) {
-	if sz.Width == 0 || sz.Height == 0 {
-		return
-	}
-	rc, err := master.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
-	})
-}
-
-// openPTY opens a new pseudo-terminal pair. The master is non-blocking (closing it
-// interrupts a pending read); the slave is handed to a child process.
-func openPTY() (master, slave *os.File, err error) {
-	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
-	}
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		unix.Close(fd)
-		return nil, nil, fmt.Errorf("unlocking a pseudo-terminal: %w", err)
-	}
-	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
-	if err != nil {
-		unix.Close(fd)
-		return nil, nil, fmt.Errorf("naming a pseudo-terminal: %w", err)
-	}
-	master = os.NewFile(uintptr(fd), "/dev/ptmx")
-	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		master.Close()
-		return nil, nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
-	}
-	return master, slave, nil
 }

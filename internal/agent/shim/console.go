@@ -1,12 +1,10 @@
-package runtime
+package shim
 
 import (
 	"io"
 	"os"
 	"sync"
 	"time"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // console is a container instance's stdio as `kubectl attach` sees it. Output always
@@ -56,21 +54,22 @@ type attachment struct {
 
 func (a *attachment) fail() { a.once.Do(func() { close(a.failed) }) }
 
-// newConsole prepares the stdio of a new instance of spec, whose output is logged
-// through logOut and logErr.
-func newConsole(spec *v1.Container, logOut, logErr io.Writer) (*console, error) {
-	con := &console{tty: spec.TTY, stdinOnce: spec.StdinOnce, logOut: logOut, logErr: logErr, clients: map[*attachment]bool{}}
+// newConsole prepares the stdio of a new container instance (with a terminal, with
+// stdin, stdin closed after the first client's input), whose output is logged through
+// logOut and logErr.
+func newConsole(tty, stdin, stdinOnce bool, logOut, logErr io.Writer) (*console, error) {
+	con := &console{tty: tty, stdinOnce: stdinOnce, logOut: logOut, logErr: logErr, clients: map[*attachment]bool{}}
 	switch {
-	case spec.TTY:
-		master, slave, err := openPTY()
+	case tty:
+		master, slave, err := OpenPTY()
 		if err != nil {
 			return nil, err
 		}
 		con.master, con.slave = master, slave
-		if spec.Stdin {
+		if stdin {
 			con.input = master
 		}
-	case spec.Stdin:
+	case stdin:
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err

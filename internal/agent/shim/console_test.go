@@ -1,11 +1,9 @@
-package runtime
+package shim
 
 import (
 	"bytes"
 	"io"
 	"testing"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // TestFirstAttachSeesEarlyOutput: a stdinOnce container (kubectl run -i) that writes
@@ -20,7 +18,7 @@ func TestFirstAttachSeesEarlyOutput(t *testing.T) {
 		{"without stdinOnce only what comes after", false, "late\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			con, err := newConsole(&v1.Container{Name: "c", Stdin: true, StdinOnce: tc.stdinOnce}, io.Discard, io.Discard)
+			con, err := newConsole(false, true, tc.stdinOnce, io.Discard, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
