@@ -54,6 +54,7 @@ func BenchmarkCluster(b *testing.B) {
 	b.Run("up-3-nodes", func(b *testing.B) { benchUp(b, bin, rp) })
 	b.Run("pod-startup-100", func(b *testing.B) { benchPodStartup(b, bin, rp) })
 	b.Run("idle-rss-1-node", func(b *testing.B) { benchIdleRSS(b, bin, rp) })
+	b.Run("agent-restart-50-pods", func(b *testing.B) { benchAgentRestart(b, bin, rp) })
 	rp.Print(os.Stdout)
 }
 
@@ -130,6 +131,11 @@ func benchPodStartup(b *testing.B, bin string, rp *report) {
 // or, when interval is 0, all at once from creators clients, and returns each pod's
 // latency and the time until the last was Ready.
 func startPods(b *testing.B, client kubernetes.Interface, ns string, interval time.Duration) ([]time.Duration, time.Duration) {
+	return startPodsN(b, client, ns, pods, interval)
+}
+
+// startPodsN is startPods for n pods.
+func startPodsN(b *testing.B, client kubernetes.Interface, ns string, n int, interval time.Duration) ([]time.Duration, time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -145,7 +151,7 @@ func startPods(b *testing.B, client kubernetes.Interface, ns string, interval ti
 	created := map[string]time.Time{}
 	ready := map[string]time.Time{}
 	names := make(chan string)
-	errs := make(chan error, pods)
+	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	create := func(name string) {
 		t0 := time.Now()
@@ -166,7 +172,7 @@ func startPods(b *testing.B, client kubernetes.Interface, ns string, interval ti
 			})
 		}
 		go func() {
-			for i := range pods {
+			for i := range n {
 				names <- fmt.Sprintf("p-%03d", i)
 			}
 			close(names)
@@ -177,7 +183,7 @@ func startPods(b *testing.B, client kubernetes.Interface, ns string, interval ti
 		wg.Go(func() {
 			tick := time.NewTicker(interval)
 			defer tick.Stop()
-			for i := range pods {
+			for i := range n {
 				wg.Go(func() { create(fmt.Sprintf("p-%03d", i)) })
 				select {
 				case <-tick.C:
@@ -188,15 +194,15 @@ func startPods(b *testing.B, client kubernetes.Interface, ns string, interval ti
 		})
 	}
 	var last time.Time
-	for len(ready) < pods {
+	for len(ready) < n {
 		select {
 		case err := <-errs:
 			b.Fatal(err)
 		case <-ctx.Done():
-			b.Fatalf("%d of %d pods Ready after %s", len(ready), pods, startupTimeout)
+			b.Fatalf("%d of %d pods Ready after %s", len(ready), n, startupTimeout)
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				b.Fatalf("the pod watch closed with %d of %d pods Ready", len(ready), pods)
+				b.Fatalf("the pod watch closed with %d of %d pods Ready", len(ready), n)
 			}
 			if ev.Type != watch.Added && ev.Type != watch.Modified {
 				continue
@@ -214,7 +220,7 @@ func startPods(b *testing.B, client kubernetes.Interface, ns string, interval ti
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	lat := make([]time.Duration, 0, pods)
+	lat := make([]time.Duration, 0, n)
 	for name, t := range ready {
 		lat = append(lat, t.Sub(created[name]))
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	crv1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tranche/tranche/internal/agent/ocispec"
@@ -32,11 +31,12 @@ type runcRound struct {
 	cpu time.Duration
 }
 
-// runcOwnRun starts pods pause containers with runc as the agent does (`runc run
-// --keep`, from a bundle written beforehand by ocispec.Spec for the benchmark's pause
-// pod, joining an existing network namespace by path, in a cgroup below a node's), one
-// every pacedInterval, each timed from the start of runc to its pid file, which runc
-// writes once the container's process runs the pause program. What the agent does
+// runcOwnRun starts pods pause containers with runc as the node's shim does (`runc run
+// --detach` with pipes as stdio, from a bundle written beforehand by ocispec.Spec for
+// the benchmark's pause pod, joining an existing network namespace by path, in a cgroup
+// below a node's; this process a child subreaper that reaps them), one every
+// pacedInterval, each timed from the start of runc until it returns with the
+// container's process running the pause program. What the agent does
 // besides (the pod's network namespace, veth and address, the overlay root file
 // system, the bundle, status updates) and what the control plane does is not in it:
 // that is tranche's overhead over the runtime.
@@ -68,12 +68,15 @@ func runcOwnRun(b *testing.B) runcRound {
 	rt := &runc.Runtime{Binary: bin, Root: filepath.Join(dir, "runc")}
 	ids := make([]string, pods)
 	bundles := make([]string, pods)
-	cmds := make([]*exec.Cmd, pods)
+	procs := make([]*os.Process, pods)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() {
-		for i, cmd := range cmds {
-			if cmd != nil {
-				killContainer(bundles[i])
-				_ = cmd.Wait()
+		for _, p := range procs {
+			if p != nil {
+				_ = p.Kill()
+				_, _ = p.Wait()
 			}
 		}
 		for _, id := range ids {
@@ -120,24 +123,22 @@ func runcOwnRun(b *testing.B) runcRound {
 	tick := time.NewTicker(pacedInterval)
 	for i := range pods {
 		wg.Go(func() {
-			start := time.Now()
-			cmd, err := rt.Start(context.Background(), ids[i], bundles[i], nil, io.Discard, io.Discard, nil)
+			out, err := os.Create(filepath.Join(bundles[i], "out"))
 			if err != nil {
 				errs <- err
 				return
 			}
-			cmds[i] = cmd
-			for {
-				if _, err := os.Stat(runc.PIDPath(bundles[i])); err == nil {
-					break
-				}
-				if time.Since(start) > startupTimeout {
-					errs <- fmt.Errorf("runc run of %s: no pid file after %s", ids[i], startupTimeout)
-					return
-				}
-				time.Sleep(time.Millisecond)
+			defer out.Close()
+			start := time.Now()
+			pid, err := rt.RunDetached(context.Background(), ids[i], bundles[i], nil, out, out, "")
+			if err != nil {
+				errs <- err
+				return
 			}
 			lat[i] = time.Since(start)
+			if procs[i], err = os.FindProcess(pid); err != nil {
+				errs <- err
+			}
 		})
 		<-tick.C
 	}
@@ -151,12 +152,12 @@ func runcOwnRun(b *testing.B) runcRound {
 	if err := errors.Join(failed...); err != nil {
 		b.Fatal(err)
 	}
-	// The runc processes and the containers they reaped count in RUSAGE_CHILDREN once
-	// they have exited: end each container (not with `runc kill`, another runc), wait.
-	for i, cmd := range cmds {
-		killContainer(bundles[i])
-		_ = cmd.Wait()
-		cmds[i] = nil
+	// runc and the containers (this process's children once runc has exited) count in
+	// RUSAGE_CHILDREN once reaped: end each container and reap it.
+	for i, p := range procs {
+		_ = p.Kill()
+		_, _ = p.Wait()
+		procs[i] = nil
 	}
 	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &after); err != nil {
 		b.Fatal(err)
@@ -164,17 +165,6 @@ func runcOwnRun(b *testing.B) runcRound {
 	used := rusageCPU(after) - rusageCPU(before)
 	slices.Sort(lat)
 	return runcRound{lat: lat, cpu: used / pods}
-}
-
-// killContainer sends SIGKILL to the container whose bundle holds a pid file.
-func killContainer(bundle string) {
-	data, err := os.ReadFile(runc.PIDPath(bundle))
-	if err != nil {
-		return
-	}
-	if pid, err := strconv.Atoi(string(data)); err == nil && pid > 1 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
 }
 
 func rusageCPU(r syscall.Rusage) time.Duration {

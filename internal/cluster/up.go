@@ -210,12 +210,13 @@ func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 }
 
 // superviseAgent starts a node's agent again whenever it ends while the cluster runs,
-// as a node's service manager restarts kubelet: after 1 s, doubling up to 30 s while it
-// keeps failing within a minute of its start. Its pods' containers run on in the
+// as a node's service manager restarts kubelet: after 100 ms (systemd's RestartSec
+// default), doubling up to 30 s while it keeps failing within a minute of its start. Its pods' containers run on in the
 // node's shim meanwhile, and the new agent adopts them. An agent whose node was
 // removed (tranche node remove) is not restarted.
 func superviseAgent(ctx context.Context, cfg Config, a *agentProc, out io.Writer) {
-	delay := time.Second
+	const firstDelay = 100 * time.Millisecond
+	delay := firstDelay
 	for {
 		started := time.Now()
 		select {
@@ -235,7 +236,7 @@ func superviseAgent(ctx context.Context, cfg Config, a *agentProc, out io.Writer
 			return
 		}
 		if time.Since(started) > time.Minute {
-			delay = time.Second
+			delay = firstDelay
 		}
 		fmt.Fprintf(out, "agent of node %s ended (%v): starting it again in %s\n", a.node, a.err, delay)
 		select {

@@ -83,8 +83,13 @@ func TestAgentKilledPodsSurvive(t *testing.T) {
 	if out, err := get(); err != nil || out != "web" {
 		t.Errorf("after: curl the ClusterIP: %q (%v)", out, err)
 	}
-	if out := s.must(t, "exec", "web", "-n", ns, "--", "cat", "/etc/hostname"); strings.TrimSpace(out) != "web" {
-		t.Errorf("exec through the new agent: %q", out)
+	// The new agent serves exec once it has started its streaming endpoint.
+	eventually(t, 20*time.Second, "exec through the new agent", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "exec", "web", "-n", ns, "--", "cat", "/etc/hostname")
+		return err == nil && strings.TrimSpace(out) == "web", out + errOut
+	})
+	if out := s.must(t, "logs", "web", "-n", ns); !strings.Contains(out, "Started HTTP server on port 8080") {
+		t.Errorf("logs through the new agent: %q, want what netexec wrote before the restart", out)
 	}
 	if out := s.must(t, "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`); out != "True" {
 		t.Errorf("node %s Ready=%s after the agent came back", node, out)

@@ -269,6 +269,65 @@ func (r *Runtime) launch(ctx context.Context, logPath string, args []string, id 
 	return cmd, nil
 }
 
+// RunDetached runs the container of bundle with `runc run --detach`, which returns once
+// the container's process runs the bundle's program (or could not be started: the error
+// is then StartError's), and returns that process's pid. The caller should be a child
+// subreaper (PR_SET_CHILD_SUBREAPER): runc exits at once, the container's process
+// becomes the caller's child, and the caller reaps it. stdin, stdout and stderr (nil
+// for /dev/null) are passed through to the process as they are; a container with a
+// terminal gets none of them: runc sends the terminal's master to consoleSocket, a
+// unix socket the caller listens on.
+func (r *Runtime) RunDetached(ctx context.Context, id, bundle string, stdin, stdout, stderr *os.File, consoleSocket string) (int, error) {
+	if err := validID(id); err != nil {
+		return 0, err
+	}
+	bundle, err := filepath.Abs(bundle)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range []string{pidFile, logFile} {
+		if err := os.Remove(filepath.Join(bundle, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("container %s: %w", id, err)
+		}
+	}
+	args := []string{"run", "--detach", "--bundle", bundle, "--pid-file", filepath.Join(bundle, pidFile)}
+	if consoleSocket != "" {
+		args = append(args, "--console-socket", consoleSocket)
+	}
+	cmd, err := r.command(filepath.Join(bundle, logFile), append(args, id)...)
+	if err != nil {
+		return 0, err
+	}
+	// Typed nil *os.File values would not be nil interfaces: set only the real ones.
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
+	if stderr != nil {
+		cmd.Stderr = stderr
+	}
+	// Its own process group: a terminal's Ctrl-C to the caller is not the container's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.logger().Debug("runc run --detach", "container", id, "bundle", bundle)
+	if err := cmd.Run(); err != nil {
+		if serr := StartError(bundle); serr != nil {
+			return 0, serr
+		}
+		return 0, fmt.Errorf("container %s: runc run: %w", id, err)
+	}
+	data, err := os.ReadFile(filepath.Join(bundle, pidFile))
+	if err != nil {
+		return 0, fmt.Errorf("container %s: %w", id, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("container %s: runc wrote pid %q", id, data)
+	}
+	return pid, nil
+}
+
 // PIDPath is where Start's runc writes the container's init pid, in bundle, once the
 // container's process exists.
 func PIDPath(bundle string) string { return filepath.Join(bundle, pidFile) }

@@ -62,7 +62,6 @@ type instanceRecord struct {
 	Cgroup     string `json:"cgroup"`
 	LogPath    string `json:"logPath"`
 	TermLog    string `json:"termLog"`
-	RuncPID    int    `json:"runcPID"`
 	InitPID    int    `json:"initPID"`
 	StopSignal int    `json:"stopSignal,omitempty"`
 }
@@ -80,7 +79,7 @@ func (m *Manager) saveContainers(ps *podState) {
 				RestartCount: c.restartCount, Started: c.started, StartedAt: c.startedAt, Term: c.term, PrevTerm: c.prevTerm}
 			if in := c.inst; in != nil {
 				r.Instance = &instanceRecord{ID: in.id, Dir: in.dir, Cgroup: in.cgroup, LogPath: in.logPath, TermLog: in.termLog,
-					RuncPID: in.runcPID, InitPID: in.initPID, StopSignal: int(in.stopSignal)}
+					InitPID: in.initPID, StopSignal: int(in.stopSignal)}
 			}
 			rec.Containers = append(rec.Containers, r)
 		}
@@ -202,7 +201,7 @@ func (m *Manager) adopt(ctx context.Context, ps *podState) bool {
 			continue
 		}
 		pctx, stop := context.WithCancel(ps.ctx)
-		inst := &instance{id: in.ID, runcPID: sc.RuncPID, initPID: sc.InitPID, process: *oci.Process, dir: in.Dir, cgroup: in.Cgroup,
+		inst := &instance{id: in.ID, initPID: sc.InitPID, process: *oci.Process, dir: in.Dir, cgroup: in.Cgroup,
 			stopSignal: syscall.Signal(in.StopSignal), logPath: in.LogPath, termLog: in.TermLog, done: make(chan struct{}), stop: stop}
 		c.inst, c.startedAt, c.term = inst, r.StartedAt, nil
 		c.ready = spec.ReadinessProbe == nil

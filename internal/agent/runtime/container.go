@@ -51,11 +51,10 @@ type container struct {
 	created        bool
 }
 
-// instance is one running OCI container of a container: `runc run` in the foreground
-// (runcPID), a child of the node's shim, whose container init is initPID on the host.
+// instance is one running OCI container of a container, whose process is initPID on
+// the host, a child of the node's shim.
 type instance struct {
 	id      string
-	runcPID int
 	initPID int
 	// process is the container's process in its OCI spec: exec sessions run with its
 	// user, environment, capabilities and working directory.
@@ -227,7 +226,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		return
 	}
 	pctx, stop := context.WithCancel(ps.ctx)
-	inst := &instance{id: id, runcPID: sc.RuncPID, initPID: sc.InitPID, process: *ociSpec.Process, dir: dir,
+	inst := &instance{id: id, initPID: sc.InitPID, process: *ociSpec.Process, dir: dir,
 		cgroup: ociSpec.Linux.CgroupsPath, stopSignal: stopSignal(img.Config.Config.StopSignal),
 		logPath: logPath, termLog: filepath.Join(cdir, id[:16]+terminationLogSuffix),
 		done: make(chan struct{}), stop: stop}
@@ -528,8 +527,8 @@ func (m *Manager) wait(ps *podState, c *container, inst *instance, spec *v1.Cont
 		m.cfg.Logger.Warn("waiting for a container through the shim", "container", inst.id, "err", err)
 		time.Sleep(delay)
 	}
-	// runc ran with --keep: the container's cgroup, and the OOM kills it counted,
-	// are there until the container is deleted.
+	// runc keeps a detached container's cgroup, and the OOM kills it counted, until
+	// the container is deleted.
 	oom := false
 	if st, err := runc.Stats(inst.cgroup); err == nil {
 		oom = st.OOMKilled(code)
@@ -593,8 +592,9 @@ func (m *Manager) stopInstance(ps *podState, c *container, inst *instance, grace
 	if sig == 0 {
 		sig = unix.SIGTERM
 	}
-	// runc passes the signal on to the container's init.
-	_ = unix.Kill(inst.runcPID, sig)
+	// The container's process: PID 1 of its PID namespace (or, in a shared one, the
+	// container's main process), as runc kill would signal it.
+	_ = unix.Kill(inst.initPID, sig)
 	select {
 	case <-inst.done:
 		return

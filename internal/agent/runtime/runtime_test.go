@@ -140,7 +140,7 @@ func (e *testEnv) killAll() {
 		for _, cs := range []map[string]*container{ps.containers, ps.inits} {
 			for _, c := range cs {
 				if c.inst != nil {
-					pids = append(pids, c.inst.initPID, c.inst.runcPID)
+					pids = append(pids, c.inst.initPID)
 				}
 			}
 		}

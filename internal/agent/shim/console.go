@@ -9,20 +9,24 @@ import (
 
 // console is a container instance's stdio as `kubectl attach` sees it. Output always
 // goes to the instance's log; attached clients get a copy from the moment they attach.
-// A container with tty gets a pseudo-terminal as its controlling terminal (it leads
-// its own session); a container with stdin gets a pipe (or the terminal) that attached
-// clients write into.
+// runc runs the container detached and passes the console's files through to it: pipes
+// for stdout and stderr (and stdin when the container has one), or, for a container
+// with tty, the terminal runc makes in the container and hands over on the console
+// socket.
 type console struct {
-	tty, stdinOnce bool
-	logOut, logErr io.Writer
-	// master and slave are the pseudo-terminal of a tty container; the slave is closed
-	// in the agent once the process has it.
-	master, slave *os.File
-	// stdinR is the child's end of a stdin pipe; input is where clients' input goes
-	// (the pipe's other end, or the terminal), nil without stdin.
-	stdinR *os.File
-	input  io.Writer
-	pump   sync.WaitGroup
+	tty, stdin, stdinOnce bool
+	logOut, logErr        io.Writer
+	// master is the terminal of a tty container (set once runc handed it over).
+	master *os.File
+	// child are the container's ends of the pipes (stdin, stdout, stderr; nil when not
+	// used), closed in the shim once runc has passed them on; outR and errR are the
+	// shim's ends of the output pipes.
+	child      [3]*os.File
+	outR, errR *os.File
+	// input is where clients' input goes (the stdin pipe or the terminal), nil
+	// without stdin.
+	input io.Writer
+	pump  sync.WaitGroup
 
 	mu      sync.Mutex
 	clients map[*attachment]bool
@@ -58,54 +62,61 @@ func (a *attachment) fail() { a.once.Do(func() { close(a.failed) }) }
 // stdin, stdin closed after the first client's input), whose output is logged through
 // logOut and logErr.
 func newConsole(tty, stdin, stdinOnce bool, logOut, logErr io.Writer) (*console, error) {
-	con := &console{tty: tty, stdinOnce: stdinOnce, logOut: logOut, logErr: logErr, clients: map[*attachment]bool{}}
-	switch {
-	case tty:
-		master, slave, err := OpenPTY()
-		if err != nil {
-			return nil, err
-		}
-		con.master, con.slave = master, slave
-		if stdin {
-			con.input = master
-		}
-	case stdin:
+	con := &console{tty: tty, stdin: stdin, stdinOnce: stdinOnce, logOut: logOut, logErr: logErr, clients: map[*attachment]bool{}}
+	if tty {
+		return con, nil
+	}
+	fail := func(err error) (*console, error) {
+		con.abort()
+		return nil, err
+	}
+	if stdin {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
-		con.stdinR, con.input = r, w
+		con.child[0], con.input = r, w
+	}
+	for i, dst := range []**os.File{&con.outR, &con.errR} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		*dst, con.child[i+1] = r, w
 	}
 	return con, nil
 }
 
-// stdio is the new instance's stdin, stdout and stderr for runc: the terminal's slave
-// for a tty container (runc relays it to the container's own terminal), else the
-// logging writers and the stdin pipe, if any.
-func (con *console) stdio() (io.Reader, io.Writer, io.Writer) {
-	if con.tty {
-		return con.slave, con.slave, con.slave
-	}
-	var stdin io.Reader
-	if con.stdinR != nil {
-		stdin = con.stdinR
-	}
-	return stdin, &teeWriter{con: con, log: con.logOut, stderr: false}, &teeWriter{con: con, log: con.logErr, stderr: true}
+// files are the container's stdin, stdout and stderr for runc to pass through (nil
+// for a tty container: its terminal is runc's).
+func (con *console) files() (stdin, stdout, stderr *os.File) {
+	return con.child[0], con.child[1], con.child[2]
 }
 
-// started closes the child's ends in the agent and starts copying terminal output.
-func (con *console) started() {
-	if con.stdinR != nil {
-		con.stdinR.Close()
+// setTerminal takes the master of the terminal runc made for a tty container.
+func (con *console) setTerminal(master *os.File) {
+	con.master = master
+	if con.stdin {
+		con.input = master
 	}
-	if con.slave != nil {
-		con.slave.Close()
+}
+
+// started closes the container's ends in the shim (runc has passed them on) and starts
+// copying the container's output to the log and the attached clients.
+func (con *console) started() {
+	for i, f := range con.child {
+		if f != nil {
+			f.Close()
+			con.child[i] = nil
+		}
+	}
+	copyOut := func(r *os.File, stderr bool, log io.Writer) {
 		con.pump.Go(func() {
 			buf := make([]byte, 32<<10)
 			for {
-				n, err := con.master.Read(buf)
+				n, err := r.Read(buf)
 				if n > 0 {
-					con.write(buf[:n], false, con.logOut)
+					con.write(buf[:n], stderr, log)
 				}
 				if err != nil {
 					return
@@ -113,11 +124,18 @@ func (con *console) started() {
 			}
 		})
 	}
+	if con.master != nil {
+		copyOut(con.master, false, con.logOut)
+	}
+	if con.outR != nil {
+		copyOut(con.outR, false, con.logOut)
+		copyOut(con.errR, true, con.logErr)
+	}
 }
 
-// abort releases everything when the process could not be started.
+// abort releases everything when the container could not be started.
 func (con *console) abort() {
-	for _, f := range []*os.File{con.stdinR, con.slave, con.master} {
+	for _, f := range append(con.child[:], con.outR, con.errR, con.master) {
 		if f != nil {
 			f.Close()
 		}
@@ -127,19 +145,26 @@ func (con *console) abort() {
 	}
 }
 
-// finish waits (briefly) for the terminal's last output after the process exited and
-// closes the console; the log may be flushed afterwards.
+// finish waits (briefly: a process the container left behind may hold its output
+// open) for the container's last output after it exited and closes the console; the
+// log may be flushed afterwards.
 func (con *console) finish() {
-	if con.master != nil {
-		done := make(chan struct{})
-		go func() { con.pump.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-			con.master.Close()
-			<-done
+	done := make(chan struct{})
+	go func() { con.pump.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		for _, f := range []*os.File{con.master, con.outR, con.errR} {
+			if f != nil {
+				f.Close()
+			}
 		}
-		con.master.Close()
+		<-done
+	}
+	for _, f := range []*os.File{con.master, con.outR, con.errR} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	if c, ok := con.input.(io.Closer); ok {
 		c.Close()
@@ -214,16 +239,4 @@ func (con *console) feed(in io.Reader) {
 			c.Close()
 		}
 	}
-}
-
-// teeWriter is one output stream of a container without a terminal.
-type teeWriter struct {
-	con    *console
-	log    io.Writer
-	stderr bool
-}
-
-func (t *teeWriter) Write(p []byte) (int, error) {
-	t.con.write(p, t.stderr, t.log)
-	return len(p), nil
 }

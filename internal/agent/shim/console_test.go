@@ -23,11 +23,10 @@ func TestFirstAttachSeesEarlyOutput(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer con.abort()
-			_, out, _ := con.stdio()
-			_, _ = out.Write([]byte("early\n"))
+			con.write([]byte("early\n"), false, io.Discard)
 			var first, second bytes.Buffer
 			con.attach(&first, io.Discard)
-			_, _ = out.Write([]byte("late\n"))
+			con.write([]byte("late\n"), false, io.Discard)
 			con.attach(&second, io.Discard)
 			if first.String() != tc.want {
 				t.Errorf("first client got %q, want %q", first.String(), tc.want)

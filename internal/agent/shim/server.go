@@ -12,13 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/tranche/tranche/internal/agent/runc"
+	"golang.org/x/sys/unix"
 )
 
 // SocketName is the shim's socket in its directory.
@@ -46,8 +45,7 @@ type StartRequest struct {
 type Container struct {
 	ID     string `json:"id"`
 	Bundle string `json:"bundle"`
-	// RuncPID is `runc run`, which passes signals on to the container's init, InitPID.
-	RuncPID int `json:"runcPID"`
+	// InitPID is the container's process, a child of the shim.
 	InitPID int `json:"initPID"`
 	// Exited is set once the container's init has ended, with its exit code (128 +
 	// the signal for a process killed by one) and when.
@@ -56,14 +54,16 @@ type Container struct {
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 }
 
-// Server is the shim: it runs containers with runc in the foreground, owns their
-// stdio (the CRI log files, attached clients, terminals) and their exit statuses, and
-// lives on when the agent that asked for them dies, so that a new agent finds them
-// again. It keeps no state on disk: when it dies its containers are lost, as
-// containerd's are when their shim dies.
+// Server is the shim: it starts containers with `runc run --detach`, becomes the parent
+// of their processes (a child subreaper), owns their stdio (the CRI log files, attached
+// clients, terminals) and their exit statuses, and lives on when the agent that asked
+// for them dies, so that a new agent finds them again. No process stays with a
+// container but its own: one shim per node instead of containerd's shim per pod. It
+// keeps no state on disk: when it dies its containers are lost, as containerd's are
+// when their shim dies.
 type Server struct {
-	// Runc starts the containers (`runc run` with --keep: the agent reads the cgroup's
-	// OOM count before it deletes a container).
+	// Runc starts the containers (detached: runc keeps a container until it is deleted,
+	// so the agent reads the cgroup's OOM count first).
 	Runc   *runc.Runtime
 	Logger *slog.Logger
 
@@ -86,9 +86,12 @@ func (s *Server) logger() *slog.Logger {
 	return s.Logger
 }
 
-// Serve answers the agent on l until ctx ends. Containers keep running after it
-// returns; they end with the process.
+// Serve makes the process a child subreaper and answers the agent on l until ctx ends.
+// Containers keep running after it returns; their output is lost with the process.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("shim: becoming a child subreaper: %w", err)
+	}
 	s.mu.Lock()
 	if s.ctrs == nil {
 		s.ctrs = map[string]*ctr{}
@@ -185,51 +188,55 @@ func (s *Server) start(req StartRequest) (*ctr, error) {
 		closeLog()
 		return nil, err
 	}
-	stdin, out, errOut := con.stdio()
-	// The shim stops containers when the agent asks: not through a context.
-	cmd, err := s.Runc.Start(context.Background(), req.ID, req.Bundle, stdin, out, errOut, nil)
+	var sock *consoleSocket
+	if req.TTY {
+		if sock, err = listenConsole(); err != nil {
+			con.abort()
+			closeLog()
+			return nil, err
+		}
+		defer sock.close()
+	}
+	stdin, out, errOut := con.files()
+	initPID, err := s.Runc.RunDetached(context.Background(), req.ID, req.Bundle, stdin, out, errOut, sock.path())
+	if err == nil && sock != nil {
+		var master *os.File
+		if master, err = sock.receive(setupTimeout); err == nil {
+			con.setTerminal(master)
+		}
+	}
+	var proc *os.Process
+	if err == nil {
+		// runc has exited: its container's process is this subreaper's child now.
+		proc, err = os.FindProcess(initPID)
+	}
 	if err != nil {
 		con.abort()
 		closeLog()
-		return nil, err
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	con.started()
-	initPID, err := waitInit(runc.PIDPath(req.Bundle), exited, setupTimeout)
-	if err != nil {
-		<-exited
-		con.finish()
-		closeLog()
-		if serr := runc.StartError(req.Bundle); serr != nil {
-			err = serr
-		}
 		_ = s.Runc.Delete(context.Background(), req.ID)
 		return nil, err
 	}
-	c := &ctr{Container: Container{ID: req.ID, Bundle: req.Bundle, RuncPID: cmd.Process.Pid, InitPID: initPID},
-		con: con, done: make(chan struct{})}
+	con.started()
+	c := &ctr{Container: Container{ID: req.ID, Bundle: req.Bundle, InitPID: initPID}, con: con, done: make(chan struct{})}
 	s.mu.Lock()
 	s.ctrs[req.ID] = c
 	s.mu.Unlock()
 	s.logger().Debug("container started", "container", req.ID, "pid", initPID)
 	go func() {
-		<-exited
+		st, werr := proc.Wait()
 		con.finish()
 		closeLog()
-		code := 0
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-			if ws.Signaled() {
-				code = 128 + int(ws.Signal())
-			} else {
-				code = ws.ExitStatus()
+		code := 128
+		if werr == nil {
+			if ws, ok := st.Sys().(syscall.WaitStatus); ok {
+				if ws.Signaled() {
+					code = 128 + int(ws.Signal())
+				} else {
+					code = ws.ExitStatus()
+				}
 			}
-		} else if waitErr != nil {
-			code = 128
+		} else {
+			s.logger().Warn("waiting for a container's process", "container", req.ID, "err", werr)
 		}
 		c.mu.Lock()
 		c.Exited, c.ExitCode, c.FinishedAt = true, code, time.Now()
@@ -293,39 +300,5 @@ func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		writeJSON(w, http.StatusConflict, errorBody{"container " + id + " is still running"})
-	}
-}
-
-// waitInit waits until runc wrote the container's init pid (the container runs: exec
-// sessions and hooks can join it), runc exited first (the container could not start),
-// or timeout passed.
-func waitInit(pidFile string, exited <-chan struct{}, timeout time.Duration) (int, error) {
-	deadline := time.Now().Add(timeout)
-	delay := time.Millisecond
-	read := func() (int, bool) {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
-			return 0, false
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		return pid, err == nil && pid > 0
-	}
-	for {
-		if pid, ok := read(); ok {
-			return pid, nil
-		}
-		select {
-		case <-exited:
-			// A container that ran and ended at once: its exit is its own.
-			if pid, ok := read(); ok {
-				return pid, nil
-			}
-			return 0, errors.New("runc exited before the container ran")
-		case <-time.After(delay):
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the container did not start within %s", timeout)
-		}
-		delay = min(2*delay, 20*time.Millisecond)
 	}
 }
