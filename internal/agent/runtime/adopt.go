@@ -44,6 +44,7 @@ type sandboxContainer struct {
 type containerRecord struct {
 	Name         string                       `json:"name"`
 	Init         bool                         `json:"init,omitempty"`
+	Ephemeral    bool                         `json:"ephemeral,omitempty"`
 	Image        string                       `json:"image,omitempty"`
 	ImageID      string                       `json:"imageID,omitempty"`
 	ID           string                       `json:"id,omitempty"`
@@ -71,11 +72,11 @@ type instanceRecord struct {
 func (m *Manager) saveContainers(ps *podState) {
 	var rec podRecord
 	for _, group := range []struct {
-		cs   map[string]*container
-		init bool
-	}{{ps.containers, false}, {ps.inits, true}} {
+		cs              map[string]*container
+		init, ephemeral bool
+	}{{ps.containers, false, false}, {ps.inits, true, false}, {ps.ephemerals, false, true}} {
 		for _, c := range group.cs {
-			r := containerRecord{Name: c.name, Init: group.init, Image: c.image, ImageID: c.imageID, ID: c.id,
+			r := containerRecord{Name: c.name, Init: group.init, Ephemeral: group.ephemeral, Image: c.image, ImageID: c.imageID, ID: c.id,
 				RestartCount: c.restartCount, Started: c.started, StartedAt: c.startedAt, Term: c.term, PrevTerm: c.prevTerm}
 			if in := c.inst; in != nil {
 				r.Instance = &instanceRecord{ID: in.id, Dir: in.dir, Cgroup: in.cgroup, LogPath: in.logPath, TermLog: in.termLog,
@@ -175,6 +176,9 @@ func (m *Manager) adopt(ctx context.Context, ps *podState) bool {
 	}
 	for _, r := range rec.Containers {
 		c := ps.container(r.Name, r.Init)
+		if r.Ephemeral {
+			c = ps.ephemeral(r.Name)
+		}
 		c.image, c.imageID, c.id, c.restartCount, c.started = r.Image, r.ImageID, r.ID, r.RestartCount, r.Started
 		c.term, c.prevTerm, c.created = r.Term, r.PrevTerm, true
 		in := r.Instance
@@ -225,13 +229,20 @@ func (m *Manager) dropInstance(id, dir string) {
 	m.removeBundle(dir)
 }
 
-// containerSpec is the pod's container or init container named name.
+// containerSpec is the pod's container, init container or ephemeral container named
+// name.
 func containerSpec(pod *v1.Pod, name string) *v1.Container {
 	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
 		for i := range cs {
 			if cs[i].Name == name {
 				return &cs[i]
 			}
+		}
+	}
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ec.Name == name {
+			c := v1.Container(ec.EphemeralContainerCommon)
+			return &c
 		}
 	}
 	return nil

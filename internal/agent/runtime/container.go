@@ -327,6 +327,12 @@ func (m *Manager) bundle(ctx context.Context, ps *podState, spec *v1.Container, 
 	if err := imagestore.MountRootfs(lowers, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), rootfs); err != nil {
 		return nil, fmt.Errorf("mounting the root file system of image %q: %w", spec.Image, err)
 	}
+	pidns := pidNS(ps)
+	if ns, ok, err := m.ephemeralPIDNS(ps, spec.Name); err != nil {
+		return nil, err
+	} else if ok {
+		pidns = ns
+	}
 	s, err := ocispec.Spec(ocispec.Input{
 		Pod:              ps.pod,
 		Container:        spec,
@@ -337,7 +343,7 @@ func (m *Manager) bundle(ctx context.Context, ps *podState, spec *v1.Container, 
 		NetNS:            netns.Path(ps.netns),
 		IPCNS:            ps.ipcNS,
 		UTSNS:            ps.utsNS,
-		PIDNS:            pidNS(ps),
+		PIDNS:            pidns,
 		Hostname:         ps.hostname,
 		CgroupsPath:      m.podCgroup(ps.pod.UID) + "/" + id,
 		NodeMemory:       totalMemory(),

@@ -297,6 +297,14 @@ type podState struct {
 	deadlineArmed bool
 	containers    map[string]*container
 	inits         map[string]*container
+	// ephemerals are the debugging containers (pods/ephemeralcontainers), started
+	// once and never restarted.
+	ephemerals map[string]*container
+}
+
+// groups are the pod's container maps: regular, init and ephemeral.
+func (ps *podState) groups() []map[string]*container {
+	return []map[string]*container{ps.containers, ps.inits, ps.ephemerals}
 }
 
 // podState returns the state of pod, creating it on first sight.
@@ -310,7 +318,7 @@ func (m *Manager) podState(pod *v1.Pod) (*podState, bool) {
 	if !ok {
 		ctx, cancel := context.WithCancel(context.Background())
 		ps = &podState{ctx: ctx, cancel: cancel, startTime: m.cfg.Clock.Now(),
-			containers: map[string]*container{}, inits: map[string]*container{}}
+			containers: map[string]*container{}, inits: map[string]*container{}, ephemerals: map[string]*container{}}
 		if pod.Status.StartTime != nil {
 			ps.startTime = pod.Status.StartTime.Time
 		}
@@ -369,6 +377,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]s
 		c := ps.container(spec.Name, false)
 		m.ensureRunning(ctx, ps, c, spec, policy)
 	}
+	m.syncEphemerals(ctx, ps)
 	return m.view(ps), nil
 }
 
@@ -418,11 +427,12 @@ func (m *Manager) later(ps *podState, d time.Duration) {
 // view builds the PodView; ps.mu is held.
 func (m *Manager) view(ps *podState) status.PodView {
 	v := status.PodView{
-		SandboxReady:   ps.sandboxReady,
-		StartTime:      ps.startTime,
-		Terminal:       ps.terminal,
-		Containers:     map[string]status.ContainerView{},
-		InitContainers: map[string]status.ContainerView{},
+		SandboxReady:        ps.sandboxReady,
+		StartTime:           ps.startTime,
+		Terminal:            ps.terminal,
+		Containers:          map[string]status.ContainerView{},
+		InitContainers:      map[string]status.ContainerView{},
+		EphemeralContainers: map[string]status.ContainerView{},
 	}
 	if ps.sandboxReady {
 		v.PodIPs = []string{ps.ip.String()}
@@ -440,6 +450,11 @@ func (m *Manager) view(ps *podState) status.PodView {
 			v.InitContainers[name] = cv
 		}
 	}
+	for name, c := range ps.ephemerals {
+		if cv, ok := c.view(); ok {
+			v.EphemeralContainers[name] = cv
+		}
+	}
 	return v
 }
 
@@ -453,7 +468,7 @@ func gracePeriod(pod *v1.Pod) time.Duration {
 
 // stopAll stops every running container in the background; ps.mu is held.
 func (m *Manager) stopAll(ps *podState, grace time.Duration) {
-	for _, cs := range []map[string]*container{ps.containers, ps.inits} {
+	for _, cs := range ps.groups() {
 		for _, c := range cs {
 			if inst := c.inst; inst != nil {
 				go m.stopInstance(ps, c, inst, grace, 0)
@@ -475,7 +490,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration)
 		ps.mu.Lock()
 		ps.terminal = true
 		var wg sync.WaitGroup
-		for _, cs := range []map[string]*container{ps.containers, ps.inits} {
+		for _, cs := range ps.groups() {
 			for _, c := range cs {
 				if inst := c.inst; inst != nil {
 					wg.Go(func() { m.stopInstance(ps, c, inst, grace, min(grace/2, endpointDrain)) })
@@ -541,7 +556,7 @@ func (m *Manager) removeStaleContainers(ctx context.Context, keep map[types.UID]
 	m.mu.Lock()
 	for _, ps := range m.pods {
 		ps.mu.Lock()
-		for _, cs := range []map[string]*container{ps.containers, ps.inits} {
+		for _, cs := range ps.groups() {
 			for _, c := range cs {
 				if c.inst != nil {
 					live[c.inst.id] = true

@@ -499,6 +499,36 @@ func TestRuntime(t *testing.T) {
 		}
 	})
 
+	t.Run("an ephemeral container runs once in its target's PID namespace", func(t *testing.T) {
+		p := makePod("debugged", func(p *v1.Pod) { p.Spec.Containers[0].Command = []string{"sleep", "3601"} })
+		e.syncUntil(p, "running", 10*time.Second, running("c"))
+		p = p.DeepCopy()
+		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{TargetContainerName: "c", EphemeralContainerCommon: v1.EphemeralContainerCommon{
+			Name: "debugger", Image: "busybox:1.36", Command: []string{"sh", "-c", "ps -o args > /marks/debugger-ps; exit 7"},
+			VolumeMounts: []v1.VolumeMount{{Name: "marks", MountPath: "/marks"}}}}}
+		v := e.syncUntil(p, "the ephemeral container ended", 15*time.Second, func(v status.PodView) bool {
+			ec, ok := v.EphemeralContainers["debugger"]
+			return ok && ec.State.Terminated != nil
+		})
+		if ec := v.EphemeralContainers["debugger"]; ec.State.Terminated.ExitCode != 7 || ec.RestartCount != 0 {
+			t.Errorf("ephemeral container: %+v, want exit 7 and no restart", ec)
+		}
+		if data, err := os.ReadFile(filepath.Join(e.marks, "debugger-ps")); err != nil || !strings.Contains(string(data), "sleep 3601") {
+			t.Errorf("ps in the ephemeral container: %q (%v), want the target's sleep 3601", data, err)
+		}
+		// Synced again, it is not restarted (restartPolicy Always is the pod's).
+		v, err := e.m.SyncPod(context.Background(), p, map[string]string{"marks": e.marks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := v.EphemeralContainers["debugger"]; ec.State.Terminated == nil || ec.RestartCount != 0 {
+			t.Errorf("after another sync: %+v, want it still ended", ec)
+		}
+		if err := e.m.KillPod(context.Background(), p, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("pod cgroup pids limit, hostPID and hostIPC", func(t *testing.T) {
 		p := makePod("hostpid", func(p *v1.Pod) { p.Spec.HostPID, p.Spec.HostIPC = true, true })
 		e.syncUntil(p, "running", 10*time.Second, running("c"))

@@ -45,9 +45,11 @@ func (m *Manager) running(uid types.UID, name string) (*instance, error) {
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	c := ps.containers[name]
-	if c == nil {
-		c = ps.inits[name]
+	var c *container
+	for _, cs := range ps.groups() {
+		if c == nil {
+			c = cs[name]
+		}
 	}
 	if c == nil || c.inst == nil {
 		return nil, fmt.Errorf("container %q of pod %s: %w", name, uid, ErrNotRunning)

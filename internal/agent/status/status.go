@@ -49,6 +49,9 @@ type PodView struct {
 	// name; a container missing here has not been created yet.
 	Containers     map[string]ContainerView
 	InitContainers map[string]ContainerView
+	// EphemeralContainers are the debugging containers added through
+	// pods/ephemeralcontainers; they count for neither readiness nor phase.
+	EphemeralContainers map[string]ContainerView
 	// Terminal is true when the pod's containers are stopped for good (the pod is
 	// being deleted or evicted): its phase then becomes Succeeded or Failed whatever
 	// the restart policy.
@@ -97,6 +100,13 @@ func Compute(pod *v1.Pod, view PodView, now time.Time) v1.PodStatus {
 	}
 	s.InitContainerStatuses = containerStatuses(pod.Spec.InitContainers, view.InitContainers, view.SandboxReady, hasInit)
 	s.ContainerStatuses = containerStatuses(pod.Spec.Containers, view.Containers, view.SandboxReady, hasInit)
+	if n := len(pod.Spec.EphemeralContainers); n > 0 {
+		ecs := make([]v1.Container, n)
+		for i, ec := range pod.Spec.EphemeralContainers {
+			ecs[i] = v1.Container(ec.EphemeralContainerCommon)
+		}
+		s.EphemeralContainerStatuses = containerStatuses(ecs, view.EphemeralContainers, view.SandboxReady, false)
+	}
 	// Kubelet lists regular containers by name and init containers in spec order.
 	sort.SliceStable(s.ContainerStatuses, func(i, j int) bool { return s.ContainerStatuses[i].Name < s.ContainerStatuses[j].Name })
 

@@ -394,3 +394,39 @@ func TestQOSClass(t *testing.T) {
 		})
 	}
 }
+
+// TestComputeEphemeralContainers: an ephemeral container gets a status of its own and
+// changes neither the pod's readiness nor its phase.
+func TestComputeEphemeralContainers(t *testing.T) {
+	now := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
+	pod := makePod(func(p *v1.Pod) {
+		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger", Image: "busybox:1.37"}}}
+	})
+	base := PodView{SandboxReady: true, PodIPs: []string{"10.244.0.5"}, Containers: map[string]ContainerView{}}
+	for _, c := range pod.Spec.Containers {
+		base.Containers[c.Name] = ContainerView{ID: "c1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}, Started: true, Ready: true}
+	}
+	without := Compute(pod, base, now)
+	view := base
+	view.EphemeralContainers = map[string]ContainerView{"debugger": {ID: "e1",
+		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}}}
+	with := Compute(pod, view, now)
+	if len(with.EphemeralContainerStatuses) != 1 {
+		t.Fatalf("ephemeral statuses: %+v, want one", with.EphemeralContainerStatuses)
+	}
+	st := with.EphemeralContainerStatuses[0]
+	if st.Name != "debugger" || st.ContainerID != ContainerIDPrefix+"e1" || st.State.Terminated == nil || st.State.Terminated.Reason != "Error" {
+		t.Errorf("ephemeral status: %+v", st)
+	}
+	if with.Phase != without.Phase || !cmp.Equal(conditionStatuses(with), conditionStatuses(without)) {
+		t.Errorf("phase %s, conditions %v with the ended ephemeral container; want %s, %v as without it", with.Phase, conditionStatuses(with), without.Phase, conditionStatuses(without))
+	}
+}
+
+func conditionStatuses(s v1.PodStatus) map[v1.PodConditionType]v1.ConditionStatus {
+	out := map[v1.PodConditionType]v1.ConditionStatus{}
+	for _, c := range s.Conditions {
+		out[c.Type] = c.Status
+	}
+	return out
+}
