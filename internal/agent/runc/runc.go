@@ -209,6 +209,8 @@ func (r *Runtime) launch(ctx context.Context, logPath string, args []string, ter
 // stdin, stdout and stderr (nil for /dev/null) are passed through to the process as
 // they are; a container with a terminal (spec.Process.Terminal) gets none of them: runc
 // sends the terminal's master to consoleSocket, a unix socket the caller listens on.
+// When ctx is done before runc has returned, runc is killed and the error wraps ctx's;
+// what runc had made of the container by then is the caller's to Delete.
 func (r *Runtime) RunDetached(ctx context.Context, id, bundle string, stdin, stdout, stderr *os.File, consoleSocket string) (int, error) {
 	if err := validID(id); err != nil {
 		return 0, err
@@ -243,9 +245,11 @@ func (r *Runtime) RunDetached(ctx context.Context, id, bundle string, stdin, std
 	// Its own process group: a terminal's Ctrl-C to the caller is not the container's.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r.logger().Debug("runc run --detach", "container", id, "bundle", bundle)
-	if err := cmd.Run(); err != nil {
-		if serr := startError(bundle); serr != nil {
-			return 0, serr
+	if err := startAndWait(ctx, cmd); err != nil {
+		if ctx.Err() == nil {
+			if serr := startError(bundle); serr != nil {
+				return 0, serr
+			}
 		}
 		return 0, fmt.Errorf("container %s: runc run: %w", id, err)
 	}

@@ -319,6 +319,17 @@ func TestStartError(t *testing.T) {
 	}
 }
 
+// TestRunDetachedContextDone: a done context stops runc and is the error.
+func TestRunDetachedContextDone(t *testing.T) {
+	e := newEnv(t)
+	id, dir := e.bundle(t, "cancelled", []string{"true"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if pid, err := e.rt.RunDetached(ctx, id, dir, nil, nil, nil, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("RunDetached with a cancelled context = %d, %v; want context.Canceled", pid, err)
+	}
+}
+
 func TestKill(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {
