@@ -7,15 +7,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Terminals. runc in the foreground never passes its stdio through to the container:
-// without spec.Process.Terminal it copies them through pipes of its own (a pty slave
-// given as stdio reaches the process as a pipe), and with it runc creates the
-// container's terminal in the container's devpts, makes it the process's controlling
-// terminal and copies between its master and runc's stdio, sending the size of runc's
-// stdin along at start and whenever runc gets SIGWINCH. The caller's terminal must then
-// be raw, so that only the container's terminal does line discipline, echo and
-// signals; runc makes it raw too, but only once it runs, and input typed before would
-// be echoed twice: Start and Exec make it raw first.
+// Terminals. A container's own terminal never passes through this package: RunDetached
+// has runc make it in the container's devpts and send its master to the caller's
+// console socket, and the caller does the rest (copying, sizes). Exec is different: runc
+// exec in the foreground never passes its stdio through to the exec'd process. Without
+// process.terminal it copies them through pipes of its own (a pty slave given as stdio
+// reaches the process as a pipe); with it runc creates a terminal in the container's
+// devpts, makes it the process's controlling terminal and copies between its master and
+// runc's stdio, sending the size of runc's stdin along at start and whenever runc gets
+// SIGWINCH (launch makes runc a session leader controlled by a stdin that is a terminal,
+// so that a size set on it reaches runc as SIGWINCH). The caller's terminal must then be
+// raw, so that only the process's terminal does line discipline, echo and signals; runc
+// makes it raw too, but only once it runs, and input typed before would be echoed
+// twice: Exec makes it raw first.
 
 // makeRaw puts stdin, when it is a terminal, in raw mode, as cfmakeraw does.
 func makeRaw(stdin io.Reader) {

@@ -6,29 +6,39 @@
 //
 // # Who supervises a container
 //
-// Start runs `runc run --keep` in the foreground as a child of the agent. runc stays the
-// container's parent for the container's whole life: it copies the agent's stdio to
-// and from the container's process (through pipes of its own, or through the
-// container's terminal for tty containers: see console.go), forwards every signal it
-// receives to it, and exits with its exit code (128+N when it was killed by signal N). --keep leaves the stopped container, and with it its cgroup,
-// in place when it exits, so that the agent can read Stats (the OOM kill counter lives in
-// the container's cgroup) before Delete removes both.
+// RunDetached starts a container with `runc run --detach`: runc creates the container,
+// starts its process, writes its pid and exits, so that no runc process stays with a
+// running container. The container's process, orphaned when runc exits, becomes the
+// child of the nearest child subreaper among runc's ancestors, and that must be the
+// caller: a process that called prctl(PR_SET_CHILD_SUBREAPER) before RunDetached (the
+// node's shim, internal/agent/shim, does so once when it starts serving). The caller
+// then owns what runc no longer does:
 //
-// runc is started in its own process group and without a parent-death signal. A
-// parent-death SIGKILL would kill runc but not the container (runc could forward
-// nothing), leaving exactly the orphan we want to avoid; without it, when the agent dies
-// runc and the container keep running, both visible under Runtime.Root to `runc list`
-// and to List, so that an agent that starts again (or `tranche down`) finds them and
-// either adopts or Deletes them. Killing runc itself with SIGKILL does leave its
-// container running until Delete, which uses --force; cancelling Start's context goes
-// through `runc kill` instead, so that the container dies and runc reports it.
+//   - Reaping. The caller waits for the pid RunDetached returned (os.FindProcess(pid),
+//     then Wait) and computes the exit code from the wait status, 128+N for a process
+//     killed by signal N, as a shell reports it. Nobody else can: runc only knows that
+//     the container has stopped, and a caller that is not a subreaper lets the process
+//     go to init, which reaps it and loses its status. A process never waited for stays
+//     a zombie.
+//   - Stdio. The files given to RunDetached are passed through to the container's
+//     process as they are, with no copy by runc: the caller reads the other ends of its
+//     pipes. A tty container (spec.Process.Terminal) gets a terminal that runc makes in
+//     the container's devpts, sized from spec.Process.ConsoleSize; runc sends its
+//     master over the console socket, and the caller copies to and from it and resizes
+//     it.
+//   - Signals. Kill goes through `runc kill` (or the caller signals the pid itself):
+//     there is no runc process to forward them.
 //
-// What is not there yet (the next issue, containers that outlive the agent for good):
-// the container's stdio ends in the agent's pipes, so output written while no agent
-// reads it is lost (EPIPE), a container whose runc was SIGKILLed has lost its stdio
-// altogether, and the exit code of a container whose runc was reparented is not seen by
-// the new agent. The plan is a small per-container shim (the tranche binary itself)
-// between the agent and `runc run`, owning the log file and the exit status, with the
-// agent as a child subreaper; Start's contract (runc's exit code is the container's)
-// stays the same for it.
+// The stopped container, and with it its cgroup, stays in place after its process has
+// exited, so that the caller can read Stats (the OOM kill counter lives in the
+// container's cgroup) before Delete removes both. Delete uses --force: a container
+// still running is killed first.
+//
+// A caller that dies leaves its containers running: their processes go to the next
+// subreaper or to init, and they stay visible under Runtime.Root to `runc list` and to
+// List, where the next agent's Cleanup finds and Deletes those it does not adopt.
+//
+// Exec runs `runc exec` in the foreground instead, as a child of the caller that lives
+// as long as the exec'd process and exits with its exit code; console.go describes its
+// terminals.
 package runc

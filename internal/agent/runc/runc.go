@@ -52,7 +52,8 @@ type Runtime struct {
 	// DATA/nodes/<node>/runc); it is created when missing.
 	Root string
 	// Logger receives debug records of what the Runtime does. runc's own log of a
-	// container is runc.log in its bundle (JSON lines), read by StartError.
+	// container is runc.log in its bundle (JSON lines), where RunDetached finds why a
+	// container could not start.
 	Logger *slog.Logger
 }
 
@@ -146,92 +147,20 @@ func (r *Runtime) command(logPath string, args ...string) (*exec.Cmd, error) {
 	return exec.Command(r.Binary, append(global, args...)...), nil
 }
 
-// Start runs `runc run --keep --bundle bundle id` in the foreground as a child of the
-// caller, which Waits for the returned command. runc exits with the container's exit
-// code, 128+N for a container killed by signal N, and forwards the signals it receives
-// to the container. extra become the container's file descriptors 3, 4, ...
-// (--preserve-fds).
-//
-// stdin, stdout and stderr are any *os.File, reader or writer. runc in the foreground
-// copies them to the container through pipes of its own (it does not pass the files
-// through), so a pty slave given as stdio is no terminal inside the container: for a tty
-// container set spec.Process.Terminal (and give the pty slave as stdin and stdout);
-// runc then creates the container's terminal and copies between it and its stdio. Start
-// puts stdin in raw mode when it is a terminal. The terminal's first size is
-// spec.Process.ConsoleSize (runc copies stdin's size only once the process runs); to
-// resize, set the new size on stdin and send runc (the returned command) SIGWINCH.
-//
-// The stopped container stays in place after runc exits, cgroup included: read Stats,
-// then Delete it. When ctx is done the container is killed (`runc kill KILL`, or runc
-// itself when there is no container yet). A runc that failed before the container's
-// process existed also exits non-zero: StartError tells the two apart. See the package
-// documentation for what happens when the agent dies.
-func (r *Runtime) Start(ctx context.Context, id, bundle string, stdin io.Reader, stdout, stderr io.Writer, extra []*os.File) (*exec.Cmd, error) {
-	if err := validID(id); err != nil {
-		return nil, err
-	}
-	bundle, err := filepath.Abs(bundle)
+// launch starts runc in the foreground with args and the caller's stdio (stdin made raw
+// first when terminal and stdin is a terminal: see console.go). onCancel runs when ctx
+// is done before runc has exited.
+func (r *Runtime) launch(ctx context.Context, logPath string, args []string, terminal bool,
+	stdin io.Reader, stdout, stderr io.Writer, onCancel func(*exec.Cmd)) (*exec.Cmd, error) {
+	cmd, err := r.command(logPath, args...)
 	if err != nil {
 		return nil, err
 	}
-	terminal, err := bundleTerminal(bundle)
-	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
-	for _, f := range []string{pidFile, logFile} {
-		if err := os.Remove(filepath.Join(bundle, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("container %s: %w", id, err)
-		}
-	}
-	args := []string{"run", "--keep", "--bundle", bundle, "--pid-file", filepath.Join(bundle, pidFile),
-		"--preserve-fds", strconv.Itoa(len(extra))}
-	cmd, err := r.launch(ctx, filepath.Join(bundle, logFile), args, id, terminal, stdin, stdout, stderr, extra, func(cmd *exec.Cmd) {
-		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.Kill(kctx, id, syscall.SIGKILL); err != nil {
-			r.logger().Debug("no container to kill: killing runc", "container", id, "err", err)
-			cmd.Process.Kill()
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
-	r.logger().Debug("runc run", "container", id, "bundle", bundle, "pid", cmd.Process.Pid, "terminal", terminal)
-	return cmd, nil
-}
-
-// bundleTerminal reads spec.Process.Terminal from a bundle's config.json.
-func bundleTerminal(bundle string) (bool, error) {
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		return false, err
-	}
-	var s struct {
-		Process *struct {
-			Terminal bool `json:"terminal"`
-		} `json:"process"`
-	}
-	if err := json.Unmarshal(data, &s); err != nil {
-		return false, fmt.Errorf("%s/config.json: %w", bundle, err)
-	}
-	return s.Process != nil && s.Process.Terminal, nil
-}
-
-// launch starts runc with args and then id and the caller's stdio (made raw first
-// when terminal and stdin is a terminal). onCancel runs when ctx is done before runc
-// has exited.
-func (r *Runtime) launch(ctx context.Context, logPath string, args []string, id string, terminal bool,
-	stdin io.Reader, stdout, stderr io.Writer, extra []*os.File, onCancel func(*exec.Cmd)) (*exec.Cmd, error) {
-	cmd, err := r.command(logPath, append(args, id)...)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, stdout, stderr, extra
-	// Its own process group: a terminal's Ctrl-C to the agent is not the container's.
-	// No Pdeathsig: see the package documentation.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// Its own process group: a terminal's Ctrl-C to the agent is not the process's.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Output copied from pipes of runc's stdio must not hold Wait once runc is gone
-	// when a process the container left behind still has them open.
+	// when a process the exec'd one left behind still has them open.
 	cmd.WaitDelay = 2 * time.Second
 	if terminal {
 		makeRaw(stdin)
@@ -270,13 +199,18 @@ func (r *Runtime) launch(ctx context.Context, logPath string, args []string, id 
 }
 
 // RunDetached runs the container of bundle with `runc run --detach`, which returns once
-// the container's process runs the bundle's program (or could not be started: the error
-// is then StartError's), and returns that process's pid. The caller should be a child
-// subreaper (PR_SET_CHILD_SUBREAPER): runc exits at once, the container's process
-// becomes the caller's child, and the caller reaps it. stdin, stdout and stderr (nil
-// for /dev/null) are passed through to the process as they are; a container with a
-// terminal gets none of them: runc sends the terminal's master to consoleSocket, a
-// unix socket the caller listens on.
+// the container's process runs the bundle's program, and returns that process's pid. A
+// container that could not be started (a missing program, a bad spec) is an error
+// carrying runc's reason, and has no process. The caller must be a child subreaper
+// (PR_SET_CHILD_SUBREAPER): runc has exited when RunDetached returns, the container's
+// process is the caller's child, and only the caller can reap it and learn its exit
+// status (see the package documentation).
+//
+// stdin, stdout and stderr (nil for /dev/null) are passed through to the process as
+// they are; a container with a terminal (spec.Process.Terminal) gets none of them: runc
+// sends the terminal's master to consoleSocket, a unix socket the caller listens on.
+// When ctx is done before runc has returned, runc is killed and the error wraps ctx's;
+// what runc had made of the container by then is the caller's to Delete.
 func (r *Runtime) RunDetached(ctx context.Context, id, bundle string, stdin, stdout, stderr *os.File, consoleSocket string) (int, error) {
 	if err := validID(id); err != nil {
 		return 0, err
@@ -311,9 +245,11 @@ func (r *Runtime) RunDetached(ctx context.Context, id, bundle string, stdin, std
 	// Its own process group: a terminal's Ctrl-C to the caller is not the container's.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r.logger().Debug("runc run --detach", "container", id, "bundle", bundle)
-	if err := cmd.Run(); err != nil {
-		if serr := StartError(bundle); serr != nil {
-			return 0, serr
+	if err := startAndWait(ctx, cmd); err != nil {
+		if ctx.Err() == nil {
+			if serr := startError(bundle); serr != nil {
+				return 0, serr
+			}
 		}
 		return 0, fmt.Errorf("container %s: runc run: %w", id, err)
 	}
@@ -328,14 +264,10 @@ func (r *Runtime) RunDetached(ctx context.Context, id, bundle string, stdin, std
 	return pid, nil
 }
 
-// PIDPath is where Start's runc writes the container's init pid, in bundle, once the
-// container's process exists.
-func PIDPath(bundle string) string { return filepath.Join(bundle, pidFile) }
-
-// StartError reports why the runc run of the container in bundle failed before the
-// container's process existed, or nil when the process did start (its exit code is then
-// the container's own). Call it after Start's command has exited non-zero.
-func StartError(bundle string) error {
+// startError reports why a failed `runc run` of the container in bundle failed before
+// the container's process existed (runc's last error in its log), or nil when runc had
+// written the process's pid.
+func startError(bundle string) error {
 	if _, err := os.Stat(filepath.Join(bundle, pidFile)); err == nil {
 		return nil
 	}
@@ -367,10 +299,10 @@ func lastError(path string) string {
 // Exec runs p in the running container id (`runc exec --process`) with the given stdio,
 // waits for it and returns its exit code (128+N when killed by signal N). p is used as
 // given (args, env, cwd, user, capabilities, no_new_privs: the caller copies them from
-// the container's spec); with p.Terminal the process gets a terminal of its own, copied
-// to and from stdin and stdout as Start does. The error is non-nil only when the process could not be run; it wraps
-// ErrNotRunning when the container is not running. When ctx is done the process is
-// killed.
+// the container's spec); with p.Terminal the process gets a terminal of its own, which
+// runc copies to and from stdin and stdout (see console.go). The error is non-nil only
+// when the process could not be run; it wraps ErrNotRunning when the container is not
+// running. When ctx is done the process is killed.
 func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if err := validID(id); err != nil {
 		return -1, err
@@ -392,8 +324,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io
 	if err := os.WriteFile(procPath, data, 0o600); err != nil {
 		return -1, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	args := []string{"exec", "--process", procPath, "--pid-file", pidPath}
-	cmd, err := r.launch(ctx, filepath.Join(dir, "log"), args, id, p.Terminal, stdin, stdout, stderr, nil, func(cmd *exec.Cmd) {
+	args := []string{"exec", "--process", procPath, "--pid-file", pidPath, id}
+	cmd, err := r.launch(ctx, filepath.Join(dir, "log"), args, p.Terminal, stdin, stdout, stderr, func(cmd *exec.Cmd) {
 		// runc cannot forward SIGKILL: kill the process itself, or runc before it exists.
 		if b, err := os.ReadFile(pidPath); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {

@@ -31,6 +31,17 @@ import (
 // t.Cleanup, also after a failure. Containers get a new, empty network namespace: no
 // test touches the host's network.
 
+// TestMain makes the test process a child subreaper, as the node's shim is: the
+// processes of the containers RunDetached starts become its children once runc has
+// exited, and the tests reap them for their exit status.
+func TestMain(m *testing.M) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "becoming a child subreaper:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
 func requireRoot(tb testing.TB) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
@@ -187,35 +198,36 @@ func minimalSpec(rootfs string, args []string) *specs.Spec {
 	}
 }
 
-// run starts the container and returns runc's command and the container's stdout.
-func (e *env) run(tb testing.TB, id, dir string) (*exec.Cmd, *bufio.Reader) {
+// run starts the container detached with a pipe as its stdout (stdin and stderr are
+// /dev/null) and returns its process, a child of the test process, and its output.
+func (e *env) run(tb testing.TB, id, dir string) (*os.Process, *bufio.Reader) {
 	tb.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { r.Close() })
-	var stderr bytes.Buffer
-	cmd, err := e.rt.Start(context.Background(), id, dir, nil, w, &stderr, nil)
+	pid, err := e.rt.RunDetached(context.Background(), id, dir, nil, w, nil, "")
 	w.Close()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return cmd, bufio.NewReader(r)
-}
-
-// exit waits for runc and returns the container's exit code.
-func exit(tb testing.TB, cmd *exec.Cmd, bundle string) int {
-	tb.Helper()
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
+	proc, err := os.FindProcess(pid)
+	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := StartError(bundle); err != nil {
-		tb.Fatalf("container did not start: %v", err)
+	return proc, bufio.NewReader(r)
+}
+
+// exit reaps the container's process and returns its exit code as the shim computes
+// it from the wait status (128+N for signal N).
+func exit(tb testing.TB, proc *os.Process) int {
+	tb.Helper()
+	ps, err := proc.Wait()
+	if err != nil {
+		tb.Fatalf("reaping the container's process %d: %v", proc.Pid, err)
 	}
-	return exitCode(cmd.ProcessState)
+	return exitCode(ps)
 }
 
 // readLine reads one line of a container's output: the test's way to know that the
@@ -242,18 +254,18 @@ func TestRunExitCodes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, dir := e.bundle(t, tc.name, tc.args)
-			cmd, out := e.run(t, id, dir)
+			proc, out := e.run(t, id, dir)
 			all, err := io.ReadAll(out)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if code := exit(t, cmd, dir); code != tc.code {
+			if code := exit(t, proc); code != tc.code {
 				t.Errorf("exit code %d, want %d", code, tc.code)
 			}
 			if string(all) != tc.output {
 				t.Errorf("output %q, want %q", all, tc.output)
 			}
-			// --keep: stopped, cgroup still readable until Delete.
+			// A detached container stays, stopped, cgroup and all, until Delete.
 			st, err := e.rt.State(context.Background(), id)
 			if err != nil || st.Status != StatusStopped {
 				t.Errorf("state after exit: %+v, %v; want stopped", st, err)
@@ -271,25 +283,6 @@ func TestRunExitCodes(t *testing.T) {
 				t.Errorf("stats after delete: %v, want fs.ErrNotExist", err)
 			}
 		})
-	}
-}
-
-func TestExtraFiles(t *testing.T) {
-	e := newEnv(t)
-	id, dir := e.bundle(t, "extra", []string{"sh", "-c", "echo to-fd3 >&3"})
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	cmd, err := e.rt.Start(context.Background(), id, dir, nil, io.Discard, io.Discard, []*os.File{w})
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, _ := io.ReadAll(r)
-	if code := exit(t, cmd, dir); code != 0 || string(all) != "to-fd3\n" {
-		t.Errorf("exit code %d, fd 3 got %q; want 0, \"to-fd3\\n\"", code, all)
 	}
 }
 
@@ -315,49 +308,25 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
-// TestTTYStdio runs a tty container with a pty slave as its stdio, as the agent does:
-// the container has a terminal of its own, of the slave's size, and input typed at once
-// is echoed once.
-func TestTTYStdio(t *testing.T) {
-	e := newEnv(t)
-	id, dir := e.bundle(t, "tty", []string{"sh", "-c", "read line; test -t 0 && test -t 1 && echo on-a-tty $line; stty size"}, func(s *specs.Spec) {
-		s.Process.Terminal = true
-		// runc sizes the terminal from the spec before the process runs, and from
-		// its stdin only after it has started.
-		s.Process.ConsoleSize = &specs.Box{Height: 40, Width: 100}
-	})
-	master, slave := openPTY(t)
-	if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}); err != nil {
-		t.Fatal(err)
-	}
-	cmd, err := e.rt.Start(context.Background(), id, dir, slave, slave, slave, nil)
-	slave.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := master.Write([]byte("typed\r")); err != nil {
-		t.Fatal(err)
-	}
-	// The master reads until every holder of the slave is gone (EIO). The container's
-	// terminal echoes the input and turns \r into \n and \n into \r\n; the outer one,
-	// raw, changes nothing.
-	all, _ := io.ReadAll(master)
-	want := "typed\r\non-a-tty typed\r\n40 100\r\n"
-	if code := exit(t, cmd, dir); code != 0 || string(all) != want {
-		t.Errorf("exit code %d, terminal got %q; want 0, %q", code, all, want)
-	}
-}
-
+// TestStartError: a container that cannot start is RunDetached's error, with runc's
+// reason.
 func TestStartError(t *testing.T) {
 	e := newEnv(t)
 	id, dir := e.bundle(t, "missing", []string{"/no/such/program"})
-	cmd, _ := e.run(t, id, dir)
-	if err := cmd.Wait(); err == nil {
-		t.Fatal("runc run of a missing program succeeded")
-	}
-	err := StartError(dir)
+	pid, err := e.rt.RunDetached(context.Background(), id, dir, nil, nil, nil, "")
 	if err == nil || !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("StartError = %v, want runc's reason (no such file)", err)
+		t.Errorf("RunDetached of a missing program = %d, %v; want runc's reason (no such file)", pid, err)
+	}
+}
+
+// TestRunDetachedContextDone: a done context stops runc and is the error.
+func TestRunDetachedContextDone(t *testing.T) {
+	e := newEnv(t)
+	id, dir := e.bundle(t, "cancelled", []string{"true"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if pid, err := e.rt.RunDetached(ctx, id, dir, nil, nil, nil, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("RunDetached with a cancelled context = %d, %v; want context.Canceled", pid, err)
 	}
 }
 
@@ -368,29 +337,22 @@ func TestKill(t *testing.T) {
 		args []string
 		sig  syscall.Signal
 		code int
-		// viaRunc signals runc instead of using Kill: runc forwards it.
-		viaRunc bool
 	}{
 		// The kernel delivers to a PID namespace's init only the signals it handles:
 		// SIGTERM works on an init that traps it, as on every runtime.
 		{name: "term", args: []string{"sh", "-c", `trap "exit 143" TERM; echo ready; sleep 1000 & wait`}, sig: syscall.SIGTERM, code: 143},
 		{name: "kill", args: []string{"sh", "-c", "echo ready; exec sleep 1000"}, sig: syscall.SIGKILL, code: 137},
-		{name: "term-to-runc", args: []string{"sh", "-c", `trap "exit 143" TERM; echo ready; sleep 1000 & wait`}, sig: syscall.SIGTERM, code: 143, viaRunc: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, dir := e.bundle(t, tc.name, tc.args)
-			cmd, out := e.run(t, id, dir)
+			proc, out := e.run(t, id, dir)
 			if l := readLine(t, out); l != "ready" {
 				t.Fatalf("container said %q, want ready", l)
 			}
-			if tc.viaRunc {
-				if err := cmd.Process.Signal(tc.sig); err != nil {
-					t.Fatal(err)
-				}
-			} else if err := e.rt.Kill(context.Background(), id, tc.sig); err != nil {
+			if err := e.rt.Kill(context.Background(), id, tc.sig); err != nil {
 				t.Fatal(err)
 			}
-			if code := exit(t, cmd, dir); code != tc.code {
+			if code := exit(t, proc); code != tc.code {
 				t.Errorf("exit code %d, want %d", code, tc.code)
 			}
 			if err := e.rt.Kill(context.Background(), id, tc.sig); !errors.Is(err, ErrNotRunning) {
@@ -404,7 +366,7 @@ func TestExec(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	id, dir := e.bundle(t, "exec", []string{"sh", "-c", "echo ready; exec sleep 1000"})
-	cmd, out := e.run(t, id, dir)
+	ctr, out := e.run(t, id, dir)
 	if l := readLine(t, out); l != "ready" {
 		t.Fatalf("container said %q, want ready", l)
 	}
@@ -442,7 +404,7 @@ func TestExec(t *testing.T) {
 	if err := e.rt.Kill(ctx, id, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	exit(t, cmd, dir)
+	exit(t, ctr)
 	proc.Args = []string{"true"}
 	if _, err := e.rt.Exec(ctx, id, proc, nil, io.Discard, io.Discard); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("exec after exit: %v, want ErrNotRunning", err)
@@ -464,9 +426,9 @@ func TestOOMKilled(t *testing.T) {
 	}
 	// The shell (the container's init) keeps 100 MB of output in a variable.
 	id, dir := e.bundle(t, "oom", []string{"sh", "-c", `a=$(head -c 100000000 /dev/zero | tr "\0" x); echo survived`})
-	cmd, out := e.run(t, id, dir)
+	proc, out := e.run(t, id, dir)
 	all, _ := io.ReadAll(out)
-	if code := exit(t, cmd, dir); code != 137 {
+	if code := exit(t, proc); code != 137 {
 		t.Errorf("exit code %d (output %q), want 137", code, all)
 	}
 	st, err := Stats(e.pod + "/" + id)
@@ -496,8 +458,8 @@ func TestCPUThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, dir := e.bundle(t, "busy", []string{"sh", "-c", "timeout -s KILL 1 sh -c 'while :; do :; done'; exit 0"})
-	cmd, _ := e.run(t, id, dir)
-	if code := exit(t, cmd, dir); code != 0 {
+	proc, _ := e.run(t, id, dir)
+	if code := exit(t, proc); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	// The quota is the pod's: the pod's cgroup is the one that is throttled.
@@ -542,9 +504,9 @@ func TestPodNamespaces(t *testing.T) {
 				}
 			}
 		})
-		cmd, out := e.run(t, id, dir)
+		proc, out := e.run(t, id, dir)
 		all, _ := io.ReadAll(out)
-		if code := exit(t, cmd, dir); code != 0 {
+		if code := exit(t, proc); code != 0 {
 			t.Fatalf("container %s: exit code %d", name, code)
 		}
 		want := fmt.Sprintf("pod-host\nipc:[%d]\n", ipcSt.Ino)
@@ -554,9 +516,10 @@ func TestPodNamespaces(t *testing.T) {
 	}
 }
 
-// TestCleanupLeavesNothing kills runc itself under a running container (what an agent
-// crash looks like to the container), then checks that Delete, RemovePod and
-// RemovePodNamespaces leave no container, cgroup, mount or process behind.
+// TestCleanupLeavesNothing deletes a running container of a pod with namespaces of its
+// own and a memory limit, as an agent's Cleanup does with one it does not adopt, and
+// checks that Delete, RemovePod and RemovePodNamespaces leave no container, cgroup,
+// mount or process behind.
 func TestCleanupLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -575,31 +538,34 @@ func TestCleanupLeavesNothing(t *testing.T) {
 			specs.LinuxNamespace{Type: specs.UTSNamespace, Path: uts}, specs.LinuxNamespace{Type: specs.MountNamespace},
 			specs.LinuxNamespace{Type: specs.NetworkNamespace})
 	})
-	cmd, out := e.run(t, id, dir)
+	proc, out := e.run(t, id, dir)
 	if l := readLine(t, out); l != "ready" {
 		t.Fatalf("container said %q, want ready", l)
 	}
 	st, err := e.rt.State(ctx, id)
-	if err != nil || st.Status != StatusRunning || st.Pid == 0 {
-		t.Fatalf("state %+v, %v: want running", st, err)
+	if err != nil || st.Status != StatusRunning || st.Pid != proc.Pid {
+		t.Fatalf("state %+v, %v: want running as pid %d", st, err, proc.Pid)
 	}
 	pidfd, err := unix.PidfdOpen(st.Pid, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(pidfd)
-
-	cmd.Process.Kill()
-	cmd.Wait()
-	if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusRunning {
-		t.Fatalf("after killing runc: %+v, %v; want the container still running until Delete", st, err)
-	}
 	if sts, err := e.rt.List(ctx); err != nil || len(sts) != 1 || sts[0].ID != id {
 		t.Errorf("List = %+v, %v; want only %s", sts, err, id)
 	}
 
 	if err := e.rt.Delete(ctx, id); err != nil {
 		t.Fatal(err)
+	}
+	// The container's init is gone: its pidfd is readable once it has exited (the pidfd
+	// pins its identity, so a reused pid cannot fool this). Then this process reaps it.
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 0); err != nil || n != 1 {
+		t.Fatalf("the container's init (pid %d) is still running after Delete", st.Pid)
+	}
+	if code := exit(t, proc); code != 137 {
+		t.Errorf("exit code %d after Delete, want 137 (SIGKILL)", code)
 	}
 	if err := RemovePod("/" + e.prefix); err != nil {
 		t.Fatal(err)
@@ -608,12 +574,6 @@ func TestCleanupLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The container's init is gone: its pidfd is readable once it has exited (the pidfd
-	// pins its identity, so a reused pid cannot fool this).
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 0); err != nil || n != 1 {
-		t.Errorf("the container's init (pid %d) is still running after Delete", st.Pid)
-	}
 	if sts, err := e.rt.List(ctx); err != nil || len(sts) != 0 {
 		t.Errorf("List = %+v, %v; want none", sts, err)
 	}
@@ -641,30 +601,6 @@ func TestCleanupLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestStartContextCancelKillsContainer(t *testing.T) {
-	e := newEnv(t)
-	id, dir := e.bundle(t, "cancel", []string{"sh", "-c", "echo ready; exec sleep 1000"})
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd, err := e.rt.Start(ctx, id, dir, nil, w, io.Discard, nil)
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l := readLine(t, bufio.NewReader(r)); l != "ready" {
-		t.Fatalf("container said %q, want ready", l)
-	}
-	cancel()
-	if code := exit(t, cmd, dir); code != 137 {
-		t.Errorf("exit code %d after cancel, want 137", code)
-	}
-}
-
 func TestValidation(t *testing.T) {
 	for _, p := range []string{"", "/", "relative", "/a/../b", "/a/"} {
 		if err := EnsurePod(p, nil); err == nil {
@@ -682,8 +618,9 @@ func TestValidation(t *testing.T) {
 	}
 }
 
-// BenchmarkRun compares starting a container end to end (`runc run --keep` of true in a
-// busybox bundle until it has exited, then `runc delete`) with fork+exec of /bin/true.
+// BenchmarkRun compares running a container end to end (`runc run --detach` of true in a
+// busybox bundle, the test process reaping true as the shim does, then `runc delete`)
+// with fork+exec of /bin/true.
 // The container joins an existing network namespace, as a pod's containers join the
 // pod's; newnet-µs/run is the same with a network namespace of its own.
 func BenchmarkRun(b *testing.B) {
@@ -704,12 +641,16 @@ func BenchmarkRun(b *testing.B) {
 	runOnce := func(dir string, i int) (run, del time.Duration) {
 		id := e.prefix + "-bench" + strconv.Itoa(i)
 		start := time.Now()
-		cmd, err := e.rt.Start(ctx, id, dir, nil, io.Discard, io.Discard, nil)
+		pid, err := e.rt.RunDetached(ctx, id, dir, nil, nil, nil, "")
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := cmd.Wait(); err != nil {
+		proc, err := os.FindProcess(pid)
+		if err != nil {
 			b.Fatal(err)
+		}
+		if ps, err := proc.Wait(); err != nil || !ps.Success() {
+			b.Fatalf("container %s: %v, %v", id, ps, err)
 		}
 		exited := time.Now()
 		if err := e.rt.Delete(ctx, id); err != nil {

@@ -99,9 +99,6 @@ func TestWriteBundle(t *testing.T) {
 	if d := cmp.Diff(spec, &got); d != "" {
 		t.Errorf("config.json (-want +got):\n%s", d)
 	}
-	if term, err := bundleTerminal(dir); err != nil || !term {
-		t.Errorf("bundleTerminal = %v, %v; want true", term, err)
-	}
 }
 
 func TestStartErrorFromLog(t *testing.T) {
@@ -112,13 +109,13 @@ func TestStartErrorFromLog(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, logFile), []byte(log), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := StartError(dir); err == nil || !strings.Contains(err.Error(), "executable file not found") {
-		t.Errorf("StartError = %v, want runc's error", err)
+	if err := startError(dir); err == nil || !strings.Contains(err.Error(), "executable file not found") {
+		t.Errorf("startError = %v, want runc's error", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, pidFile), []byte("42"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := StartError(dir); err != nil {
-		t.Errorf("StartError with a pid file = %v, want nil", err)
+	if err := startError(dir); err != nil {
+		t.Errorf("startError with a pid file = %v, want nil", err)
 	}
 }
