@@ -67,7 +67,17 @@ type Validator interface {
 	Validate(ctx context.Context, req *AdmissionRequest) (warnings []string, err error)
 }
 
-// AdmissionRequest describes one write to a Validator.
+// Mutator is a mutating admission step, as Kubernetes' mutating admission plugins
+// (DefaultTolerationSeconds): it sees a create or update of an object or of one of its
+// subresources, also on dry runs, before the resource's strategy prepares, defaults and
+// validates it, so what it adds is checked like the client's own fields. It may change
+// req.Object and nothing else, or refuse the write with an error the client receives as
+// it is.
+type Mutator interface {
+	Mutate(ctx context.Context, req *AdmissionRequest) error
+}
+
+// AdmissionRequest describes one write to a Mutator or a Validator.
 type AdmissionRequest struct {
 	Operation AdmitOp
 	// Resource and Kind are the served resource and kind ({"", "v1", "pods"}, Pod).
@@ -124,6 +134,30 @@ func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, ns s
 	return l.items, nil
 }
 
+// admissionRequest describes a write of obj, named ns/name, to Mutators and Validators.
+func (s *Server) admissionRequest(op AdmitOp, e *entry, sub, ns, name string, obj, old runtime.Object, dry bool) *AdmissionRequest {
+	req := &AdmissionRequest{Operation: op, Resource: e.res.GVR(), Kind: e.res.GVK, Subresource: sub,
+		Namespace: ns, Name: name, Object: obj, OldObject: old, DryRun: dry, Reader: s}
+	if !e.res.Namespaced {
+		req.Namespace = ""
+	}
+	return req
+}
+
+// mutate runs the Mutators on a write of ns/name before its strategy runs.
+func (s *Server) mutate(ctx context.Context, op AdmitOp, e *entry, sub, ns, name string, obj, old runtime.Object, dry bool) error {
+	if len(s.cfg.Mutators) == 0 {
+		return nil
+	}
+	req := s.admissionRequest(op, e, sub, ns, name, obj, old, dry)
+	for _, m := range s.cfg.Mutators {
+		if err := m.Mutate(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // validate runs the Validators on a write about to be stored and returns their warnings.
 func (s *Server) validate(ctx context.Context, op AdmitOp, e *entry, sub string, obj, old runtime.Object, dry bool) ([]string, error) {
 	if len(s.validators) == 0 {
@@ -133,11 +167,7 @@ func (s *Server) validate(ctx context.Context, op AdmitOp, e *entry, sub string,
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	req := &AdmissionRequest{Operation: op, Resource: e.res.GVR(), Kind: e.res.GVK, Subresource: sub,
-		Namespace: m.GetNamespace(), Name: m.GetName(), Object: obj, OldObject: old, DryRun: dry, Reader: s}
-	if !e.res.Namespaced {
-		req.Namespace = ""
-	}
+	req := s.admissionRequest(op, e, sub, m.GetNamespace(), m.GetName(), obj, old, dry)
 	var warnings []string
 	for _, v := range s.validators {
 		w, err := v.Validate(ctx, req)

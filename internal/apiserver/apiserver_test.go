@@ -66,6 +66,7 @@ func testResources() []registry.Resource {
 			New: func() runtime.Object { return &v1.Pod{} }, NewList: func() runtime.Object { return &v1.PodList{} },
 			PrepareForCreate: func(obj runtime.Object) { obj.(*v1.Pod).Status = v1.PodStatus{Phase: v1.PodPending} },
 			Status:           &registry.StatusStrategy{},
+			Subresources:     map[string]*registry.SubresourceStrategy{"ephemeralcontainers": testEphemeralStrategy()},
 			Fields: func(obj runtime.Object) fields.Set {
 				p := obj.(*v1.Pod)
 				return fields.Set{"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase)}
@@ -532,7 +533,7 @@ func TestTableAndDiscovery(t *testing.T) {
 			found[rl.GroupVersion+"/"+r.Name] = true
 		}
 	}
-	for _, want := range []string{"v1/pods", "v1/pods/status", "v1/pods/binding", "apps/v1/deployments/scale", "v1/namespaces/finalize"} {
+	for _, want := range []string{"v1/pods", "v1/pods/status", "v1/pods/binding", "v1/pods/ephemeralcontainers", "apps/v1/deployments/scale", "v1/namespaces/finalize"} {
 		if !found[want] {
 			t.Errorf("discovery lacks %s", want)
 		}

@@ -2,7 +2,9 @@ package apiserver
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,6 +29,9 @@ func subresourcesOf(e *entry) []subresource {
 	}
 	if e.res.Scale != nil {
 		out = append(out, subresource{"scale", scaleGVK, []string{"get", "patch", "update"}})
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.res.Subresources)) {
+		out = append(out, subresource{name, gvk, []string{"get", "patch", "update"}})
 	}
 	if gvk.Group == "" {
 		switch e.res.Plural {

@@ -128,6 +128,9 @@ func (s *Server) createObject(ctx context.Context, e *entry, ns string, obj runt
 	} else {
 		m.SetGeneration(0)
 	}
+	if err := s.mutate(ctx, AdmitCreate, e, "", m.GetNamespace(), m.GetName(), obj, nil, dry); err != nil {
+		return nil, nil, err
+	}
 	if err := s.runCreateStrategy(e, obj); err != nil {
 		return nil, nil, err
 	}
@@ -221,13 +224,25 @@ func (s *Server) runCreateStrategy(e *entry, obj runtime.Object) (err error) {
 }
 
 // runUpdateStrategy prepares, defaults and validates obj replacing old.
-func (s *Server) runUpdateStrategy(e *entry, obj, old runtime.Object, status bool) (err error) {
+func (s *Server) runUpdateStrategy(e *entry, obj, old runtime.Object, status bool, part *registry.SubresourceStrategy) (err error) {
 	res := e.res
 	defer recoverHook(res, &err)
 	var errs field.ErrorList
 	m, _ := meta.Accessor(obj)
 	om, _ := meta.Accessor(old)
-	if status {
+	switch {
+	case part != nil:
+		if part.PrepareForUpdate != nil {
+			part.PrepareForUpdate(obj, old)
+		}
+		if res.Default != nil {
+			res.Default(obj)
+		}
+		errs = apivalidation.ValidateObjectMetaAccessorUpdate(m, om, field.NewPath("metadata"))
+		if part.ValidateUpdate != nil {
+			errs = append(errs, part.ValidateUpdate(obj, old)...)
+		}
+	case status:
 		if res.Status.PrepareForUpdate != nil {
 			res.Status.PrepareForUpdate(obj, old)
 		}
@@ -235,7 +250,7 @@ func (s *Server) runUpdateStrategy(e *entry, obj, old runtime.Object, status boo
 		if res.Status.ValidateUpdate != nil {
 			errs = append(errs, res.Status.ValidateUpdate(obj, old)...)
 		}
-	} else {
+	default:
 		if res.PrepareForUpdate != nil {
 			res.PrepareForUpdate(obj, old)
 		}
@@ -525,6 +540,9 @@ func (s *Server) updateObject(ctx context.Context, e *entry, ns, name, sub strin
 		if pinned && m.GetResourceVersion() != cm.GetResourceVersion() {
 			return nil, 0, nil, apierrors.NewConflict(e.store.gr, name, errors.New(conflictMessage))
 		}
+		if err := s.mutate(ctx, AdmitUpdate, e, sub, ns, name, obj, current, dry); err != nil {
+			return nil, 0, nil, err
+		}
 		if err := s.prepareUpdate(e, obj, current, sub); err != nil {
 			return nil, 0, nil, err
 		}
@@ -624,7 +642,7 @@ func (s *Server) prepareUpdate(e *entry, obj, current runtime.Object, sub string
 		// set spec.nodeName once: the ordinary update strategy forbids both.
 		return nil
 	}
-	if err := s.runUpdateStrategy(e, obj, current, status); err != nil {
+	if err := s.runUpdateStrategy(e, obj, current, status, e.res.Subresources[sub]); err != nil {
 		return err
 	}
 	if e.res.TrackGeneration && !status && specChanged(obj, current) {

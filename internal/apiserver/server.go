@@ -32,6 +32,9 @@ type Config struct {
 	Now func() time.Time
 	// Admitters complete writes that need more than the object (allocations).
 	Admitters []Admitter
+	// Mutators complete writes before the resource's strategy runs (default
+	// tolerations), in order.
+	Mutators []Mutator
 	// Validators check writes after the Admitters (Pod Security), in order.
 	Validators []Validator
 	// Guard authenticates and authorizes requests; nil lets everything through (tests).
@@ -266,6 +269,15 @@ func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r 
 	}
 	switch {
 	case ri.Subresource == "status" && e.res.Status != nil:
+		switch ri.Verb {
+		case "get":
+			return s.get(ctx, w, r, ri, e)
+		case "update":
+			return s.update(ctx, w, r, ri, e)
+		case "patch":
+			return s.patch(ctx, w, r, ri, e)
+		}
+	case e.res.Subresources[ri.Subresource] != nil:
 		switch ri.Verb {
 		case "get":
 			return s.get(ctx, w, r, ri, e)

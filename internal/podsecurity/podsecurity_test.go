@@ -452,6 +452,53 @@ func TestPodUpdates(t *testing.T) {
 	}
 }
 
+// TestEphemeralContainers: adding an ephemeral container through
+// pods/ephemeralcontainers is judged like a pod, as Kubernetes' PodSecurity plugin
+// does: enforce refuses a privileged debug container (kubectl debug --profile=sysadmin),
+// warn warns about one that is not restricted, and a compliant one passes quietly.
+func TestEphemeralContainers(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.namespace("dbg", labels("enforce", "baseline", "warn", "restricted"))
+	pods := f.client.CoreV1().Pods("dbg")
+	pod, err := pods.Create(f.ctx, makePod("p", restricted), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.warnings.take()
+	add := func(name string, sc *v1.SecurityContext) error {
+		t.Helper()
+		cur, err := pods.Get(f.ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.EphemeralContainers = append(cur.Spec.EphemeralContainers, v1.EphemeralContainer{
+			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: name, Image: "busybox", SecurityContext: sc},
+			TargetContainerName:      "c",
+		})
+		_, err = pods.UpdateEphemeralContainers(f.ctx, "p", cur, metav1.UpdateOptions{})
+		return err
+	}
+
+	err = add("root", &v1.SecurityContext{Privileged: ptr.To(true)})
+	want := `pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged (container "root" must not set securityContext.privileged=true)`
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("privileged debug container: got %v, want %s", err, want)
+	}
+	if err := add("tidy", pod.Spec.Containers[0].SecurityContext); err != nil {
+		t.Fatalf("restricted debug container: %v", err)
+	}
+	if w := f.warnings.take(); len(w) != 0 {
+		t.Errorf("a restricted debug container got warnings %v", w)
+	}
+	if err := add("plain", nil); err != nil {
+		t.Fatalf("baseline debug container: %v", err)
+	}
+	wantWarn := []string{`would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "plain" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container "plain" must set securityContext.capabilities.drop=["ALL"])`}
+	if d := cmp.Diff(wantWarn, f.warnings.take()); d != "" {
+		t.Errorf("warnings (-want +got):\n%s", d)
+	}
+}
+
 // TestNamespaceLabels: invalid levels and versions are refused with Kubernetes'
 // messages; raising the enforce level warns about the existing pods that violate it.
 func TestNamespaceLabels(t *testing.T) {

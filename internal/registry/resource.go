@@ -65,6 +65,9 @@ type Resource struct {
 	Status *StatusStrategy
 	// Scale is set when the resource has a scale subresource (autoscaling/v1 Scale).
 	Scale *ScaleStrategy
+	// Subresources are subresources that show the whole object and write one part of
+	// it (pods/ephemeralcontainers), keyed by name; each serves get, update and patch.
+	Subresources map[string]*SubresourceStrategy
 
 	// Columns and Row give the table kubectl prints: Row returns one cell per column, in
 	// order, including the -o wide columns (Priority 1). Nil Columns means the default
@@ -93,6 +96,19 @@ type StatusStrategy struct {
 	// from old) before validation.
 	PrepareForUpdate func(obj, old runtime.Object)
 	// ValidateUpdate checks a status write.
+	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
+}
+
+// SubresourceStrategy is the strategy of a subresource whose GET returns the object
+// itself and whose PUT and PATCH take the object and change only the part the
+// subresource owns. The handlers keep metadata and status as on any spec write;
+// PrepareForUpdate keeps everything else but that part, the resource's Default runs,
+// then metadata validation and ValidateUpdate. Writes to the object itself that change
+// the part are the resource's ValidateUpdate to refuse.
+type SubresourceStrategy struct {
+	// PrepareForUpdate resets obj from old except the part the subresource writes.
+	PrepareForUpdate func(obj, old runtime.Object)
+	// ValidateUpdate checks a write through the subresource.
 	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
 }
 

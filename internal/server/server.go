@@ -27,6 +27,7 @@ import (
 	"github.com/tranche/tranche/internal/apiserver/openapi"
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/controller/servicelb"
+	"github.com/tranche/tranche/internal/defaulttolerations"
 	"github.com/tranche/tranche/internal/podsecurity"
 	"github.com/tranche/tranche/internal/registry/all"
 	"github.com/tranche/tranche/internal/storage"
@@ -153,6 +154,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	api, err := apiserver.New(apiserver.Config{
 		Storage:    store,
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds)},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
 		Validators: []apiserver.Validator{psa},
 		Resources:  resources,

@@ -2,7 +2,9 @@ package openapi
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -272,6 +274,9 @@ func resourcePaths(r *registry.Resource, kindDef, listDef string, q queryParams)
 	if r.Scale != nil {
 		out = appendPath(out, subresourcePath(r, base, "scale", scaleDef, scaleGVK, itemParams, q, mk))
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.Subresources)) {
+		out = appendPath(out, subresourcePath(r, base, name, kindDef, gvk, itemParams, q, mk))
+	}
 	if r.Namespaced && r.HasVerb("list") {
 		o := mk("get", "list", kind+"ForAllNamespaces", "list", "list or watch objects of kind "+kind)
 		o.query, o.stream, o.responses = q.list, true, []response{{200, listDef}}
@@ -305,7 +310,8 @@ func appendPath(paths []pathItem, p pathItem) []pathItem {
 	return append(paths, p)
 }
 
-// subresourcePath is the get/put/patch path of the status or scale subresource.
+// subresourcePath is the get/put/patch path of the status, scale or another
+// subresource (registry.Resource.Subresources).
 func subresourcePath(r *registry.Resource, base, sub, def string, gvk schema.GroupVersionKind, params []param, q queryParams,
 	mk func(method, verb, rest, action, desc string) operation) pathItem {
 	scope := ""

@@ -52,6 +52,8 @@ func TestNodeAuthorizer(t *testing.T) {
 		{name: "delete missing pod", attrs: resAttrs(nodeA, "delete", "", "pods", "", "t1", "gone"), want: NoOpinion},
 		{name: "evict own pod", attrs: resAttrs(nodeA, "create", "", "pods", "eviction", "t1", "on-a"), want: Allow},
 		{name: "update pod spec", attrs: resAttrs(nodeA, "update", "", "pods", "", "t1", "on-a"), want: NoOpinion},
+		{name: "add ephemeral containers to own pod", attrs: resAttrs(nodeA, "patch", "", "pods", "ephemeralcontainers", "t1", "on-a"), want: NoOpinion},
+		{name: "update ephemeral containers of own pod", attrs: resAttrs(nodeA, "update", "", "pods", "ephemeralcontainers", "t1", "on-a"), want: NoOpinion},
 		{name: "create service account token", attrs: resAttrs(nodeA, "create", "", "serviceaccounts", "token", "t1", "default"), want: Allow},
 		{name: "create secret", attrs: resAttrs(nodeA, "create", "", "secrets", "", "t1", ""), want: NoOpinion},
 		{name: "non-resource request", attrs: Attributes{User: nodeA, Verb: "get", Path: "/healthz"}, want: NoOpinion},

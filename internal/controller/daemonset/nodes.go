@@ -42,15 +42,18 @@ func daemonTolerations(spec *v1.PodSpec) []v1.Toleration {
 	return t
 }
 
-// addTolerations adds each toleration the spec lacks (same key, operator,
-// value and effect), keeping the user's own first.
+// addTolerations adds each toleration of add to spec as upstream does: one that
+// matches a toleration of the template (same key, operator, value and effect)
+// replaces it where it stands, so that a daemon tolerates not-ready and unreachable
+// for ever even when its template gave those tolerations tolerationSeconds; the
+// others are appended after the template's own.
 func addTolerations(spec *v1.PodSpec, add []v1.Toleration) {
 	for _, t := range add {
 		found := false
 		for i := range spec.Tolerations {
 			if spec.Tolerations[i].MatchToleration(&t) {
+				spec.Tolerations[i] = t
 				found = true
-				break
 			}
 		}
 		if !found {

@@ -128,6 +128,21 @@ func TestEvictions(t *testing.T) {
 		taints:  []v1.Taint{{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoExecute}},
 		wantNow: true,
 	}, {
+		// The tolerations kube-apiserver's DefaultTolerationSeconds gives every pod.
+		name: "default tolerations keep a pod 300s on an unreachable node",
+		pod: makePod("p", chain(
+			tolerate(v1.TaintNodeNotReady, v1.TaintEffectNoExecute, seconds(300)),
+			tolerate(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute, seconds(300)))),
+		taints: []v1.Taint{unreachable},
+		wantAt: 200 * time.Second,
+	}, {
+		name: "default tolerations keep a pod 300s on a not-ready node",
+		pod: makePod("p", chain(
+			tolerate(v1.TaintNodeNotReady, v1.TaintEffectNoExecute, seconds(300)),
+			tolerate(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute, seconds(300)))),
+		taints: []v1.Taint{notReady},
+		wantAt: 290 * time.Second,
+	}, {
 		name:      "pods being deleted are left alone",
 		pod:       makePod("p", func(p *v1.Pod) { p.DeletionTimestamp = atp(-time.Second) }),
 		taints:    []v1.Taint{unreachable},

@@ -33,7 +33,8 @@ var podUpdatableFields = []string{
 // PodResource is core/v1 pods: namespaced, short name "po", in category "all", with a
 // status subresource. Creating resets status to Pending with the computed QoS class;
 // updates may only change what Kubernetes lets change (images, activeDeadlineSeconds,
-// added tolerations); spec.nodeName is set on create or through pods/binding only.
+// added tolerations); spec.nodeName is set on create or through pods/binding only, and
+// spec.ephemeralContainers grows through pods/ephemeralcontainers only.
 func PodResource() registry.Resource {
 	return registry.Resource{
 		GVK:              v1.SchemeGroupVersion.WithKind("Pod"),
@@ -55,6 +56,12 @@ func PodResource() registry.Resource {
 				}
 			},
 			ValidateUpdate: podValidateStatusUpdate,
+		},
+		Subresources: map[string]*registry.SubresourceStrategy{
+			"ephemeralcontainers": {
+				PrepareForUpdate: podEphemeralPrepareForUpdate,
+				ValidateUpdate:   podValidateEphemeralContainersUpdate,
+			},
 		},
 		Columns: podColumns,
 		Row:     podRow,
@@ -352,6 +359,52 @@ func podValidateUpdate(obj, oldObj runtime.Object) field.ErrorList {
 	return allErrs
 }
 
+// podEphemeralPrepareForUpdate keeps everything of the stored pod but the
+// ephemeral containers (and the client's resourceVersion precondition): a write
+// through pods/ephemeralcontainers changes nothing else, whatever else it carries.
+func podEphemeralPrepareForUpdate(obj, oldObj runtime.Object) {
+	pod, ok1 := obj.(*v1.Pod)
+	old, ok2 := oldObj.(*v1.Pod)
+	if !ok1 || !ok2 || pod == nil || old == nil {
+		return
+	}
+	kept := old.DeepCopy()
+	kept.ResourceVersion = pod.ResourceVersion
+	kept.Spec.EphemeralContainers = pod.Spec.EphemeralContainers
+	*pod = *kept
+}
+
+// podValidateEphemeralContainersUpdate checks a write through pods/ephemeralcontainers
+// as Kubernetes does: the pod must still be valid (which checks every ephemeral
+// container), a static pod's mirror takes none, and the existing ones stay as they
+// are; matched by name, since a patch need not keep their order.
+func podValidateEphemeralContainersUpdate(obj, oldObj runtime.Object) field.ErrorList {
+	pod, ok1 := obj.(*v1.Pod)
+	old, ok2 := oldObj.(*v1.Pod)
+	if !ok1 || !ok2 || pod == nil || old == nil {
+		return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Pod, got %T and %T", obj, oldObj))}
+	}
+	if _, mirror := old.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		return field.ErrorList{field.Forbidden(field.NewPath(""), "static pods do not support ephemeral containers")}
+	}
+	allErrs := podValidateSpecForPod(pod)
+	fldPath := field.NewPath("spec", "ephemeralContainers")
+	current := make(map[string]*v1.EphemeralContainer, len(pod.Spec.EphemeralContainers))
+	for i := range pod.Spec.EphemeralContainers {
+		current[pod.Spec.EphemeralContainers[i].Name] = &pod.Spec.EphemeralContainers[i]
+	}
+	for _, was := range old.Spec.EphemeralContainers {
+		now, ok := current[was.Name]
+		switch {
+		case !ok:
+			allErrs = append(allErrs, field.Forbidden(fldPath, fmt.Sprintf("existing ephemeral containers %q may not be removed\n", was.Name)))
+		case !apiequality.Semantic.DeepEqual(was, *now):
+			allErrs = append(allErrs, field.Forbidden(fldPath, fmt.Sprintf("existing ephemeral containers %q may not be changed\n%v", was.Name, diff.Diff(was, *now))))
+		}
+	}
+	return allErrs
+}
+
 func podValidateOnlyAddedTolerations(tolerations, old []v1.Toleration, fldPath *field.Path) field.ErrorList {
 	for _, o := range old {
 		found := false
@@ -397,7 +450,7 @@ func podValidateNodeSelectorAdditions(sel, old map[string]string, fldPath *field
 
 // podValidateStatusUpdate checks a status write: condition types, nominated node, an
 // unchanged QoS class, phase values, consistent pod and host IPs, and no terminated
-// container coming back when the restart policy forbids it.
+// container coming back when the restart policy forbids it (an ephemeral one never).
 func podValidateStatusUpdate(obj, oldObj runtime.Object) field.ErrorList {
 	pod, ok1 := obj.(*v1.Pod)
 	old, ok2 := oldObj.(*v1.Pod)
@@ -426,6 +479,8 @@ func podValidateStatusUpdate(obj, oldObj runtime.Object) field.ErrorList {
 	}
 	allErrs = append(allErrs, podValidateStateTransitions(pod.Status.ContainerStatuses, old.Status.ContainerStatuses, statusPath.Child("containerStatuses"), old.Spec.RestartPolicy, nil)...)
 	allErrs = append(allErrs, podValidateStateTransitions(pod.Status.InitContainerStatuses, old.Status.InitContainerStatuses, statusPath.Child("initContainerStatuses"), old.Spec.RestartPolicy, old.Spec.InitContainers)...)
+	// Ephemeral containers are never restarted, whatever the pod's policy.
+	allErrs = append(allErrs, podValidateStateTransitions(pod.Status.EphemeralContainerStatuses, old.Status.EphemeralContainerStatuses, statusPath.Child("ephemeralContainerStatuses"), v1.RestartPolicyNever, nil)...)
 	allErrs = append(allErrs, podValidateIPs(pod.Status.PodIP, podIPStrings(pod.Status.PodIPs), statusPath.Child("podIPs"), "podIP")...)
 	hostIPs := make([]string, 0, len(pod.Status.HostIPs))
 	for _, ip := range pod.Status.HostIPs {

@@ -323,6 +323,25 @@ func TestPodValidateStatusUpdate(t *testing.T) {
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
 		},
 		want: "status.containerStatuses[0].state: Forbidden: may not be transitioned to non-terminated state",
+	}, {
+		name: "ephemeral container statuses the node agent writes",
+		old: func(p *v1.Pod) {
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg", Image: "busybox"}}}
+			p.Status.EphemeralContainerStatuses = []v1.ContainerStatus{waiting("dbg", "ContainerCreating")}
+		},
+		mutate: func(p *v1.Pod) {
+			p.Status.EphemeralContainerStatuses = []v1.ContainerStatus{{Name: "dbg", Image: "busybox:1.37", ImageID: "sha256:1",
+				ContainerID: "tranche://1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(testNow)}}}}
+		},
+	}, {
+		name: "a terminated ephemeral container never runs again, even under Always",
+		old: func(p *v1.Pod) {
+			p.Status.EphemeralContainerStatuses = []v1.ContainerStatus{terminated("dbg", "Completed", 0)}
+		},
+		mutate: func(p *v1.Pod) {
+			p.Status.EphemeralContainerStatuses = []v1.ContainerStatus{running("dbg", false, 0)}
+		},
+		want: "status.ephemeralContainerStatuses[0].state: Forbidden: may not be transitioned to non-terminated state",
 	}}
 	res := PodResource()
 	for _, tc := range tests {

@@ -69,7 +69,7 @@ func podValidateSpec(spec *v1.PodSpec, fldPath *field.Path) field.ErrorList {
 	allErrs = append(allErrs, vErrs...)
 	allErrs = append(allErrs, podValidateContainers(spec.Containers, vols, grace, spec.RestartPolicy, fldPath.Child("containers"))...)
 	allErrs = append(allErrs, podValidateInitContainers(spec.InitContainers, spec.Containers, vols, grace, spec.RestartPolicy, fldPath.Child("initContainers"))...)
-	allErrs = append(allErrs, podValidateEphemeralNames(spec, fldPath.Child("ephemeralContainers"))...)
+	allErrs = append(allErrs, podValidateEphemeralContainers(spec, vols, fldPath.Child("ephemeralContainers"))...)
 
 	allErrs = append(allErrs, podValidateEnum(string(spec.RestartPolicy), fldPath.Child("restartPolicy"),
 		[]string{string(v1.RestartPolicyAlways), string(v1.RestartPolicyOnFailure), string(v1.RestartPolicyNever)})...)
@@ -555,28 +555,74 @@ func podValidateInitContainers(inits, regular []v1.Container, vols map[string]v1
 	return allErrs
 }
 
-// podValidateEphemeralNames keeps ephemeral container names valid and unique across all
-// containers; the rest of their rules belong to the ephemeralcontainers subresource.
-func podValidateEphemeralNames(spec *v1.PodSpec, fldPath *field.Path) field.ErrorList {
+// podEphemeralAllowedFields are the json names of the EphemeralContainerCommon fields
+// an ephemeral container may set. Kubernetes keeps an allow list, so that a field added
+// to containers later is refused until someone decides it makes sense for a debugging
+// container; ports, probes, lifecycle, resources and restart policies do not.
+var podEphemeralAllowedFields = sets.New("name", "image", "command", "args", "workingDir", "envFrom", "env",
+	"volumeMounts", "volumeDevices", "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy",
+	"securityContext", "stdin", "stdinOnce", "tty")
+
+// podEphemeralForbidden is the detail of every field an ephemeral container may not set.
+const podEphemeralForbidden = "cannot be set for an Ephemeral Container"
+
+// podValidateEphemeralContainers checks spec.ephemeralContainers as Kubernetes does for
+// pods and templates alike: the rules of every container, an image without surrounding
+// whitespace, a name unique among all the pod's containers, a targetContainerName naming
+// one of its containers or init containers, nothing set outside the allow list, and no
+// subPath or subPathExpr mounts.
+func podValidateEphemeralContainers(spec *v1.PodSpec, vols map[string]v1.VolumeSource, fldPath *field.Path) field.ErrorList {
 	allErrs := field.ErrorList{}
-	names := sets.New[string]()
+	if len(spec.EphemeralContainers) == 0 {
+		return allErrs
+	}
+	targets := sets.New[string]()
 	for _, c := range spec.Containers {
-		names.Insert(c.Name)
+		targets.Insert(c.Name)
 	}
 	for _, c := range spec.InitContainers {
-		names.Insert(c.Name)
+		targets.Insert(c.Name)
 	}
-	for i, ec := range spec.EphemeralContainers {
-		p := fldPath.Index(i).Child("name")
-		if ec.Name == "" {
-			allErrs = append(allErrs, field.Required(p, ""))
-		} else {
-			allErrs = append(allErrs, podDNS1123Label(ec.Name, p)...)
+	names := targets.Clone()
+	for i := range spec.EphemeralContainers {
+		ec := &spec.EphemeralContainers[i]
+		p := fldPath.Index(i)
+		c := v1.Container(ec.EphemeralContainerCommon)
+		allErrs = append(allErrs, podValidateContainerCommon(&c, vols, spec.RestartPolicy, p)...)
+		if len(c.Image) != len(strings.TrimSpace(c.Image)) {
+			allErrs = append(allErrs, field.Invalid(p.Child("image"), c.Image, "must not have leading or trailing whitespace"))
 		}
 		if names.Has(ec.Name) {
-			allErrs = append(allErrs, field.Duplicate(p, ec.Name))
+			allErrs = append(allErrs, field.Duplicate(p.Child("name"), ec.Name))
 		}
 		names.Insert(ec.Name)
+		if ec.TargetContainerName != "" && !targets.Has(ec.TargetContainerName) {
+			allErrs = append(allErrs, field.NotFound(p.Child("targetContainerName"), ec.TargetContainerName))
+		}
+		allErrs = append(allErrs, podEphemeralSetFields(&ec.EphemeralContainerCommon, p)...)
+		for j, m := range ec.VolumeMounts {
+			if m.SubPath != "" {
+				allErrs = append(allErrs, field.Forbidden(p.Child("volumeMounts").Index(j).Child("subPath"), podEphemeralForbidden))
+			}
+			if m.SubPathExpr != "" {
+				allErrs = append(allErrs, field.Forbidden(p.Child("volumeMounts").Index(j).Child("subPathExpr"), podEphemeralForbidden))
+			}
+		}
+	}
+	return allErrs
+}
+
+// podEphemeralSetFields refuses, in declaration order, every field of ec that is set
+// (not its zero value) and not in podEphemeralAllowedFields.
+func podEphemeralSetFields(ec *v1.EphemeralContainerCommon, p *field.Path) field.ErrorList {
+	allErrs := field.ErrorList{}
+	v := reflect.ValueOf(ec).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if podEphemeralAllowedFields.Has(name) || v.Field(i).IsZero() {
+			continue
+		}
+		allErrs = append(allErrs, field.Forbidden(p.Child(name), podEphemeralForbidden))
 	}
 	return allErrs
 }
