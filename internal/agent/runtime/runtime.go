@@ -553,8 +553,15 @@ func (m *Manager) Cleanup(ctx context.Context, keep map[types.UID]bool) error {
 // synced): those of pods gone while no agent ran.
 func (m *Manager) removeStaleContainers(ctx context.Context, keep map[types.UID]bool) error {
 	live := map[string]bool{}
+	// Pod locks are taken without the manager's: SyncPod holds a pod's and then takes
+	// the manager's.
 	m.mu.Lock()
+	pods := make([]*podState, 0, len(m.pods))
 	for _, ps := range m.pods {
+		pods = append(pods, ps)
+	}
+	m.mu.Unlock()
+	for _, ps := range pods {
 		ps.mu.Lock()
 		for _, cs := range ps.groups() {
 			for _, c := range cs {
@@ -570,7 +577,6 @@ func (m *Manager) removeStaleContainers(ctx context.Context, keep map[types.UID]
 		}
 		ps.mu.Unlock()
 	}
-	m.mu.Unlock()
 	for id := range m.recordedInstances(keep) {
 		live[id] = true
 	}
