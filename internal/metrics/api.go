@@ -92,7 +92,7 @@ func quantities(u Usage) v1.ResourceList {
 func (a *API) NodeMetrics(name string) (*metricsv1beta1.NodeMetrics, error) {
 	node, err := a.Nodes.Get("", name)
 	if err != nil {
-		return nil, err
+		return nil, getError(err, nodesResource, name)
 	}
 	m, ok := a.nodeMetrics(node)
 	if !ok {
@@ -138,11 +138,11 @@ func (a *API) nodeMetrics(node metav1.Object) (*metricsv1beta1.NodeMetrics, bool
 func (a *API) PodMetrics(namespace, name string) (*metricsv1beta1.PodMetrics, error) {
 	pod, err := a.Pods.Get(namespace, name)
 	if err != nil {
-		return nil, err
+		return nil, getError(err, podsResource, name)
 	}
 	m, ok := a.podMetrics(pod)
 	if !ok {
-		return nil, apierrors.NewNotFound(podsResource, namespace+"/"+name)
+		return nil, apierrors.NewNotFound(podsResource, name)
 	}
 	return m, nil
 }
@@ -196,4 +196,13 @@ func sortObjects(objs []metav1.Object) []metav1.Object {
 		return objs[i].GetName() < objs[j].GetName()
 	})
 	return objs
+}
+
+// getError is the error of a get whose object could not be read: NotFound for the
+// metrics resource when the node or pod does not exist.
+func getError(err error, gr schema.GroupResource, name string) error {
+	if apierrors.IsNotFound(err) {
+		return apierrors.NewNotFound(gr, name)
+	}
+	return apierrors.NewInternalError(err)
 }

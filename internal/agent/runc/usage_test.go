@@ -63,3 +63,23 @@ func TestUsageReadErrors(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUsageRead is the cost of reading one cgroup, what a node's scrape pays for
+// each container and pod.
+func BenchmarkUsageRead(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		r    *UsageReader
+	}{
+		{"v1", &UsageReader{cpuacct: "testdata/usage/v1/cpuacct", memory: "testdata/usage/v1/memory"}},
+		{"v2", &UsageReader{unified: true, root: "testdata/usage/v2"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := tc.r.Read("/tranche/tr-n1/pod1234/c1"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
