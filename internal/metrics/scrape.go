@@ -34,6 +34,10 @@ type Scraper struct {
 	// one node's scrape (5 s when zero).
 	Resolution, Timeout time.Duration
 	Logger              *slog.Logger
+
+	// failing are the nodes whose last scrape failed: a node that stays down is
+	// logged once, not every 15 s.
+	failing map[string]bool
 }
 
 // Run scrapes until ctx ends, the first time at once. The Store's Resolution must be
@@ -55,7 +59,8 @@ func (s *Scraper) Run(ctx context.Context) {
 	}
 }
 
-// Scrape scrapes every node once, concurrently, and stores the batch.
+// Scrape scrapes every node once, concurrently, and stores the batch. Calls must not
+// overlap (Run makes them one after the other).
 func (s *Scraper) Scrape(ctx context.Context) {
 	log := s.Logger
 	if log == nil {
@@ -70,21 +75,29 @@ func (s *Scraper) Scrape(ctx context.Context) {
 	batch := NewBatch()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	failing := map[string]bool{}
 	for _, n := range nodes {
 		wg.Go(func() {
 			b, err := s.scrapeNode(ctx, n)
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
-				if ctx.Err() == nil {
-					log.Info("scraping a node's resource metrics", "node", n.Name, "err", err)
+				failing[n.Name] = true
+				level := slog.LevelWarn
+				if s.failing[n.Name] || ctx.Err() != nil {
+					level = slog.LevelDebug
 				}
+				log.Log(ctx, level, "no resource metrics from a node: it has none until scraped twice again", "node", n.Name, "err", err)
 				return
 			}
-			mu.Lock()
+			if s.failing[n.Name] {
+				log.Info("resource metrics from a node again", "node", n.Name)
+			}
 			batch.Merge(b)
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	s.failing = failing
 	if ctx.Err() != nil {
 		return
 	}
