@@ -12,9 +12,11 @@
 // Why periodic scraping rather than scraping when asked: a rate needs two readings
 // some seconds apart, so a request could otherwise only be answered after a wait or
 // over whatever window separates it from the previous request; the HPA asks every
-// 15 s anyway. The cost is one HTTPS request per node every 15 s, each reading a few
-// cgroup files per container (measured in BenchmarkScrapeCycle and the agent's
-// BenchmarkSnapshot).
+// 15 s anyway. The cost is one HTTPS request per node every 15 s (on a kept-alive
+// connection). Measured on a node running 33 containers: a scrape costs its agent
+// 12.5 ms of CPU, mostly reading the 67 cgroups (runc's BenchmarkUsageRead: 0.12 to
+// 0.16 ms each), that is 0.08% of a core; encoding, decoding and storing a 50-pod
+// node's readings take 1.8 ms (BenchmarkScrapeCycle), 0.012% of a core.
 //
 // The package is free of the API server: internal/server routes the metrics.k8s.io
 // requests to API and runs the Scraper with the API server's kubelet client
