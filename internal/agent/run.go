@@ -211,10 +211,15 @@ func refreshVolumes(ctx context.Context, vols *volumes.Manager, log *slog.Logger
 	}
 }
 
-// startStream serves the node's streaming endpoint on addr:10250 until ctx ends.
+// startStream serves the node's streaming endpoint, with the resource usage endpoints,
+// on addr:10250 until ctx ends.
 func startStream(ctx context.Context, cfg NodeConfig, rt *runtime.Manager, addr string, log *slog.Logger) error {
+	usage, err := resourceStats(rt, cfg.NodeName, log.With("component", "stats"))
+	if err != nil {
+		return err
+	}
 	srv, err := stream.New(stream.Config{Runtime: rt, ClientCA: cfg.ClientCA, AllowedClients: []string{stream.APIServerClientName},
-		Logger: log.With("component", "stream")})
+		Stats: usage, Logger: log.With("component", "stream")})
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,11 @@ type Config struct {
 	// serviceaccounts/token, ...), keyed "resource/subresource" with the group prefix
 	// for non-core groups ("pods/log").
 	Extra map[string]SubresourceHandler
+	// Computed serves the resources marked registry.Resource.Computed (never stored),
+	// keyed by group/version/resource: the handler gets every request for the resource
+	// with a served verb, after the Guard; a computed resource without a handler answers
+	// 503.
+	Computed map[schema.GroupVersionResource]SubresourceHandler
 	// Ready reports readiness for /readyz; nil means always ready.
 	Ready func() error
 	// Nodes reaches node agents and pods for logs, exec, attach, port-forward and
@@ -218,6 +223,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, 
 	}
 	if e.res.DeprecationWarning != "" {
 		addWarnings(w, []string{e.res.DeprecationWarning})
+	}
+	if e.res.Computed {
+		return s.serveComputed(ctx, w, r, ri, req, e)
 	}
 	if ri.Subresource != "" {
 		return s.serveSubresource(ctx, w, r, ri, req, e)

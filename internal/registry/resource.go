@@ -84,6 +84,11 @@ type Resource struct {
 	// resource, as Kubernetes does for deprecated APIs.
 	DeprecationWarning string
 
+	// Computed marks a resource that is never stored (metrics.k8s.io's NodeMetrics and
+	// PodMetrics): the API server hands every request for it to the handler its
+	// configuration gives for it (apiserver.Config.Computed).
+	Computed bool
+
 	// Storage is set when the resource is another version's view of a stored resource
 	// (events.k8s.io/v1 Event over core/v1 Event): objects are kept as Storage.GVR and
 	// converted with ToStorage / FromStorage.

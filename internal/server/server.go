@@ -138,6 +138,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		return err
 	}
 	rv := &reviews{sec: sec}
+	mx := &resourceMetrics{}
 	resources := all.Resources()
 	docs, err := openapi.Build(resources, apiserver.KubernetesVersion.GitVersion)
 	if err != nil {
@@ -162,6 +163,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Guard:      sec,
 		OpenAPI:    docs.Handler(),
 		Extra:      rv.handlers(),
+		Computed:   mx.handlers(),
 		Nodes: &apiserver.Nodes{Dial: cfg.ClusterDial,
 			TLS: &tls.Config{Certificates: []tls.Certificate{nodePair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}, //nolint:gosec // see apiserver.Nodes.TLS.
 		Ready: func() error {
@@ -222,6 +224,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	rv.client.Store(client)
 	if err := sec.watchCaches(ctx, informers.NewSharedInformerFactory(client, 0)); err != nil {
 		return fmt.Errorf("authorization caches: %w", err)
+	}
+	if err := mx.start(ctx, loop, nodePair, cfg.ClusterDial, log.With("component", "metrics")); err != nil {
+		return fmt.Errorf("resource metrics: %w", err)
 	}
 	isReady.Store(true)
 	if ready != nil {

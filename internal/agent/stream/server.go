@@ -7,6 +7,7 @@
 //	GET|POST /exec/NS/POD/UID/CONTAINER?command=...&stdin&stdout&stderr&tty
 //	GET|POST /attach/NS/POD/UID/CONTAINER?stdin&stdout&stderr&tty
 //	GET|POST /portForward/NS/POD/UID
+//	GET      /stats/summary, /metrics/resource   (Config.Stats: resource usage)
 //
 // exec and attach speak WebSocket (v5.channel.k8s.io, v4.channel.k8s.io and
 // v4.base64.channel.k8s.io) and SPDY (v4 down to v2.channel.k8s.io); port-forward speaks
@@ -74,6 +75,9 @@ type Config struct {
 	ClientCA []byte
 	// AllowedClients are the certificate common names Serve accepts.
 	AllowedClients []string
+	// Stats serves kubelet's resource usage endpoints, /stats/summary and
+	// /metrics/resource (internal/agent/stats); nil answers 404 there.
+	Stats http.Handler
 	// StreamIdleTimeout ends a session with no traffic (4 hours when zero, kubelet's).
 	StreamIdleTimeout time.Duration
 	Logger            *slog.Logger
@@ -157,6 +161,8 @@ func (s *Server) Handler() http.Handler {
 		get := r.Method == http.MethodGet
 		post := r.Method == http.MethodPost
 		switch {
+		case s.cfg.Stats != nil && (r.URL.Path == "/stats/summary" || r.URL.Path == "/metrics/resource"):
+			s.cfg.Stats.ServeHTTP(w, r)
 		case len(parts) == 5 && parts[0] == "containerLogs" && get:
 			s.serveLogs(w, r, types.UID(parts[3]), parts[4])
 		case len(parts) == 5 && parts[0] == "exec" && (get || post):

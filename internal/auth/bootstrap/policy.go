@@ -125,6 +125,12 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(read, groups("policy"), "poddisruptionbudgets", "poddisruptionbudgets/status"),
 			rule(read, groups("networking.k8s.io"), "ingresses", "ingresses/status", "networkpolicies"),
 		),
+		// What metrics-server's manifest adds: reading the resource metrics API is
+		// part of admin, edit and view, as `kubectl top` is to their users.
+		clusterRole("system:aggregated-metrics-reader", map[string]string{AggregateToAdminLabel: aggregationLabelEnabled,
+			AggregateToEditLabel: aggregationLabelEnabled, AggregateToViewLabel: aggregationLabelEnabled},
+			rule(read, groups("metrics.k8s.io"), "nodes", "pods"),
+		),
 		clusterRole("system:basic-user", nil,
 			rule([]string{"create"}, groups("authorization.k8s.io"), "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
 			rule([]string{"create"}, groups("authentication.k8s.io"), "selfsubjectreviews"),

@@ -11,6 +11,7 @@ import (
 	"github.com/tranche/tranche/internal/registry/core"
 	"github.com/tranche/tranche/internal/registry/discovery"
 	"github.com/tranche/tranche/internal/registry/events"
+	"github.com/tranche/tranche/internal/registry/metrics"
 	"github.com/tranche/tranche/internal/registry/networking"
 	"github.com/tranche/tranche/internal/registry/rbac"
 	"github.com/tranche/tranche/internal/registry/storage"
@@ -59,5 +60,8 @@ func Resources() []registry.Resource {
 		authorization.LocalSubjectAccessReviewResource(),
 		authentication.TokenReviewResource(),
 		authentication.SelfSubjectReviewResource(),
+
+		metrics.NodeMetricsResource(),
+		metrics.PodMetricsResource(),
 	}
 }
