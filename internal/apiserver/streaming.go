@@ -126,24 +126,31 @@ func (s *Server) nodeURL(ctx context.Context, pod *v1.Pod) (*url.URL, error) {
 	return &url.URL{Scheme: "https", Host: net.JoinHostPort(addr, strconv.Itoa(port))}, nil
 }
 
-// containerNames lists a pod's containers, then its init containers.
-func containerNames(pod *v1.Pod) (names, inits []string) {
+// containerNames lists a pod's containers, its init containers and its ephemeral
+// containers.
+func containerNames(pod *v1.Pod) (names, inits, ephemerals []string) {
 	for _, c := range pod.Spec.Containers {
 		names = append(names, c.Name)
 	}
 	for _, c := range pod.Spec.InitContainers {
 		inits = append(inits, c.Name)
 	}
-	return names, inits
+	for _, c := range pod.Spec.EphemeralContainers {
+		ephemerals = append(ephemerals, c.Name)
+	}
+	return names, inits, ephemerals
 }
 
 // resolveContainer picks the container a request is about, as Kubernetes does: the only
 // one when none is named; an unknown name is a 400 that lists the valid ones.
 func resolveContainer(pod *v1.Pod, name string) (string, error) {
-	names, inits := containerNames(pod)
+	names, inits, ephemerals := containerNames(pod)
 	choices := fmt.Sprintf("[%s]", strings.Join(names, " "))
 	if len(inits) > 0 {
 		choices += fmt.Sprintf(" or one of the init containers: [%s]", strings.Join(inits, " "))
+	}
+	if len(ephemerals) > 0 {
+		choices += fmt.Sprintf(" or one of the ephemeral containers: [%s]", strings.Join(ephemerals, " "))
 	}
 	if name == "" {
 		switch len(names) {
@@ -154,7 +161,7 @@ func resolveContainer(pod *v1.Pod, name string) (string, error) {
 		}
 		return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: %s", pod.Name, choices))
 	}
-	if !slices.Contains(names, name) && !slices.Contains(inits, name) {
+	if !slices.Contains(names, name) && !slices.Contains(inits, name) && !slices.Contains(ephemerals, name) {
 		return "", apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s, choose one of: %s", name, pod.Name, choices))
 	}
 	return name, nil
@@ -162,7 +169,7 @@ func resolveContainer(pod *v1.Pod, name string) (string, error) {
 
 // containerStatus returns the status of a pod's container, if reported.
 func containerStatus(pod *v1.Pod, name string) (v1.ContainerStatus, bool) {
-	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
 		for _, st := range list {
 			if st.Name == name {
 				return st, true

@@ -39,6 +39,9 @@ func TestResolveContainer(t *testing.T) {
 		{"unknown", podWith("p", []string{"app", "side"}, nil), "nope", "",
 			"container nope is not valid for pod p, choose one of: [app side]"},
 		{"none", podWith("p", nil, nil), "", "", "the pod p does not have a container"},
+		{"ephemeral", withEphemeral(podWith("p", []string{"app"}, nil), "debugger"), "debugger", "debugger", ""},
+		{"unknown beside an ephemeral", withEphemeral(podWith("p", []string{"app"}, []string{"setup"}), "debugger"), "nope", "",
+			"container nope is not valid for pod p, choose one of: [app] or one of the init containers: [setup] or one of the ephemeral containers: [debugger]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,4 +126,10 @@ func TestUpgradeCreateCheck(t *testing.T) {
 			t.Errorf("%+v: %+v %v, want extra check %v", tc.req, got, ok, tc.want)
 		}
 	}
+}
+
+// withEphemeral adds an ephemeral container named name to pod.
+func withEphemeral(pod *v1.Pod, name string) *v1.Pod {
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: name}})
+	return pod
 }

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +17,7 @@ import (
 // The tests of this file are issue 15's ephemeral containers and default tolerations
 // on the shared `tranche up`, driven the way users drive them: kubectl debug, and the
 // pod kubectl shows. Whether the node agent runs the ephemeral container is another
-// part of the issue; these tests stop at the API.
+// part of the issue.
 
 // debugTarget is the pod kubectl debug is pointed at.
 const debugTarget = `apiVersion: v1
@@ -86,6 +88,28 @@ func TestDebugEphemeralContainers(t *testing.T) {
 		}
 	})
 
+	t.Run("the agent runs it in the target's PID namespace", func(t *testing.T) {
+		if _, errOut, err := s.kubectl(t, "", "debug", "target", "-n", ns, "--image=busybox:1.37", "--target=c", "--container=ps", "--", "ps", "-o", "args"); err != nil {
+			t.Fatalf("kubectl debug: %v\n%s", err, errOut)
+		}
+		eventually(t, 30*time.Second, "the ps container ended with 0", func() (bool, string) {
+			out, _, _ := s.kubectl(t, "", "get", "pod", "target", "-n", ns, "-o",
+				`jsonpath={.status.ephemeralContainerStatuses[?(@.name=="ps")].state.terminated.exitCode}`)
+			return out == "0", out
+		})
+		if out := s.must(t, "logs", "target", "-n", ns, "-c", "ps"); !strings.Contains(out, "sleep 3600") {
+			t.Errorf("ps in the ephemeral container: %q, want the target's sleep 3600", out)
+		}
+		// Interactive, as kubectl debug -it is used (without a terminal here).
+		out, errOut, err := s.kubectl(t, "ps -o args\nexit\n", "debug", "-i", "target", "-n", ns, "--image=busybox:1.37", "--target=c", "--container=shell", "--", "sh")
+		if err != nil || !strings.Contains(out, "sleep 3600") {
+			t.Errorf("kubectl debug -i: %v\nstdout: %s\nstderr: %s\nwant ps to show the target's sleep 3600", err, out, errOut)
+		}
+		if out := s.must(t, "get", "pod", "target", "-n", ns, "-o", "jsonpath={.status.containerStatuses[0].restartCount} {.status.phase}"); out != "0 Running" {
+			t.Errorf("the target after debugging: %q, want 0 restarts and Running", out)
+		}
+	})
+
 	t.Run("ports refused through kubectl debug --custom", func(t *testing.T) {
 		custom := filepath.Join(t.TempDir(), "ports.json")
 		if err := os.WriteFile(custom, []byte(`{"ports":[{"containerPort":80}]}`), 0o600); err != nil {
@@ -100,8 +124,12 @@ func TestDebugEphemeralContainers(t *testing.T) {
 
 	t.Run("ports refused through a patch of the subresource", func(t *testing.T) {
 		patch := `[{"op":"add","path":"/spec/ephemeralContainers/-","value":{"name":"web","image":"busybox:1.37","ports":[{"containerPort":80}]}}]`
-		_, err := s.client(t).CoreV1().Pods(ns).Patch(t.Context(), "target", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "ephemeralcontainers")
-		want := `Pod "target" is invalid: spec.ephemeralContainers[2].ports: Forbidden: cannot be set for an Ephemeral Container`
+		pod, err := s.client(t).CoreV1().Pods(ns).Get(t.Context(), "target", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.client(t).CoreV1().Pods(ns).Patch(t.Context(), "target", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "ephemeralcontainers")
+		want := fmt.Sprintf(`Pod "target" is invalid: spec.ephemeralContainers[%d].ports: Forbidden: cannot be set for an Ephemeral Container`, len(pod.Spec.EphemeralContainers))
 		if !apierrors.IsInvalid(err) || err.Error() != want {
 			t.Errorf("patch with ports:\n got %v\nwant %s", err, want)
 		}

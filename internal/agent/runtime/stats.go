@@ -14,7 +14,7 @@ type ContainerRef struct {
 	Namespace, PodName string
 	PodUID             types.UID
 	// Name is the container's name in the pod spec (init containers that keep running,
-	// sidecars, included).
+	// sidecars, and ephemeral containers included).
 	Name string
 	// ID is the runc container id of the running instance.
 	ID string
@@ -45,7 +45,7 @@ func (m *Manager) Containers() []ContainerRef {
 	for _, ps := range pods {
 		ps.mu.Lock()
 		if ps.pod != nil {
-			for _, cs := range []map[string]*container{ps.containers, ps.inits} {
+			for _, cs := range ps.groups() {
 				for name, c := range cs {
 					if c.inst == nil {
 						continue
