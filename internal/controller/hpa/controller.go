@@ -409,5 +409,5 @@ func (c *Controller) scaleTarget(ref autoscalingv2.CrossVersionObjectReference) 
 type fixedInterval time.Duration
 
 func (f fixedInterval) When(string) time.Duration { return time.Duration(f) }
-func (fixedInterval) NumRequeues(string) int       { return 1 }
-func (fixedInterval) Forget(string)                {}
+func (fixedInterval) NumRequeues(string) int      { return 1 }
+func (fixedInterval) Forget(string)               {}

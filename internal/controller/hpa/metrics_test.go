@@ -1,0 +1,41 @@
+package hpa
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
+)
+
+func TestAPIMetricsClient(t *testing.T) {
+	client := metricsfake.NewSimpleClientset()
+	items := cpuMetrics(100, 200)
+	for i := range items {
+		items[i].Labels = map[string]string{"app": "web"} // the fake filters by label, as the API does
+	}
+	client.PrependReactor("list", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		l := a.(clienttesting.ListAction)
+		if l.GetNamespace() != "default" || l.GetListRestrictions().Labels.String() != "app=web" {
+			return true, nil, errors.New("unexpected list " + l.GetNamespace() + " " + l.GetListRestrictions().Labels.String())
+		}
+		return true, &metricsv1beta1.PodMetricsList{Items: items}, nil
+	})
+	got, err := fetchPodMetrics(context.Background(), NewMetricsClient(client), "default", labels.SelectorFromSet(labels.Set{"app": "web"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(items, got); diff != "" {
+		t.Errorf("items (-want +got):\n%s", diff)
+	}
+	items = nil
+	if _, err := fetchPodMetrics(context.Background(), NewMetricsClient(client), "default", labels.SelectorFromSet(labels.Set{"app": "web"})); err == nil ||
+		err.Error() != "no metrics returned from resource metrics API" {
+		t.Errorf("empty list: err = %v", err)
+	}
+}
