@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
@@ -19,6 +20,8 @@ type MetricsClient interface {
 	PodMetrics(ctx context.Context, namespace string, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error)
 }
 
+var errNotServed = errors.New("the server could not find the requested resource (get pods.metrics.k8s.io)")
+
 // NewMetricsClient reads PodMetrics through the API server with k8s.io/metrics' clientset,
 // as kube-controller-manager does.
 func NewMetricsClient(c metricsclient.Interface) MetricsClient { return apiMetrics{c} }
@@ -27,6 +30,11 @@ type apiMetrics struct{ c metricsclient.Interface }
 
 func (m apiMetrics) PodMetrics(ctx context.Context, namespace string, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error) {
 	list, err := m.c.MetricsV1beta1().PodMetricses(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if apierrors.IsNotFound(err) {
+		// A collection is never "not found": the API itself is not served. Say so in the
+		// words a cluster without metrics-server uses, whatever the 404's body was.
+		return nil, errNotServed
+	}
 	if err != nil {
 		return nil, err
 	}
