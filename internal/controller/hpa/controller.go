@@ -195,7 +195,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	defer c.queue.AddRateLimited(key)
 	if err := c.reconcile(ctx, key, hpa.DeepCopy()); err != nil {
-		c.log.Info("autoscaling failed", "hpa", key, "err", err)
+		// Conditions and events already tell the user; the log is for debugging.
+		c.log.Debug("autoscaling failed", "hpa", key, "err", err)
 	}
 	return nil
 }

@@ -87,6 +87,8 @@ func TestUtilizationReplicas(t *testing.T) {
 			want: 2, wantUtil: 60, wantRaw: 60},
 		{name: "pending pod counts as using nothing on a scale-up", current: 2, pods: makePods(2), usage: map[string]int64{"web-0": 200}, target: 50,
 			mutatePods: func(p []*v1.Pod) { p[1].Status.Phase = v1.PodPending }, want: 4, wantUtil: 200, wantRaw: 200},
+		{name: "unready pods counted as idle can cancel a scale-up", current: 2, pods: makePods(2), usage: map[string]int64{"web-0": 100, "web-1": 500}, target: 50,
+			mutatePods: func(p []*v1.Pod) { p[1].Status.Conditions = nil }, want: 2, wantUtil: 100, wantRaw: 100},
 		{name: "pending pod is left out on a scale-down", current: 2, pods: makePods(2), usage: map[string]int64{"web-0": 10}, target: 50,
 			mutatePods: func(p []*v1.Pod) { p[1].Status.Phase = v1.PodPending }, want: 1, wantUtil: 10, wantRaw: 10},
 		{name: "cpu of a pod not ready within its initialization period is unready", current: 2, pods: makePods(2), usage: map[string]int64{"web-0": 300, "web-1": 500}, target: 50,

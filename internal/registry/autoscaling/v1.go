@@ -47,6 +47,23 @@ func HorizontalPodAutoscalerV1Resource() registry.Resource {
 			delete(h.Annotations, ConditionsAnnotation)
 		}
 	}
+	r.PrepareForUpdate = func(obj, old runtime.Object) {
+		// The status annotations are status: a spec write keeps the stored ones.
+		if h, o := v1From(obj), v1From(old); h != nil && o != nil {
+			for _, key := range []string{MetricStatusesAnnotation, ConditionsAnnotation} {
+				v, ok := o.Annotations[key]
+				switch {
+				case ok:
+					if h.Annotations == nil {
+						h.Annotations = map[string]string{}
+					}
+					h.Annotations[key] = v
+				default:
+					delete(h.Annotations, key)
+				}
+			}
+		}
+	}
 	r.Default = func(obj runtime.Object) {
 		if h := v1From(obj); h != nil && h.Spec.MinReplicas == nil {
 			h.Spec.MinReplicas = ptrTo[int32](1)

@@ -145,3 +145,23 @@ func TestFromV1(t *testing.T) {
 		t.Errorf("v1 targets cell = %q", got)
 	}
 }
+
+func TestV1SpecWriteKeepsStatusAnnotations(t *testing.T) {
+	r := HorizontalPodAutoscalerV1Resource()
+	old := ToV1(fullHPA())
+	stale := old.DeepCopy()
+	stale.Annotations[ConditionsAnnotation] = "[]"
+	delete(stale.Annotations, MetricStatusesAnnotation)
+	stale.Spec.MaxReplicas = 9
+	r.PrepareForUpdate(stale, old)
+	if diff := cmp.Diff(old.Annotations, stale.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+	fresh := ToV1(makeHPA(nil))
+	fresh.Annotations = map[string]string{ConditionsAnnotation: "[]"}
+	r.PrepareForUpdate(fresh, ToV1(makeHPA(nil)))
+	if len(fresh.Annotations) != 0 {
+		t.Errorf("a client's status annotations survived: %v", fresh.Annotations)
+	}
+	r.PrepareForUpdate(nil, nil)
+}
