@@ -13,6 +13,7 @@ import (
 	psapi "k8s.io/pod-security-admission/api"
 
 	"github.com/tranche/tranche/internal/allocator"
+	"github.com/tranche/tranche/internal/controller/hpa"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/podsecurity"
 	"github.com/tranche/tranche/internal/server"
@@ -71,9 +72,16 @@ func serverCmd() *cobra.Command {
 	f.StringVar(&etcdServers, "etcd-servers", "", "external etcd client URLs, comma-separated; empty runs an embedded etcd")
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	registerHPASyncPeriod(cmd, &cfg)
 	net.register(cmd)
 	psa.register(cmd)
 	return cmd
+}
+
+// registerHPASyncPeriod adds the flag `server` and `up` share with kube-controller-manager.
+func registerHPASyncPeriod(cmd *cobra.Command, cfg *server.Config) {
+	cmd.Flags().DurationVar(&cfg.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", hpa.DefaultSyncPeriod,
+		"how often each HorizontalPodAutoscaler's metrics are read and its target resized")
 }
 
 // podSecurityFlags are the Pod Security Admission flags `server` and `up` share: the

@@ -63,6 +63,7 @@ func upCmd() *cobra.Command {
 	// Tests run clusters beside a developer's own with a unique namespace prefix.
 	f.StringVar(&cfg.Prefix, "netns-prefix", "", "prefix of the cluster's network namespace names (default tr-, or the one recorded in the data dir)")
 	_ = f.MarkHidden("netns-prefix")
+	registerHPASyncPeriod(cmd, &cfg.Server)
 	net.register(cmd)
 	psa.register(cmd)
 	return cmd

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/discovery"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/tranche/tranche/internal/controller/cronjob"
 	"github.com/tranche/tranche/internal/controller/daemonset"
@@ -19,6 +21,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/endpointslice"
 	"github.com/tranche/tranche/internal/controller/endpointslicemirroring"
 	"github.com/tranche/tranche/internal/controller/gc"
+	"github.com/tranche/tranche/internal/controller/hpa"
 	"github.com/tranche/tranche/internal/controller/job"
 	"github.com/tranche/tranche/internal/controller/localpv"
 	"github.com/tranche/tranche/internal/controller/namespace"
@@ -35,8 +38,8 @@ import (
 
 // startControllers starts the control-plane controllers in this process; they stop
 // when ctx ends. Metrics are registered on reg. An empty lbPool leaves LoadBalancer
-// Services to another implementation.
-func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, lbPool servicelb.Pool, caPEM []byte, pvRoot string, reg prometheus.Registerer, log *slog.Logger) error {
+// Services to another implementation. HPAs are synced every hpaSyncPeriod (0: 15s).
+func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, lbPool servicelb.Pool, caPEM []byte, pvRoot string, hpaSyncPeriod time.Duration, reg prometheus.Registerer, log *slog.Logger) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -81,6 +84,12 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 		Logger: log.With("controller", "job")})
 	cron := cronjob.New(cronjob.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "cronjob-controller"),
 		Logger: log.With("controller", "cronjob")})
+	resourceMetrics, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	autoscaler := hpa.New(hpa.Config{Client: client, Informers: factory, Metrics: hpa.NewMetricsClient(resourceMetrics),
+		Recorder: events.NewRecorder(ctx, client, "horizontal-pod-autoscaler"), SyncPeriod: hpaSyncPeriod, Logger: log.With("controller", "horizontalpodautoscaling")})
 	if err := localpv.EnsureStorageClass(ctx, client); err != nil {
 		return err
 	}
@@ -100,6 +109,7 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 	go sts.Run(ctx, 2)
 	go jobs.Run(ctx, 2)
 	go cron.Run(ctx, 1)
+	go autoscaler.Run(ctx, 5)
 	go sched.Run(ctx)
 	go ipam.Run(ctx)
 	go lifecycle.Run(ctx)

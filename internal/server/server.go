@@ -74,7 +74,10 @@ type Config struct {
 	// PodSecurity configures Pod Security Admission: the cluster's default levels
 	// (privileged when empty, as Kubernetes) and the exemptions.
 	PodSecurity podsecurity.Config
-	Logger      *slog.Logger
+	// HPASyncPeriod is how often each HorizontalPodAutoscaler is synced; 0 means 15s
+	// (kube-controller-manager's --horizontal-pod-autoscaler-sync-period).
+	HPASyncPeriod time.Duration
+	Logger        *slog.Logger
 }
 
 // paths of files under DataDir.
@@ -236,7 +239,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
-	if err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), prometheus.NewRegistry(), log); err != nil {
+	if err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), cfg.HPASyncPeriod, prometheus.NewRegistry(), log); err != nil {
 		return err
 	}
 	select {

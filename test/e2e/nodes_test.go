@@ -50,8 +50,9 @@ func startLocalCluster(tag string, nodes int, zones string) (*localCluster, erro
 	if err != nil {
 		return c, err
 	}
+	// HPAs sync every 5 s instead of 15 s so that autoscaling tests take less time.
 	args := []string{"up", "--nodes", strconv.Itoa(nodes), "--detach", "--data-dir", dir, "--listen", addr,
-		"--netns-prefix", c.prefix, "--upstream-dns", upstream}
+		"--netns-prefix", c.prefix, "--upstream-dns", upstream, "--horizontal-pod-autoscaler-sync-period", "5s"}
 	if zones != "" {
 		args = append(args, "--zones", zones)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/tranche/tranche/internal/registry/apps"
 	"github.com/tranche/tranche/internal/registry/authentication"
 	"github.com/tranche/tranche/internal/registry/authorization"
+	"github.com/tranche/tranche/internal/registry/autoscaling"
 	"github.com/tranche/tranche/internal/registry/batch"
 	"github.com/tranche/tranche/internal/registry/coordination"
 	"github.com/tranche/tranche/internal/registry/core"
@@ -41,6 +42,9 @@ func Resources() []registry.Resource {
 
 		batch.JobResource(),
 		batch.CronJobResource(),
+
+		autoscaling.HorizontalPodAutoscalerResource(),
+		autoscaling.HorizontalPodAutoscalerV1Resource(),
 
 		discovery.EndpointSliceResource(),
 		networking.IngressResource(),
