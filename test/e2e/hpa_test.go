@@ -118,14 +118,9 @@ spec:
 
 // TestHPAScalesDeployment: on the shared cluster (HPAs synced every 5 s), a Deployment
 // burning its whole CPU request grows beyond one replica, and shrinks back to one when its
-// container is patched to idle. It needs the resource metrics API (metrics.k8s.io) and
-// skips while the server does not serve it.
+// container is patched to idle, on the CPU usage the resource metrics API
+// (metrics.k8s.io) reports.
 func TestHPAScalesDeployment(t *testing.T) {
-	// Asked of the shared server, which serves what every tranche server serves, so that
-	// no cluster is started only to skip.
-	if _, errOut, err := shared.kubectl(t, "", "get", "--raw", "/apis/metrics.k8s.io/v1beta1"); err != nil {
-		t.Skipf("metrics.k8s.io/v1beta1 is not served yet: %s", strings.TrimSpace(errOut))
-	}
 	c := up(t)
 	s := c.srv
 	ns := s.namespace(t)
