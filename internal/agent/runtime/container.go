@@ -355,7 +355,7 @@ func (m *Manager) bundle(ctx context.Context, ps *podState, spec *v1.Container, 
 		return nil, err
 	}
 	// A tty container's terminal is made by runc in the container's /dev/pts and
-	// relayed to runc's stdio, the agent's pty (console.go).
+	// handed to the shim, which serves it to attached clients.
 	s.Process.Terminal = spec.TTY
 	if err := runc.WriteBundle(dir, s); err != nil {
 		return nil, err

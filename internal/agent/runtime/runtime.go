@@ -9,19 +9,22 @@
 // /etc/hostname under RootDir/pods/<uid>/etc. A hostNetwork pod joins the node's network
 // namespace instead: its IP is the node's and its hostname the node's name.
 //
-// Each container instance is an OCI container run by runc (`runc run` in the
-// foreground, a child of the agent) from a bundle under RootDir/c/<id>: its root file
-// system is an overlay of its image's layers (from the node's image store) with an upper
-// directory of its own, removed with the instance; its spec (internal/agent/ocispec)
-// joins the pod's namespaces, has a PID namespace and a cgroup of its own, the pod's
-// volumes and /etc files bind-mounted, and the capabilities, seccomp profile and limits
-// Kubernetes and containerd give it. Exec sessions and exec probes are `runc exec` with
-// the container's own process settings.
+// Each container instance is an OCI container started by the node's shim
+// (internal/agent/shim: `runc run --detach`, the shim the parent of the container's
+// process and the owner of its stdio and CRI log) from a bundle under RootDir/c/<id>:
+// its root file system is an overlay of its image's layers (from the node's image
+// store) with an upper directory of its own, removed with the instance; its spec
+// (internal/agent/ocispec) joins the pod's namespaces, has a PID namespace and a cgroup
+// of its own (or the pod's shared PID namespace, held by a pause sandbox container, or
+// for an ephemeral container its target's), the pod's volumes and /etc files
+// bind-mounted, and the capabilities, seccomp profile and limits Kubernetes and
+// containerd give it. Exec sessions and exec probes are `runc exec` with the
+// container's own process settings.
 //
-// runc is started without a parent-death signal (a killed runc would orphan its
-// container): containers outlive a crashed agent, and the next agent's Cleanup deletes
-// them (runc delete --force) and starts its pods afresh; adopting them instead is the
-// next step (internal/agent/runc's doc).
+// The shim outlives the agent. The agent records each pod's containers (ids, restart
+// counts, last states, running instances) in RootDir/pods/<uid>/containers.json; a new
+// agent adopts the instances the shim still runs, with their sandbox, instead of
+// starting others (adopt.go), and Cleanup removes only what no kept pod records.
 package runtime
 
 import (
