@@ -590,6 +590,8 @@ func (m *Manager) removeStaleContainers(ctx context.Context, keep map[types.UID]
 	}
 	for _, st := range states {
 		if !live[st.ID] {
+			m.cfg.Logger.Info("removing a container no pod of this node accounts for (its pod was deleted while no agent ran)",
+				"container", st.ID, "status", string(st.Status), "bundle", st.Bundle)
 			if err := m.runc.Delete(ctx, st.ID); err != nil {
 				errs = append(errs, err)
 			}

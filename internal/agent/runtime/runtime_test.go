@@ -629,6 +629,44 @@ func TestRuntime(t *testing.T) {
 		}
 	})
 
+	t.Run("a new agent removes the containers of a pod deleted while it was away", func(t *testing.T) {
+		p := makePod("orphan", nil)
+		e.syncUntil(p, "running", 10*time.Second, running("c"))
+		e.m.mu.Lock()
+		old := e.m.pods[p.UID]
+		delete(e.m.pods, p.UID)
+		keep := map[types.UID]bool{}
+		for uid := range e.m.pods {
+			keep[uid] = true
+		}
+		e.m.mu.Unlock()
+		old.mu.Lock()
+		inst := old.containers["c"].inst
+		old.cancel()
+		old.mu.Unlock()
+		m2, err := New(e.m.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m2.Cleanup(context.Background(), keep); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m2.runc.State(context.Background(), inst.id); !errors.Is(err, runc.ErrNotExist) {
+			t.Errorf("runc state of the orphan's container: %v, want it deleted", err)
+		}
+		select {
+		case <-inst.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the orphan's container did not end")
+		}
+		if _, err := os.Stat(inst.dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the orphan's bundle %s is left (%v)", inst.dir, err)
+		}
+		if netns.Exists(old.netns) {
+			t.Errorf("the orphan's network namespace %s is left", old.netns)
+		}
+	})
+
 	t.Run("kill runs preStop then SIGTERM and removes everything", func(t *testing.T) {
 		ns := e.m.pods[a.UID].netns
 		if err := e.m.KillPod(context.Background(), a, 5*time.Second); err != nil {
