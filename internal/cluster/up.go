@@ -227,14 +227,6 @@ func superviseAgent(ctx context.Context, cfg Config, a *agentProc, out io.Writer
 		if ctx.Err() != nil {
 			return
 		}
-		s, err := LoadState(cfg.paths().state())
-		if err != nil {
-			fmt.Fprintf(out, "agent of node %s ended (%v) and the cluster state is unreadable (%v): not restarting it\n", a.node, a.err, err)
-			return
-		}
-		if _, ok := s.Topology.Node(a.node); !ok {
-			return
-		}
 		if time.Since(started) > time.Minute {
 			delay = firstDelay
 		}
@@ -245,13 +237,37 @@ func superviseAgent(ctx context.Context, cfg Config, a *agentProc, out io.Writer
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 30*time.Second)
-		next, err := startAgent(cfg, s, a.node, false)
+		// Under the state lock, which `tranche node remove` holds from before it stops
+		// the agent until the node is out of the cluster state.
+		next, removed, err := restartAgent(cfg, a.node)
+		if removed {
+			return
+		}
 		if err != nil {
 			fmt.Fprintf(out, "agent of node %s: %v\n", a.node, err)
 			continue
 		}
 		a = next
 	}
+}
+
+// restartAgent starts node's agent again unless the node has left the cluster state;
+// it holds the state lock meanwhile.
+func restartAgent(cfg Config, node string) (a *agentProc, removed bool, err error) {
+	l, err := waitLock(cfg.paths().stateLock())
+	if err != nil {
+		return nil, false, err
+	}
+	defer l.release()
+	s, err := LoadState(cfg.paths().state())
+	if err != nil {
+		return nil, false, err
+	}
+	if _, ok := s.Topology.Node(node); !ok {
+		return nil, true, nil
+	}
+	a, err = startAgent(cfg, s, node, false)
+	return a, false, err
 }
 
 // waitServer waits until the API server is ready, fails, ctx ends or timeout passes.
