@@ -122,8 +122,8 @@ func AgnhostNames() []string {
 // status: upstream's agnhost CLI (a cobra root whose errors and logging flags are
 // component-base's, as upstream's main has them) with tranche's own subcommands added.
 // An upstream subcommand writes to the process's own stdout and stderr and handles
-// signals itself, so the handlers the caller installed for ctx are reset first: a
-// subcommand that installs none then dies of SIGTERM (or, as a container's PID 1,
+// signals itself, so SIGINT and SIGTERM handlers the caller installed are reset first:
+// a subcommand that installs none then dies of SIGTERM (or, as a container's PID 1,
 // ignores it) as upstream's does. stdout and stderr take cobra's usage and error
 // output and what tranche's own subcommands write.
 func agnhostMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -169,13 +169,16 @@ func agnhostMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 // ownCommand runs tranche's built-in server name as an agnhost subcommand, with its
-// own flag parsing (agnhost-style flags), until ctx is cancelled.
+// own flag parsing (agnhost-style flags), until ctx is cancelled or the process gets
+// SIGINT or SIGTERM.
 func ownCommand(ctx context.Context, name string, stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:                name,
 		Short:              "tranche's " + name + " server (not in upstream's agnhost)",
 		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			return Run(ctx, name, args, stdout, stderr)
 		},
 	}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 )
 
 // Main runs the tranche binary as the program it was started as (argv[0]), when the
@@ -13,8 +16,15 @@ import (
 // /tranche in the agnhost image) runs the agnhost CLI, `agnhost SUBCOMMAND ARGS...`
 // (agnhost.go: upstream's subcommands and tranche's echo), and /pause the pause server.
 // handled is false for any other name, which is tranche's own CLI. code is the
-// process's exit status. Upstream's agnhost subcommands are programs, not functions:
-// they may exit the process and they handle signals themselves (agnhostMain).
+// process's exit status.
+//
+// Tranche's own servers stop when ctx is cancelled or the process gets SIGINT or
+// SIGTERM. Upstream's agnhost subcommands are programs, not functions: they may exit
+// the process and they handle signals themselves, so call Main before installing
+// signal handlers: until a subcommand installs its own, a SIGTERM must do what it does
+// to upstream's image (end the process, or nothing to a container's PID 1), not cancel
+// a context nobody watches. Handlers installed before are reset (agnhostMain), which
+// leaves only a signal that arrives before that reset swallowed.
 func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code int, handled bool) {
 	if len(argv) == 0 {
 		return 0, false
@@ -23,6 +33,8 @@ func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code in
 	case "agnhost":
 		return agnhostMain(ctx, argv[1:], stdout, stderr), true
 	case "pause":
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
 		// The pause image takes no arguments, as upstream's ignores them.
 		return exitStatus(Run(ctx, "pause", nil, stdout, stderr), "pause", stderr), true
 	}
