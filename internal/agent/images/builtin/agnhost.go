@@ -157,15 +157,7 @@ func agnhostMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			},
 		})
 	}
-	err := cli.RunNoErrOutput(root)
-	if err == nil {
-		return 0
-	}
-	if ee, ok := err.(*ExitError); ok {
-		return ee.Code
-	}
-	fmt.Fprintf(stderr, "agnhost: %v\n", err)
-	return 1
+	return exitStatus(cli.RunNoErrOutput(root), "agnhost", stderr)
 }
 
 // ownCommand runs tranche's built-in server name as an agnhost subcommand, with its
