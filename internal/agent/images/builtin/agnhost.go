@@ -103,12 +103,12 @@ var leftOut = map[string]string{
 }
 
 // ownCommands are the agnhost subcommands that only tranche has: echo, which upstream's
-// agnhost lacks and tranche's tests and seeds use as a stand-in server.
+// agnhost lacks and tranche's tests use as a stand-in server (ingress backends).
 var ownCommands = []string{"echo"}
 
-// AgnhostNames lists the agnhost subcommands this binary runs, sorted: upstream's
+// agnhostNames lists the agnhost subcommands this binary runs, sorted: upstream's
 // (less those left out) and tranche's own.
-func AgnhostNames() []string {
+func agnhostNames() []string {
 	var names []string
 	for _, c := range upstreamCommands {
 		names = append(names, c.Name())
@@ -131,8 +131,8 @@ func agnhostMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		Use:     "agnhost",
 		Short:   "Kubernetes' e2e test image program, as the agnhost image of tranche runs it",
 		Version: upstreamVersion(),
-		// Upstream's own subcommands install their signal handlers; ctx's must not
-		// swallow SIGTERM for those that install none.
+		// Upstream's subcommands install their own signal handlers; a caller's must
+		// not swallow SIGTERM for those that install none.
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			if !slices.Contains(ownCommands, cmd.Name()) {
 				signal.Reset(os.Interrupt, syscall.SIGTERM)

@@ -192,10 +192,10 @@ func TestAgnhostSignals(t *testing.T) {
 
 // TestAgnhostNames: every name the CLI offers runs something.
 func TestAgnhostNames(t *testing.T) {
-	names := AgnhostNames()
+	names := agnhostNames()
 	for _, want := range []string{"netexec", "porter", "liveness", "etc-hosts", "webhook", "crd-conversion-webhook", "echo"} {
 		if !strings.Contains(fmt.Sprint(names), want) {
-			t.Errorf("AgnhostNames() = %v, lacks %s", names, want)
+			t.Errorf("agnhostNames() = %v, lacks %s", names, want)
 		}
 	}
 	for name := range leftOut {
