@@ -10,9 +10,9 @@ import (
 	"github.com/tranche/tranche/internal/agent/images/builtin"
 )
 
-// builtinCmd runs one of the built-in test servers (agnhost-compatible netexec,
-// serve-hostname, pause, test-webserver, echo); pods whose image maps to them run
-// `tranche builtin NAME ARGS...` as their process.
+// builtinCmd runs one of tranche's own test servers (pause, echo) outside an image.
+// The agnhost image's subcommands, Kubernetes' own, run when this binary is started as
+// agnhost (builtin.Main).
 func builtinCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:                "builtin NAME [ARGS...]",

@@ -15,16 +15,16 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := tuneMemory(); err != nil {
 		fmt.Fprintln(os.Stderr, "tranche: warning:", err)
 	}
 	// In the agnhost and pause images this binary is started as /agnhost or /pause.
-	if code, ok := builtin.Main(ctx, os.Args, os.Stdout, os.Stderr); ok {
-		stop()
+	// That program handles signals itself: none are caught before it runs.
+	if code, ok := builtin.Main(context.Background(), os.Args, os.Stdout, os.Stderr); ok {
 		os.Exit(code)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	root := &cobra.Command{
 		Use:           "tranche",
 		Short:         "A Kubernetes-compatible cluster in one binary",

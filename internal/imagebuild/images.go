@@ -288,7 +288,9 @@ func tranchePlan(ctx context.Context, src Source) (*plan, error) {
 }
 
 // agnhostPlan is the e2e agnhost image: /agnhost is a link to the tranche binary,
-// which runs its built-in agnhost CLI when started under that name.
+// which runs the agnhost CLI when started under that name: Kubernetes' own agnhost
+// subcommands, linked into the tranche binary from k8s.io/kubernetes (see
+// internal/agent/images/builtin).
 func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 	base, bin, err := busyboxAndBinary(ctx, src)
 	if err != nil {

@@ -273,7 +273,7 @@ exit $ok`)
 
 // TestSmokeAgnhost runs the host tools the agnhost image carries with their
 // libraries, and, when TRANCHE_BIN names a tranche binary (make test-e2e sets it),
-// /agnhost itself.
+// /agnhost itself: upstream's subcommands (entrypoint-tester, netexec) and its errors.
 func TestSmokeAgnhost(t *testing.T) {
 	needRoot(t)
 	src := testSource(t)
@@ -287,6 +287,7 @@ func TestSmokeAgnhost(t *testing.T) {
 	script := `bash -c 'echo "bash $BASH_VERSION"' && curl --version`
 	if self != "" {
 		script += ` && { /agnhost no-such-server; echo "exit status $?"; }
+/agnhost entrypoint-tester one two
 hostname agnhost-pod
 /agnhost netexec --http-port=8080 >/dev/null 2>&1 &
 i=0; until curl -sf http://127.0.0.1:8080/hostname; do i=$((i+1)); [ $i -lt 300 ] || break; sleep 0.1; done; echo`
@@ -297,7 +298,7 @@ i=0; until curl -sf http://127.0.0.1:8080/hostname; do i=$((i+1)); [ $i -lt 300 
 	}
 	want := []string{"bash 5.", "curl 7."}
 	if self != "" {
-		want = append(want, `agnhost: unknown subcommand "no-such-server"`, "netexec", "exit status 2", "\nagnhost-pod\n")
+		want = append(want, `agnhost: unknown command "no-such-server"`, "exit status 1", "[/agnhost entrypoint-tester one two]", "\nagnhost-pod\n")
 	}
 	for _, w := range want {
 		if !strings.Contains(out, w) {

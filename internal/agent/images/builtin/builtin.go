@@ -1,11 +1,13 @@
-// Package builtin holds the test servers the tranche binary runs in place of the agnhost
-// image (and of tranche's own test image): netexec, serve-hostname, pause,
-// test-webserver and echo. Their flags, endpoints and answers follow agnhost's, so manifests
-// written for agnhost behave the same: `agnhost netexec --http-port=8080` becomes
-// Run(ctx, "netexec", []string{"--http-port=8080"}, ...).
+// Package builtin holds the programs the catalog's images run when they start the
+// tranche binary under another name (Main): /agnhost runs Kubernetes' own agnhost
+// subcommands, imported from k8s.io/kubernetes (agnhost.go), plus echo, a server of
+// tranche's own that upstream's agnhost lacks; /pause runs tranche's pause, for a pause
+// image built without its own small program.
 //
-// Servers listen on every address of the network namespace they run in (a pod's), stop
-// when ctx is cancelled, and log to stdout/stderr as the container's output.
+// Tranche's own servers (pause and echo) are also run by Run: `agnhost echo --port=80`
+// becomes Run(ctx, "echo", []string{"--port=80"}, ...). They listen on every address of
+// the network namespace they run in (a pod's), stop when ctx is cancelled, and log to
+// stdout/stderr as the container's output.
 package builtin
 
 import (
@@ -19,12 +21,6 @@ import (
 	"strconv"
 	"sync"
 )
-
-// ExitError is returned by Run when a server asks to exit with a code, as netexec's
-// /exit endpoint does; the caller exits the process with Code.
-type ExitError struct{ Code int }
-
-func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
 // Server runs built-in servers. The zero value listens on all addresses and reports the
 // kernel hostname, which is what a pod's process needs.
@@ -40,13 +36,11 @@ type Server struct {
 
 type serverFunc func(s *Server, ctx context.Context, args []string, stdout, stderr io.Writer) error
 
-// servers maps each built-in server name to its implementation.
+// servers maps each of tranche's own servers to its implementation. agnhost's
+// netexec, serve-hostname and test-webserver are upstream's (agnhost.go), not here.
 var servers = map[string]serverFunc{
-	"netexec":        (*Server).netexec,
-	"serve-hostname": (*Server).serveHostname,
-	"pause":          (*Server).pause,
-	"test-webserver": (*Server).testWebserver,
-	"echo":           (*Server).echo,
+	"pause": (*Server).pause,
+	"echo":  (*Server).echo,
 }
 
 // Names lists the built-in servers, sorted.
@@ -66,7 +60,7 @@ func Has(name string) bool {
 }
 
 // Run runs the built-in server name with agnhost-style args on all addresses, until ctx
-// is cancelled (nil error) or the server fails or asks to exit (*ExitError).
+// is cancelled (nil error) or the server fails.
 func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	return (&Server{}).Run(ctx, name, args, stdout, stderr)
 }

@@ -3,7 +3,6 @@ package builtin
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -52,17 +51,6 @@ func started(t *testing.T, name string, args []string, want int) (map[string][]s
 	return addrs, cancel, done
 }
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = res.Body.Close() }()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
-}
-
 func udp(t *testing.T, addr, msg string) string {
 	t.Helper()
 	c, err := net.Dial("udp", addr)
@@ -91,99 +79,6 @@ func stopped(t *testing.T, cancel context.CancelFunc, done <-chan error) error {
 	case <-time.After(5 * time.Second):
 		t.Fatal("server did not stop")
 		return nil
-	}
-}
-
-func TestNetexec(t *testing.T) {
-	addrs, cancel, done := started(t, "netexec", []string{"--http-port=0", "--udp-port", "0"}, 2)
-	base := "http://" + addrs["tcp"][0]
-	tests := []struct {
-		path     string
-		wantCode int
-		want     string
-		prefix   bool
-	}{
-		{path: "/", wantCode: 200, want: "NOW: ", prefix: true},
-		{path: "/hostname", wantCode: 200, want: "web-0"},
-		{path: "/echo?msg=bonjour", wantCode: 200, want: "bonjour"},
-		{path: "/clientip", wantCode: 200, want: "127.0.0.1:", prefix: true},
-		{path: "/healthz", wantCode: 200, want: "ok"},
-		{path: "/nope", wantCode: 404, want: "404 page not found\n"},
-		{path: "/exit?code=500", wantCode: 400, want: "code must be an integer between 0 and 127\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.path, func(t *testing.T) {
-			code, body := get(t, base+tt.path)
-			ok := body == tt.want || (tt.prefix && strings.HasPrefix(body, tt.want))
-			if code != tt.wantCode || !ok {
-				t.Errorf("GET %s = %d %q, want %d %q", tt.path, code, body, tt.wantCode, tt.want)
-			}
-		})
-	}
-	u := addrs["udp"][0]
-	for msg, want := range map[string]string{"hostname": "web-0", "echo salut": "salut", "clientip": "127.0.0.1:"} {
-		if got := udp(t, u, msg); !strings.HasPrefix(got, want) {
-			t.Errorf("udp %q = %q, want %q", msg, got, want)
-		}
-	}
-	if err := stopped(t, cancel, done); err != nil {
-		t.Errorf("Run after cancel = %v", err)
-	}
-}
-
-func TestNetexecExit(t *testing.T) {
-	addrs, _, done := started(t, "netexec", []string{"--http-port=0", "--udp-port=-1"}, 1)
-	if code, _ := get(t, "http://"+addrs["tcp"][0]+"/exit?code=3"); code != 200 {
-		t.Fatalf("exit answered %d", code)
-	}
-	select {
-	case err := <-done:
-		var exit *ExitError
-		if !errors.As(err, &exit) || exit.Code != 3 {
-			t.Errorf("Run = %v, want exit status 3", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("netexec did not exit")
-	}
-}
-
-func TestServeHostname(t *testing.T) {
-	t.Run("http and udp", func(t *testing.T) {
-		addrs, cancel, done := started(t, "serve-hostname", []string{"--udp", "--port=0"}, 2)
-		if _, body := get(t, "http://"+addrs["tcp"][0]+"/anything"); body != "web-0" {
-			t.Errorf("http body %q", body)
-		}
-		if got := udp(t, addrs["udp"][0], "x"); got != "web-0" {
-			t.Errorf("udp %q", got)
-		}
-		if err := stopped(t, cancel, done); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Run("tcp", func(t *testing.T) {
-		addrs, _, _ := started(t, "serve-hostname", []string{"--http=false", "--tcp", "--port=0"}, 1)
-		c, err := net.Dial("tcp", addrs["tcp"][0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(c)
-		_ = c.Close()
-		if string(b) != "web-0" {
-			t.Errorf("tcp %q", b)
-		}
-	})
-	t.Run("http and tcp conflict", func(t *testing.T) {
-		err := (&Server{}).Run(context.Background(), "serve-hostname", []string{"--tcp"}, io.Discard, io.Discard)
-		if err == nil || err.Error() != "serve-hostname: can't use both --http and --tcp" {
-			t.Errorf("Run = %v", err)
-		}
-	})
-}
-
-func TestTestWebserver(t *testing.T) {
-	addrs, _, _ := started(t, "test-webserver", []string{"--port=0"}, 1)
-	if code, body := get(t, "http://"+addrs["tcp"][0]+"/"); code != 200 || body != "hello" {
-		t.Errorf("GET / = %d %q", code, body)
 	}
 }
 
@@ -228,9 +123,8 @@ func TestPauseAndErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{name: "liveness", want: `unknown built-in server "liveness" (built in: [echo netexec pause serve-hostname test-webserver])`},
-		{name: "netexec", args: []string{"--bogus"}, want: "netexec: flag provided but not defined: -bogus"},
-		{name: "netexec", args: []string{"--sctp-port=9"}, want: "netexec: --sctp-port is not supported by tranche's built-in netexec"},
+		{name: "netexec", want: `unknown built-in server "netexec" (built in: [echo pause])`},
+		{name: "echo", args: []string{"--bogus"}, want: "echo: flag provided but not defined: -bogus"},
 		{name: "echo", args: []string{"--port=x"}, want: `echo: invalid value "x" for flag -port: invalid port "x"`},
 		{name: "pause", args: []string{"extra"}, want: `pause: unexpected arguments ["extra"]`},
 	}
@@ -242,7 +136,7 @@ func TestPauseAndErrors(t *testing.T) {
 			}
 		})
 	}
-	if !Has("netexec") || Has("liveness") {
+	if !Has("echo") || Has("netexec") {
 		t.Error("Has is wrong")
 	}
 }

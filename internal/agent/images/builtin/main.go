@@ -2,53 +2,50 @@ package builtin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
-	"strings"
+	"syscall"
 )
 
 // Main runs the tranche binary as the program it was started as (argv[0]), when the
-// images built by internal/imagebuild start it under another name: /agnhost (a link
-// to /tranche in the agnhost image) runs the built-in agnhost CLI, `agnhost
-// SUBCOMMAND ARGS...`, and /pause the pause server. handled is false for any other
-// name, which is tranche's own CLI. code is the process's exit status.
+// images built by internal/imagebuild start it under another name: /agnhost (a link to
+// /tranche in the agnhost image) runs the agnhost CLI, `agnhost SUBCOMMAND ARGS...`
+// (agnhost.go: upstream's subcommands and tranche's echo), and /pause the pause server.
+// handled is false for any other name, which is tranche's own CLI. code is the
+// process's exit status.
+//
+// Tranche's own servers stop when ctx is cancelled or the process gets SIGINT or
+// SIGTERM. Upstream's agnhost subcommands are programs, not functions: they may exit
+// the process and they handle signals themselves, so call Main before installing
+// signal handlers: until a subcommand installs its own, a SIGTERM must do what it does
+// to upstream's image (end the process, or nothing to a container's PID 1), not cancel
+// a context nobody watches. Handlers installed before are reset (agnhostMain), which
+// leaves only a signal that arrives before that reset swallowed.
 func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code int, handled bool) {
 	if len(argv) == 0 {
 		return 0, false
 	}
-	args := argv[1:]
 	switch filepath.Base(argv[0]) {
 	case "agnhost":
-		if len(args) == 0 || !Has(args[0]) {
-			what := "no subcommand given"
-			if len(args) > 0 {
-				what = fmt.Sprintf("unknown subcommand %q", args[0])
-			}
-			fmt.Fprintf(stderr, "agnhost: %s; this agnhost (tranche's built-in servers) knows: %s\n",
-				what, strings.Join(Names(), ", "))
-			return 2, true
-		}
-		return exitStatus(Run(ctx, args[0], args[1:], stdout, stderr), "agnhost "+args[0], stderr), true
+		return agnhostMain(ctx, argv[1:], stdout, stderr), true
 	case "pause":
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
 		// The pause image takes no arguments, as upstream's ignores them.
 		return exitStatus(Run(ctx, "pause", nil, stdout, stderr), "pause", stderr), true
 	}
 	return 0, false
 }
 
-// exitStatus turns a built-in server's result into an exit status: the code a server
-// asked for (netexec's /exit), 1 with the error printed for a failure, 0 otherwise.
+// exitStatus turns a built-in server's result into an exit status: 1 with the error
+// printed for a failure, 0 otherwise.
 func exitStatus(err error, what string, stderr io.Writer) int {
-	var ee *ExitError
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.As(err, &ee):
-		return ee.Code
-	default:
-		fmt.Fprintf(stderr, "%s: %v\n", what, err)
-		return 1
 	}
+	fmt.Fprintf(stderr, "%s: %v\n", what, err)
+	return 1
 }

@@ -15,21 +15,18 @@ import (
 )
 
 func main() {
+	// As the tranche binary: the programs of the images handle signals themselves.
+	if code, ok := builtin.Main(context.Background(), os.Args, os.Stdout, os.Stderr); ok {
+		os.Exit(code)
+	}
 	// PID 1 of a container: without handlers, SIGTERM would be ignored.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if code, ok := builtin.Main(ctx, os.Args, os.Stdout, os.Stderr); ok {
-		stop()
-		os.Exit(code)
-	}
 	if len(os.Args) < 3 || os.Args[1] != "builtin" {
 		fmt.Fprintln(os.Stderr, "usage: selfexe builtin NAME [ARGS...]")
 		os.Exit(2)
 	}
 	if err := builtin.Run(ctx, os.Args[2], os.Args[3:], os.Stdout, os.Stderr); err != nil {
-		if e, ok := err.(*builtin.ExitError); ok {
-			os.Exit(e.Code)
-		}
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
