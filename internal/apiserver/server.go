@@ -276,16 +276,7 @@ func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r 
 		return h(s, ctx, w, r, ri, e)
 	}
 	switch {
-	case ri.Subresource == "status" && e.res.Status != nil:
-		switch ri.Verb {
-		case "get":
-			return s.get(ctx, w, r, ri, e)
-		case "update":
-			return s.update(ctx, w, r, ri, e)
-		case "patch":
-			return s.patch(ctx, w, r, ri, e)
-		}
-	case e.res.Subresources[ri.Subresource] != nil:
+	case ri.Subresource == "status" && e.res.Status != nil, e.res.Subresources[ri.Subresource] != nil:
 		switch ri.Verb {
 		case "get":
 			return s.get(ctx, w, r, ri, e)

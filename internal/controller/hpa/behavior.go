@@ -141,7 +141,7 @@ func clampWithoutBehavior(current, desired, minReplicas, maxReplicas int32) limi
 func (h *history) clampWithBehavior(current, desired, minReplicas, maxReplicas int32, b *autoscalingv2.HorizontalPodAutoscalerBehavior, now time.Time) limit {
 	switch {
 	case desired > current:
-		upLimit := max(scaleUpLimit(current, h.scaleUps, h.scaleDowns, b.ScaleUp, now), current)
+		upLimit := max(scaleLimit(true, current, h.scaleUps, h.scaleDowns, b.ScaleUp, now), current)
 		maxAllowed, reason, message := maxReplicas, "TooManyReplicas", msgTooMany
 		if maxReplicas > upLimit {
 			maxAllowed, reason, message = upLimit, "ScaleUpLimit", msgScaleUpLimit
@@ -150,7 +150,7 @@ func (h *history) clampWithBehavior(current, desired, minReplicas, maxReplicas i
 			return limit{maxAllowed, reason, message}
 		}
 	case desired < current:
-		downLimit := min(scaleDownLimit(current, h.scaleUps, h.scaleDowns, b.ScaleDown, now), current)
+		downLimit := min(scaleLimit(false, current, h.scaleUps, h.scaleDowns, b.ScaleDown, now), current)
 		minAllowed, reason, message := minReplicas, "TooFewReplicas", msgTooFew
 		if minReplicas < downLimit {
 			minAllowed, reason, message = downLimit, "ScaleDownLimit", msgScaleDownLimit
@@ -174,55 +174,33 @@ func changesWithin(periodSeconds int32, events []scaleEvent, now time.Time) int3
 	return sum
 }
 
-// scaleUpLimit is the largest size the scale-up policies allow now: per policy, the size
-// at the start of its period plus what it allows; Max picks the most permissive, Min the
-// least, Disabled allows no growth.
-func scaleUpLimit(current int32, ups, downs []scaleEvent, rules *autoscalingv2.HPAScalingRules, now time.Time) int32 {
-	policy := deref(rules.SelectPolicy)
-	if policy == autoscalingv2.DisabledPolicySelect {
-		return current
-	}
-	result := int32(math.MinInt32)
-	pick := func(a, b int32) int32 { return max(a, b) }
-	if policy == autoscalingv2.MinChangePolicySelect {
-		result = math.MaxInt32
-		pick = func(a, b int32) int32 { return min(a, b) }
-	}
-	for _, p := range rules.Policies {
-		start := current - changesWithin(p.PeriodSeconds, ups, now) + changesWithin(p.PeriodSeconds, downs, now)
-		var proposed int32
-		switch p.Type {
-		case autoscalingv2.PodsScalingPolicy:
-			proposed = start + p.Value
-		case autoscalingv2.PercentScalingPolicy:
-			// Rounded up, or a small target could never grow.
-			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
-		}
-		result = pick(result, proposed)
-	}
-	return result
-}
-
-// scaleDownLimit is the smallest size the scale-down policies allow now (Max picks the
-// most permissive, that is the smallest size).
-func scaleDownLimit(current int32, ups, downs []scaleEvent, rules *autoscalingv2.HPAScalingRules, now time.Time) int32 {
+// scaleLimit is the size the scale-up (up) or scale-down policies allow now: per
+// policy, the size at the start of its period plus (minus) what it allows; Max picks the
+// most permissive limit (the largest for a scale-up, the smallest for a scale-down), Min
+// the least, Disabled allows no change.
+func scaleLimit(up bool, current int32, ups, downs []scaleEvent, rules *autoscalingv2.HPAScalingRules, now time.Time) int32 {
 	policy := deref(rules.SelectPolicy)
 	if policy == autoscalingv2.DisabledPolicySelect {
 		return current
 	}
 	result := int32(math.MaxInt32)
 	pick := func(a, b int32) int32 { return min(a, b) }
-	if policy == autoscalingv2.MinChangePolicySelect {
+	if up == (policy != autoscalingv2.MinChangePolicySelect) {
 		result = math.MinInt32
 		pick = func(a, b int32) int32 { return max(a, b) }
 	}
 	for _, p := range rules.Policies {
 		start := current - changesWithin(p.PeriodSeconds, ups, now) + changesWithin(p.PeriodSeconds, downs, now)
 		var proposed int32
-		switch p.Type {
-		case autoscalingv2.PodsScalingPolicy:
+		switch {
+		case p.Type == autoscalingv2.PodsScalingPolicy && up:
+			proposed = start + p.Value
+		case p.Type == autoscalingv2.PodsScalingPolicy:
 			proposed = start - p.Value
-		case autoscalingv2.PercentScalingPolicy:
+		case p.Type == autoscalingv2.PercentScalingPolicy && up:
+			// Rounded up, or a small target could never grow.
+			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
+		case p.Type == autoscalingv2.PercentScalingPolicy:
 			proposed = int32(float64(start) * (1 - float64(p.Value)/100))
 		}
 		result = pick(result, proposed)
