@@ -56,6 +56,12 @@ func newTestEnv(t *testing.T) *testEnv {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	prefix := "trt" + hex.EncodeToString(b) + "-"
+	dir := t.TempDir()
+	release, err := recordOwner(prefix, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release) // last: the cleanups below remove what it covers
 	topo, err := clusternet.NewTopology(prefix, "n1")
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +86,6 @@ func newTestEnv(t *testing.T) *testEnv {
 			t.Errorf("cgroups left behind: %v", left)
 		}
 	})
-	dir := t.TempDir()
 	self := filepath.Join(dir, "tranche")
 	build := exec.Command("go", "build", "-o", self, "./testdata/selfexe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // the images carry it: static
