@@ -44,6 +44,8 @@ func TestAgentKilledPodsSurvive(t *testing.T) {
 	c.waitReady(t, ns, "web")
 	field := func(path string) string { return s.must(t, "get", "pod", "web", "-n", ns, "-o", "jsonpath="+path) }
 	node, id, uid := field("{.spec.nodeName}"), field("{.status.containerStatuses[0].containerID}"), field("{.metadata.uid}")
+	readySince := `{.status.conditions[?(@.type=="Ready")].lastTransitionTime}`
+	before := field(readySince)
 	clusterIP := s.must(t, "get", "service", "web", "-n", ns, "-o", "jsonpath={.spec.clusterIP}")
 	get := func() (string, error) {
 		return c.inNodeNS(t, ns, "web", nil, "curl", "-s", "--max-time", "3", "http://"+clusterIP+"/hostname")
@@ -82,6 +84,11 @@ func TestAgentKilledPodsSurvive(t *testing.T) {
 	})
 	if out, err := get(); err != nil || out != "web" {
 		t.Errorf("after: curl the ClusterIP: %q (%v)", out, err)
+	}
+	// Ready all along: the new agent keeps the readiness it adopted until its probe
+	// says otherwise, so the pod never left its Service.
+	if after := field(readySince); after != before {
+		t.Errorf("the pod's Ready condition changed at %s (was %s): it flapped across the agent restart", after, before)
 	}
 	// The new agent serves exec once it has started its streaming endpoint.
 	eventually(t, 20*time.Second, "exec through the new agent", func() (bool, string) {

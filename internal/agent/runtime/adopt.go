@@ -50,6 +50,7 @@ type containerRecord struct {
 	ID           string                       `json:"id,omitempty"`
 	RestartCount int32                        `json:"restartCount,omitempty"`
 	Started      bool                         `json:"started,omitempty"`
+	Ready        bool                         `json:"ready,omitempty"`
 	StartedAt    time.Time                    `json:"startedAt,omitzero"`
 	Term         *v1.ContainerStateTerminated `json:"term,omitempty"`
 	PrevTerm     *v1.ContainerStateTerminated `json:"prevTerm,omitempty"`
@@ -77,7 +78,7 @@ func (m *Manager) saveContainers(ps *podState) {
 	}{{ps.containers, false, false}, {ps.inits, true, false}, {ps.ephemerals, false, true}} {
 		for _, c := range group.cs {
 			r := containerRecord{Name: c.name, Init: group.init, Ephemeral: group.ephemeral, Image: c.image, ImageID: c.imageID, ID: c.id,
-				RestartCount: c.restartCount, Started: c.started, StartedAt: c.startedAt, Term: c.term, PrevTerm: c.prevTerm}
+				RestartCount: c.restartCount, Started: c.started, Ready: c.ready, StartedAt: c.startedAt, Term: c.term, PrevTerm: c.prevTerm}
 			if in := c.inst; in != nil {
 				r.Instance = &instanceRecord{ID: in.id, Dir: in.dir, Cgroup: in.cgroup, LogPath: in.logPath, TermLog: in.termLog,
 					InitPID: in.initPID, StopSignal: int(in.stopSignal)}
@@ -208,7 +209,9 @@ func (m *Manager) adopt(ctx context.Context, ps *podState) bool {
 		inst := &instance{id: in.ID, initPID: sc.InitPID, process: *oci.Process, dir: in.Dir, cgroup: in.Cgroup,
 			stopSignal: syscall.Signal(in.StopSignal), logPath: in.LogPath, termLog: in.TermLog, done: make(chan struct{}), stop: stop}
 		c.inst, c.startedAt, c.term = inst, r.StartedAt, nil
-		c.ready = spec.ReadinessProbe == nil
+		// Ready as the earlier agent last saw it, until the restarted readiness probe
+		// says otherwise: an agent restart does not take the pod out of its Services.
+		c.ready = r.Ready || spec.ReadinessProbe == nil
 		go m.wait(ps, c, inst, spec)
 		m.startProbes(pctx, ps, c, inst, spec)
 		adopted = true

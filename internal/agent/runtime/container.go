@@ -482,9 +482,6 @@ func (m *Manager) removeBundle(dir string) {
 	}
 }
 
-// setupTimeout bounds the wait for runc to start a container.
-const setupTimeout = 30 * time.Second
-
 // startFailed records an instance that could not be started; ps.mu is held.
 func (m *Manager) startFailed(ps *podState, c *container, msg string) {
 	now := metav1.NewTime(m.cfg.Clock.Now())
@@ -565,20 +562,13 @@ func (m *Manager) wait(ps *podState, c *container, inst *instance, spec *v1.Cont
 }
 
 // stopInstance runs the container's preStop hook, waits until drain has passed since it
-// began (endpointDrain, for a deleted pod), sends SIGTERM to its process group, and
+// began (endpointDrain, for a deleted pod), sends the stop signal to its process, and
 // SIGKILL when it has not exited within grace (at least minGraceAfterPreStop after the
 // hook). It returns when the instance has exited.
 func (m *Manager) stopInstance(ps *podState, c *container, inst *instance, grace, drain time.Duration) {
 	ps.mu.Lock()
 	pod := ps.pod
-	var spec *v1.Container
-	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range cs {
-			if cs[i].Name == c.name {
-				spec = &cs[i]
-			}
-		}
-	}
+	spec := containerSpec(pod, c.name)
 	podIP := ps.ip.String()
 	ps.mu.Unlock()
 	start := m.cfg.Clock.Now()
@@ -694,7 +684,10 @@ func (m *Manager) applyProbe(ps *podState, c *container, inst *instance, u probe
 	pod := ps.pod
 	switch u.Kind {
 	case probe.Readiness:
-		c.ready = u.Result == probe.Success
+		if ready := u.Result == probe.Success; ready != c.ready {
+			c.ready = ready
+			m.saveContainers(ps) // a new agent adopts the container as ready as it is
+		}
 	case probe.Startup:
 		if u.Result == probe.Success && !c.started {
 			c.started = true
