@@ -462,6 +462,12 @@ func (r *Runtime) State(ctx context.Context, id string) (State, error) {
 // List returns the state of every container under Root, in runc's order.
 func (r *Runtime) List(ctx context.Context) ([]State, error) {
 	out, err := r.simple(ctx, "list", "--format", "json")
+	// runc list fails when a container it is reading is deleted at that moment
+	// ("stat <root>/<id>: no such file or directory"): a deletion racing the list is
+	// not an error of the list, which is read again.
+	for try := 0; err != nil && try < 3 && strings.Contains(err.Error(), "no such file or directory"); try++ {
+		out, err = r.simple(ctx, "list", "--format", "json")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing containers in %s: %w", r.Root, err)
 	}
