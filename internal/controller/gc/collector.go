@@ -331,6 +331,11 @@ func (c *Collector) processAttemptToDelete(ctx context.Context, uid types.UID) e
 	case err != nil:
 		return fmt.Errorf("getting %s: %w", describe(n.id), err)
 	}
+	if latest.DeletionTimestamp != nil {
+		// Already being deleted (our graph hears of it a moment later): deleting it
+		// again would only be a second request, as upstream's collector also skips.
+		return nil
+	}
 	if len(latest.OwnerReferences) == 0 {
 		return nil
 	}
