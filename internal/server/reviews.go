@@ -207,6 +207,9 @@ func (rv *reviews) tokenRequest(ctx context.Context, w http.ResponseWriter, r *h
 	if _, err := apiserver.DecodeBody(r, &in, treqGVK); err != nil {
 		return err
 	}
+	if err := rv.sec.nodeRestriction.AdmitTokenRequest(userFrom(ctx), req.Namespace, req.Name, &in); err != nil {
+		return err
+	}
 	exp := int64(3600)
 	if in.Spec.ExpirationSeconds != nil {
 		exp = *in.Spec.ExpirationSeconds

@@ -19,11 +19,13 @@ import (
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/auth/authn"
 	"github.com/tranche/tranche/internal/auth/authz"
 	"github.com/tranche/tranche/internal/auth/pki"
+	"github.com/tranche/tranche/internal/noderestriction"
 )
 
 // publicPaths answer anonymous requests, as system:public-info-viewer allows.
@@ -48,7 +50,12 @@ type security struct {
 	authorizer    authz.Authorizer
 	rbac          *authz.RBAC
 	issuer        *authn.Issuer
-	caches        atomic.Pointer[listers]
+	// nodeGraph tells the node authorizer which objects each node's pods use; the
+	// pod and PersistentVolume informers of watchCaches keep it.
+	nodeGraph *authz.NodeGraph
+	// nodeRestriction is the NodeRestriction admission for nodes' writes.
+	nodeRestriction *noderestriction.Plugin
+	caches          atomic.Pointer[listers]
 }
 
 var _ apiserver.Guard = (*security)(nil)
@@ -62,7 +69,7 @@ func newSecurity(cfg Config, ca *pki.CA) (*security, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &security{issuer: issuer}
+	s := &security{issuer: issuer, nodeGraph: authz.NewNodeGraph()}
 	chain := authn.Union{
 		authn.ClientCert{Roots: ca.Pool()},
 		&authn.ServiceAccountTokens{Keys: []crypto.PublicKey{key.Public()}, Accounts: saGetter{s}, Pods: podGetter{s}, Nodes: nodeGetter{s}},
@@ -74,8 +81,9 @@ func newSecurity(cfg Config, ca *pki.CA) (*security, error) {
 		return nil, err
 	}
 	s.authenticator = chain
+	s.nodeRestriction = noderestriction.New(userFrom, restrictionLookup{s})
 	s.rbac = authz.NewRBAC(ruleSource{s})
-	s.authorizer = authz.Union{authz.NewNodeAuthorizer(podNodeGetter{s}), s.rbac}
+	s.authorizer = authz.Union{authz.NewNodeAuthorizer(s.nodeGraph), s.rbac}
 	return s, nil
 }
 
@@ -89,6 +97,9 @@ func (s *security) watchCaches(ctx context.Context, f informers.SharedInformerFa
 		serviceAccounts:     f.Core().V1().ServiceAccounts().Lister(),
 		pods:                f.Core().V1().Pods().Lister(),
 		nodes:               f.Core().V1().Nodes().Lister(),
+	}
+	if err := s.feedNodeGraph(f); err != nil {
+		return err
 	}
 	f.Start(ctx.Done())
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
@@ -240,12 +251,76 @@ func (g nodeGetter) GetNodeUID(name string) (string, bool, error) {
 	return string(n.UID), true, nil
 }
 
-type podNodeGetter struct{ s *security }
-
-func (g podNodeGetter) PodNodeName(ns, name string) (string, bool, error) {
-	p, ok, err := lookup(g.s, func(l *listers) (*v1.Pod, error) { return l.pods.Pods(ns).Get(name) })
-	if !ok {
-		return "", ok, err
+// feedNodeGraph keeps the node authorizer's graph from the pod and
+// PersistentVolume informers of f (registered before f starts).
+func (s *security) feedNodeGraph(f informers.SharedInformerFactory) error {
+	g := s.nodeGraph
+	pods := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { setPod(g, obj) },
+		UpdateFunc: func(_, obj any) { setPod(g, obj) },
+		DeleteFunc: func(obj any) {
+			if p, ok := tombstoned[*v1.Pod](obj); ok {
+				g.DeletePod(p.Namespace, p.Name)
+			}
+		},
 	}
-	return p.Spec.NodeName, true, nil
+	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(pods); err != nil {
+		return fmt.Errorf("node graph: %w", err)
+	}
+	pvs := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { setPV(g, obj) },
+		UpdateFunc: func(_, obj any) { setPV(g, obj) },
+		DeleteFunc: func(obj any) {
+			if pv, ok := tombstoned[*v1.PersistentVolume](obj); ok {
+				g.DeletePV(pv.Name)
+			}
+		},
+	}
+	if _, err := f.Core().V1().PersistentVolumes().Informer().AddEventHandler(pvs); err != nil {
+		return fmt.Errorf("node graph: %w", err)
+	}
+	return nil
+}
+
+func setPod(g *authz.NodeGraph, obj any) {
+	if p, ok := obj.(*v1.Pod); ok {
+		g.SetPod(p)
+	}
+}
+
+func setPV(g *authz.NodeGraph, obj any) {
+	if pv, ok := obj.(*v1.PersistentVolume); ok {
+		g.SetPV(pv)
+	}
+}
+
+// tombstoned returns the object of a delete notification, also when the informer
+// only learned of the deletion after a relist.
+func tombstoned[T any](obj any) (T, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	t, ok := obj.(T)
+	return t, ok
+}
+
+// restrictionLookup answers NodeRestriction's reads from the caches.
+type restrictionLookup struct{ s *security }
+
+var _ noderestriction.Lookup = restrictionLookup{}
+
+func (r restrictionLookup) Pod(ns, name string) (*v1.Pod, error) {
+	l := r.s.caches.Load()
+	if l == nil {
+		return nil, errors.New("authorization caches not ready")
+	}
+	return l.pods.Pods(ns).Get(name)
+}
+
+func (r restrictionLookup) Node(name string) (*v1.Node, error) {
+	l := r.s.caches.Load()
+	if l == nil {
+		return nil, errors.New("authorization caches not ready")
+	}
+	return l.nodes.Get(name)
 }

@@ -12,33 +12,29 @@ import (
 // NodeLeaseNamespace holds the node agents' heartbeat Leases.
 const NodeLeaseNamespace = "kube-node-lease"
 
-// PodNodeGetter tells which node a pod is bound to.
-type PodNodeGetter interface {
-	// PodNodeName returns spec.nodeName of namespace/name, found false when the pod
-	// does not exist.
-	PodNodeName(namespace, name string) (nodeName string, found bool, err error)
-}
-
-// NodeAuthorizer gives node agents (user system:node:NAME in group system:nodes) what
-// they need and no more: read access to the objects pods depend on, writes to their
-// own Node and Lease, events, and status updates, deletion and eviction of the pods
-// bound to them. Anything else, and every other user, gets NoOpinion, which leaves
-// the decision to RBAC.
+// NodeAuthorizer is Kubernetes' Node authorizer for node agents (user system:node:NAME
+// in group system:nodes): a node reads a Secret, ConfigMap, PersistentVolumeClaim,
+// PersistentVolume, ServiceAccount or ResourceClaim, and creates a ServiceAccount
+// token, only when a pod bound to it uses that object (NodeGraph); it writes its own
+// Lease, events, and deletes and evicts the pods bound to it. Creating and updating
+// Nodes, pod status and (mirror) pods is allowed here and narrowed to the node's own
+// objects by the NodeRestriction admission (internal/noderestriction), as upstream.
+// Other reads follow a static rule list. Anything else, and every other user, gets
+// NoOpinion, which leaves the decision to RBAC.
 type NodeAuthorizer struct {
-	pods PodNodeGetter
+	graph *NodeGraph
 }
 
 var _ Authorizer = (*NodeAuthorizer)(nil)
 
-// NewNodeAuthorizer returns a node authorizer that checks pod bindings through pods.
-func NewNodeAuthorizer(pods PodNodeGetter) *NodeAuthorizer {
-	return &NodeAuthorizer{pods: pods}
+// NewNodeAuthorizer returns a node authorizer that decides relationships from graph.
+func NewNodeAuthorizer(graph *NodeGraph) *NodeAuthorizer {
+	return &NodeAuthorizer{graph: graph}
 }
 
-// nodeReadable are the (group, resource) pairs a node may get, list and watch.
+// nodeReadable are the (group, resource) pairs any node may get, list and watch.
 var nodeReadable = []struct{ group, resource string }{
 	{"", "nodes"}, {"", "pods"}, {"", "services"}, {"", "endpoints"}, {"", "namespaces"},
-	{"", "configmaps"}, {"", "secrets"}, {"", "persistentvolumeclaims"}, {"", "persistentvolumes"},
 	{"discovery.k8s.io", "endpointslices"},
 }
 
@@ -57,23 +53,36 @@ func (n *NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, s
 	if !ok || !a.ResourceRequest {
 		return NoOpinion, "", nil
 	}
-	verb := a.Verb
-	switch {
-	case a.Subresource == "" && isRead(verb) && slices.ContainsFunc(nodeReadable, func(r struct{ group, resource string }) bool {
-		return r.group == a.APIGroup && r.resource == a.Resource
-	}):
-		return Allow, "", nil
-	case a.APIGroup == "" && a.Resource == "nodes":
-		return n.authorizeNode(node, a)
-	case a.APIGroup == "coordination.k8s.io" && a.Resource == "leases" && a.Subresource == "":
+	switch a.APIGroup + "/" + a.Resource {
+	case "/" + resSecrets, "/" + resConfigMaps:
+		return n.authorizeReadNamespaced(node, a)
+	case "/" + resPVCs:
+		if a.Subresource == "status" {
+			return n.authorizeStatusUpdate(node, a)
+		}
+		return n.authorizeGet(node, a)
+	case "/" + resPVs, "resource.k8s.io/" + resResourceClaims:
+		return n.authorizeGet(node, a)
+	case "/" + resServiceAccount:
+		if a.Verb == "get" && a.Subresource == "" {
+			return n.authorizeReadNamespaced(node, a)
+		}
+		return n.authorizeCreateToken(node, a)
+	case "/nodes":
+		return authorizeNode(a)
+	case "coordination.k8s.io/leases":
 		return authorizeLease(node, a)
-	case (a.APIGroup == "" || a.APIGroup == "events.k8s.io") && a.Resource == "events" && a.Subresource == "":
-		if verb == "create" || verb == "update" || verb == "patch" {
+	case "/pods":
+		return n.authorizePod(node, a)
+	case "/events", "events.k8s.io/events":
+		if a.Subresource == "" && (a.Verb == "create" || a.Verb == "update" || a.Verb == "patch") {
 			return Allow, "", nil
 		}
-	case a.APIGroup == "" && a.Resource == "pods":
-		return n.authorizePod(node, a)
-	case a.APIGroup == "" && a.Resource == "serviceaccounts" && a.Subresource == "token" && verb == "create":
+		return NoOpinion, "", nil
+	}
+	if a.Subresource == "" && isRead(a.Verb) && slices.ContainsFunc(nodeReadable, func(r struct{ group, resource string }) bool {
+		return r.group == a.APIGroup && r.resource == a.Resource
+	}) {
 		return Allow, "", nil
 	}
 	return NoOpinion, "", nil
@@ -83,19 +92,83 @@ func isRead(verb string) bool {
 	return verb == "get" || verb == "list" || verb == "watch"
 }
 
-// authorizeNode lets a node create itself (the name is unknown to authorization on
-// create, as in Kubernetes) and update or patch its own Node and nodes/status.
-func (n *NodeAuthorizer) authorizeNode(node string, a Attributes) (Decision, string, error) {
-	switch {
-	case isRead(a.Verb) && a.Subresource == "status":
-		return Allow, "", nil
-	case a.Verb == "create" && a.Subresource == "" && (a.Name == "" || a.Name == node):
-		return Allow, "", nil
-	case (a.Verb == "update" || a.Verb == "patch") && (a.Subresource == "" || a.Subresource == "status"):
-		if a.Name == node {
+// related is the final check of upstream's authorizer: the named object must be
+// reachable from node in the graph.
+func (n *NodeAuthorizer) related(node string, a Attributes) (Decision, string, error) {
+	if a.Name == "" {
+		return NoOpinion, "No Object name found", nil
+	}
+	if n.graph == nil || !n.graph.Related(node, a.Resource, a.Namespace, a.Name) {
+		return NoOpinion, noRelationship(node), nil
+	}
+	return Allow, "", nil
+}
+
+func noRelationship(node string) string {
+	return fmt.Sprintf("no relationship found between node '%s' and this object", node)
+}
+
+// authorizeReadNamespaced allows get, and list or watch of one object by name (the
+// name a metadata.name field selector gives), of an object related to node.
+func (n *NodeAuthorizer) authorizeReadNamespaced(node string, a Attributes) (Decision, string, error) {
+	if !isRead(a.Verb) {
+		return NoOpinion, "can only read resources of this type", nil
+	}
+	if a.Subresource != "" {
+		return NoOpinion, "cannot read subresource", nil
+	}
+	if a.Namespace == "" {
+		return NoOpinion, "can only read namespaced object of this type", nil
+	}
+	return n.related(node, a)
+}
+
+// authorizeGet allows get of an object related to node.
+func (n *NodeAuthorizer) authorizeGet(node string, a Attributes) (Decision, string, error) {
+	if a.Verb != "get" {
+		return NoOpinion, "can only get individual resources of this type", nil
+	}
+	if a.Subresource != "" {
+		return NoOpinion, "cannot get subresource", nil
+	}
+	return n.related(node, a)
+}
+
+// authorizeStatusUpdate allows update and patch of the status of an object related
+// to node.
+func (n *NodeAuthorizer) authorizeStatusUpdate(node string, a Attributes) (Decision, string, error) {
+	if a.Verb != "update" && a.Verb != "patch" {
+		return NoOpinion, "can only get/update/patch this type", nil
+	}
+	return n.related(node, a)
+}
+
+// authorizeCreateToken allows serviceaccounts/token for an account a pod on node
+// runs as; NodeRestriction then requires the token to be bound to such a pod.
+func (n *NodeAuthorizer) authorizeCreateToken(node string, a Attributes) (Decision, string, error) {
+	if a.Verb != "create" || a.Name == "" {
+		return NoOpinion, "can only create tokens for individual service accounts", nil
+	}
+	if a.Subresource != "token" {
+		return NoOpinion, "can only create token subresource of serviceaccount", nil
+	}
+	return n.related(node, a)
+}
+
+// authorizeNode lets a node read Nodes and create, update or patch a Node and its
+// status; NodeRestriction limits the writes to the node's own object.
+func authorizeNode(a Attributes) (Decision, string, error) {
+	switch a.Subresource {
+	case "":
+		switch a.Verb {
+		case "get", "list", "watch", "create", "update", "patch":
 			return Allow, "", nil
 		}
-		return NoOpinion, fmt.Sprintf("node '%s' cannot modify node '%s'", node, a.Name), nil
+	case "status":
+		switch a.Verb {
+		case "get", "update", "patch":
+			return Allow, "", nil
+		}
 	}
 	return NoOpinion, "", nil
 }
@@ -110,31 +183,34 @@ func authorizeLease(node string, a Attributes) (Decision, string, error) {
 	if a.Namespace != NodeLeaseNamespace {
 		return NoOpinion, fmt.Sprintf("can only access leases in the %q system namespace", NodeLeaseNamespace), nil
 	}
-	// On create the name is not known to authorization.
+	// On create the name is not known to authorization; NodeRestriction checks it.
 	if a.Verb != "create" && a.Name != node {
 		return NoOpinion, "can only access node lease with the same name as the requesting node", nil
 	}
 	return Allow, "", nil
 }
 
-// authorizePod allows status writes, deletion and eviction of pods bound to node.
+// authorizePod allows reads, creating (mirror) pods and writing pod status, which
+// NodeRestriction narrows to pods bound to node, and deleting and evicting the pods
+// the graph shows bound to node (tranche admits no deletes, so it is checked here).
 func (n *NodeAuthorizer) authorizePod(node string, a Attributes) (Decision, string, error) {
 	switch {
+	case a.Subresource == "" && (isRead(a.Verb) || a.Verb == "create"):
+		return Allow, "", nil
 	case a.Subresource == "status" && (a.Verb == "update" || a.Verb == "patch"):
-	case a.Subresource == "" && a.Verb == "delete":
-	case a.Subresource == "eviction" && a.Verb == "create":
+		return Allow, "", nil
+	case a.Subresource == "" && a.Verb == "delete", a.Subresource == "eviction" && a.Verb == "create":
 	default:
 		return NoOpinion, "", nil
 	}
-	if a.Name == "" || n.pods == nil {
-		return NoOpinion, "", nil
+	if a.Name == "" {
+		return NoOpinion, "No Object name found", nil
 	}
-	bound, found, err := n.pods.PodNodeName(a.Namespace, a.Name)
-	if err != nil {
-		return NoOpinion, "", fmt.Errorf("looking up node of pod %s/%s: %w", a.Namespace, a.Name, err)
+	if n.graph == nil {
+		return NoOpinion, noRelationship(node), nil
 	}
-	if !found || bound != node {
-		return NoOpinion, fmt.Sprintf("no relationship found between node '%s' and this object", node), nil
+	if bound, _, found := n.graph.PodNode(a.Namespace, a.Name); !found || bound != node {
+		return NoOpinion, noRelationship(node), nil
 	}
 	return Allow, "", nil
 }
