@@ -19,6 +19,10 @@ const (
 	resResourceClaims = "resourceclaims"
 )
 
+// rootCAConfigMap holds the cluster CA bundle in every namespace; the kube-api-access
+// volume projects it.
+const rootCAConfigMap = "kube-root-ca.crt"
+
 // objectRef names a namespaced object a pod depends on; resource is its plural.
 type objectRef struct{ resource, namespace, name string }
 
@@ -64,8 +68,12 @@ func NewNodeGraph() *NodeGraph {
 // ServiceAccount, the Secrets and ConfigMaps of its volumes (projected included),
 // env and envFrom of all its containers and imagePullSecrets, its claims (ephemeral
 // volumes' included) and ResourceClaims. A mirror pod gives none: a node creates it
-// itself and must not gain access through it. A pod without serviceAccountName runs
-// as "default" (Kubernetes' ServiceAccount admission writes that name; tranche does not).
+// itself and must not gain access through it.
+//
+// Kubernetes' ServiceAccount admission writes serviceAccountName "default" into a pod
+// without one and adds the kube-api-access volume (a token and the ConfigMap
+// kube-root-ca.crt) unless automountServiceAccountToken is false; tranche's agent adds
+// both to its own copy of the pod instead, so the graph counts them here.
 func podRefs(pod *v1.Pod) []objectRef {
 	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
 		return nil
@@ -84,6 +92,9 @@ func podRefs(pod *v1.Pod) []objectRef {
 		sa = "default"
 	}
 	add(resServiceAccount, sa)
+	if a := pod.Spec.AutomountServiceAccountToken; a == nil || *a {
+		add(resConfigMaps, rootCAConfigMap)
+	}
 	podutil.VisitPodSecretNames(pod, func(name string) bool { add(resSecrets, name); return true })
 	podutil.VisitPodConfigmapNames(pod, func(name string) bool { add(resConfigMaps, name); return true })
 	for _, v := range pod.Spec.Volumes {

@@ -56,6 +56,7 @@ func TestNodeGraphPodReferences(t *testing.T) {
 		check{"a", "configmaps", "t1", "env-cm", true},
 		check{"a", "persistentvolumeclaims", "t1", "web-scratch", true},
 		check{"a", "resourceclaims", "t1", "gpu-claim", true},
+		check{"a", "configmaps", "t1", "kube-root-ca.crt", true},
 		// Names are per kind and per namespace, and other nodes get nothing.
 		check{"a", "configmaps", "t1", "pull", false},
 		check{"a", "secrets", "t2", "pull", false},
@@ -98,6 +99,11 @@ func TestNodeGraphPodLifecycle(t *testing.T) {
 	t.Run("pod changed its references", func(t *testing.T) {
 		g.SetPod(makePod("t1", "p2", "b", withSecret("s2")))
 		assertRelated(t, g, check{"b", "secrets", "t1", "s", false}, check{"b", "secrets", "t1", "s2", true})
+	})
+	t.Run("pod without automount gets no CA bundle", func(t *testing.T) {
+		g.SetPod(makePod("t1", "p3", "c", func(p *v1.Pod) { p.Spec.AutomountServiceAccountToken = ptr.To(false) }))
+		assertRelated(t, g, check{"c", "configmaps", "t1", "kube-root-ca.crt", false}, check{"c", "serviceaccounts", "t1", "default", true})
+		g.DeletePod("t1", "p3")
 	})
 	t.Run("deleted pod grants nothing", func(t *testing.T) {
 		g.DeletePod("t1", "p2")
