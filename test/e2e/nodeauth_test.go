@@ -141,7 +141,7 @@ func TestNodeAuthorizer(t *testing.T) {
 		}
 	})
 	t.Run("pod gone", func(t *testing.T) {
-		s.must(t, "delete", "pod", "holder", "-n", ns, "--wait=true", "--timeout=60s")
+		s.must(t, "delete", "pod", "holder", "-n", ns, "--grace-period=1", "--wait=true", "--timeout=60s")
 		eventually(t, 30*time.Second, "node "+nodeA+" refused the Secret once its pod is gone", func() (bool, string) {
 			_, errOut, err := c.asNode(t, nodeA, "get", "secret", "mounted", "-n", ns)
 			return err != nil && strings.Contains(errOut, noRelation(nodeA)), errOut
