@@ -65,7 +65,16 @@ func ensureClusterRole(ctx context.Context, client kubernetes.Interface, role *r
 	if cur.Annotations[rbacpolicy.AutoUpdateAnnotation] == "false" {
 		return nil
 	}
-	cur.Rules, cur.AggregationRule = role.Rules, role.AggregationRule
+	rules := role.Rules
+	if role.AggregationRule != nil && cur.AggregationRule != nil {
+		// The aggregation controller owns an aggregated role's rules (they include
+		// roles created since); bootstrap's are only their first value.
+		rules = cur.Rules
+	}
+	if apiequality.Semantic.DeepEqual(cur.Rules, rules) && apiequality.Semantic.DeepEqual(cur.AggregationRule, role.AggregationRule) {
+		return nil
+	}
+	cur.Rules, cur.AggregationRule = rules, role.AggregationRule
 	if _, err := client.RbacV1().ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("clusterrole %s: %w", role.Name, err)
 	}

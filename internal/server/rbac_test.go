@@ -3,13 +3,16 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -164,4 +167,40 @@ func TestRBACEscalation(t *testing.T) {
 func metaOf(obj runtime.Object) (metav1.Object, bool) {
 	m, ok := obj.(metav1.Object)
 	return m, ok
+}
+
+// TestBootstrapKeepsAggregatedRules: starting again leaves an aggregated default role's
+// rules to the aggregation controller, which may have added rules of roles created since,
+// and writes nothing when the defaults are current.
+func TestBootstrapKeepsAggregatedRules(t *testing.T) {
+	ctx := context.Background()
+	client := kubefake.NewClientset()
+	if err := bootstrapRBAC(ctx, client); err != nil {
+		t.Fatal(err)
+	}
+	view, err := client.RbacV1().ClusterRoles().Get(ctx, "view", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := policy(words("get"), words("example.com"), words("widgets"))
+	view.Rules = append(view.Rules, extra)
+	if _, err := client.RbacV1().ClusterRoles().Update(ctx, view, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	if err := bootstrapRBAC(ctx, client); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "update" {
+			t.Errorf("restart wrote %v", a)
+		}
+	}
+	view, err = client.RbacV1().ClusterRoles().Get(ctx, "view", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(view.Rules, func(r rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(r, extra) }) {
+		t.Errorf("restart dropped the aggregated rule; view has %v", view.Rules)
+	}
 }
