@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,18 +46,31 @@ func TestRBACEscalationRefused(t *testing.T) {
 	adm := tokenKubeconfig(t, s, ns, "adm")
 	user := `user "system:serviceaccount:` + ns + `:adm" (groups=["system:serviceaccounts" "system:serviceaccounts:` + ns + `" "system:authenticated"]) is attempting to grant RBAC permissions not currently held:`
 
+	// The authorizer reads informer caches, which may lag a write by a moment: a refusal
+	// is retried until it has the expected text (it must never be allowed), and a write
+	// that must be allowed until it is.
 	refused := func(what string, wantLines []string, args ...string) {
 		t.Helper()
-		out, errOut, err := adm.kubectl(t, "", args...)
-		if err == nil {
-			t.Fatalf("%s was allowed: %s", what, out)
-		}
-		t.Logf("%s refused:\n%s", what, errOut)
-		for _, want := range wantLines {
-			if !strings.Contains(errOut, want) {
-				t.Errorf("%s: stderr lacks %q:\n%s", what, want, errOut)
+		eventually(t, 20*time.Second, what+" refused with the missing rules", func() (bool, string) {
+			out, errOut, err := adm.kubectl(t, "", args...)
+			if err == nil {
+				t.Fatalf("%s was allowed: %s", what, out)
 			}
-		}
+			for _, want := range wantLines {
+				if !strings.Contains(errOut, want) {
+					return false, fmt.Sprintf("stderr lacks %q:\n%s", want, errOut)
+				}
+			}
+			t.Logf("%s refused:\n%s", what, errOut)
+			return true, ""
+		})
+	}
+	allowed := func(args ...string) {
+		t.Helper()
+		eventually(t, 20*time.Second, "kubectl "+strings.Join(args, " ")+" as adm", func() (bool, string) {
+			_, errOut, err := adm.kubectl(t, "", args...)
+			return err == nil, errOut
+		})
 	}
 	refused("binding cluster-admin", []string{
 		`rolebindings.rbac.authorization.k8s.io "pwn" is forbidden: ` + user + "\n",
@@ -81,16 +95,17 @@ func TestRBACEscalationRefused(t *testing.T) {
 	}
 
 	// Legitimate neighbours: what admin holds may be granted.
-	adm.must(t, "create", "rolebinding", "worker-edit", "--clusterrole=edit", "--serviceaccount="+ns+":worker")
-	adm.must(t, "create", "rolebinding", "worker-view", "--clusterrole=view", "--serviceaccount="+ns+":worker")
-	adm.must(t, "create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods,pods/log")
-	adm.must(t, "create", "rolebinding", "worker-pods", "--role=pod-reader", "--serviceaccount="+ns+":worker")
+	allowed("create", "rolebinding", "worker-edit", "--clusterrole=edit", "--serviceaccount="+ns+":worker")
+	allowed("create", "rolebinding", "worker-view", "--clusterrole=view", "--serviceaccount="+ns+":worker")
+	allowed("create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods,pods/log")
+	allowed("create", "rolebinding", "worker-pods", "--role=pod-reader", "--serviceaccount="+ns+":worker")
 	if out := s.must(t, "get", "rolebinding", "worker-edit", "-n", ns); !strings.Contains(out, "ClusterRole/edit") {
 		t.Fatalf("worker-edit:\n%s", out)
 	}
-	if out := s.must(t, "auth", "can-i", "create", "deployments", "-n", ns, "--as=system:serviceaccount:"+ns+":worker"); strings.TrimSpace(out) != "yes" {
-		t.Fatalf("worker bound to edit: can-i create deployments = %q", out)
-	}
+	eventually(t, 20*time.Second, "worker bound to edit may create deployments", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "auth", "can-i", "create", "deployments", "-n", ns, "--as=system:serviceaccount:"+ns+":worker")
+		return strings.TrimSpace(out) == "yes", out
+	})
 	// A binding to a role that does not exist is that NotFound, as in Kubernetes.
 	_, errOut, err := adm.kubectl(t, "", "create", "rolebinding", "ghost", "--role=missing", "--serviceaccount="+ns+":worker")
 	if err == nil || !strings.Contains(errOut, `"missing" not found`) {
@@ -102,7 +117,7 @@ func TestRBACEscalationRefused(t *testing.T) {
 	s.must(t, "create", "clusterrole", binder, "--verb=bind", "--resource=clusterroles.rbac.authorization.k8s.io", "--resource-name=cluster-admin")
 	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "clusterrole", binder) })
 	s.must(t, "create", "rolebinding", "adm-bind", "-n", ns, "--clusterrole="+binder, "--serviceaccount="+ns+":adm")
-	adm.must(t, "create", "rolebinding", "worker-cluster-admin", "--clusterrole=cluster-admin", "--serviceaccount="+ns+":worker")
+	allowed("create", "rolebinding", "worker-cluster-admin", "--clusterrole=cluster-admin", "--serviceaccount="+ns+":worker")
 	// bind is by name: it does not extend to other roles adm does not hold.
 	nodeReader := "e2e-node-reader-" + ns
 	s.must(t, "create", "clusterrole", nodeReader, "--verb=get", "--resource=nodes")
@@ -148,9 +163,10 @@ func TestClusterRoleAggregation(t *testing.T) {
 	// A cluster-wide viewer may now read that node, and only that one.
 	s.must(t, "create", "clusterrolebinding", "e2e-jane-view-"+ns, "--clusterrole=view", "--user=jane-"+ns)
 	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "clusterrolebinding", "e2e-jane-view-"+ns) })
-	if out := s.must(t, "auth", "can-i", "get", "nodes/"+gadget, "--as=jane-"+ns); strings.TrimSpace(out) != "yes" {
-		t.Fatalf("view with an aggregated part: can-i get nodes/%s = %q", gadget, out)
-	}
+	eventually(t, 20*time.Second, "a viewer may get nodes/"+gadget, func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "auth", "can-i", "get", "nodes/"+gadget, "--as=jane-"+ns)
+		return strings.TrimSpace(out) == "yes", out
+	})
 	if out, _, _ := s.kubectl(t, "", "auth", "can-i", "get", "nodes/other", "--as=jane-"+ns); strings.TrimSpace(out) != "no" {
 		t.Fatalf("view with an aggregated part: can-i get nodes/other = %q", out)
 	}
