@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tranche/tranche/internal/auth/authn"
+	"github.com/tranche/tranche/internal/auth/bootstrap"
 )
 
 func urlRule(verbs []string, urls ...string) rbacv1.PolicyRule {
@@ -186,4 +187,39 @@ func TestEscalateAndBindVerbs(t *testing.T) {
 	if EscalationAuthorized(ctx, z, nil, "roles", "t1", "r") || BindingAuthorized(ctx, nil, jane, ref("ClusterRole", "x"), "t1") {
 		t.Error("a missing user or authorizer must not be authorized")
 	}
+}
+
+// BenchmarkEscalationCheck prices the check a namespace admin's "create rolebinding
+// --clusterrole=edit" pays, over the default roles, beside the authorization of one
+// request by the same user (the price every request already pays).
+func BenchmarkEscalationCheck(b *testing.B) {
+	roles := bootstrap.ClusterRoles()
+	src := &fakeRBAC{roleBindings: []*rbacv1.RoleBinding{makeRB("t1", "adm", "ClusterRole", "admin", user("adm"))}}
+	for i := range roles {
+		src.clusterRoles = append(src.clusterRoles, &roles[i])
+	}
+	for _, crb := range bootstrap.ClusterRoleBindings() {
+		src.clusterRoleBindings = append(src.clusterRoleBindings, &crb)
+	}
+	z := NewRBAC(src)
+	adm := &authn.User{Name: "adm", Groups: []string{"system:authenticated"}}
+	edit, err := z.RoleRefRules(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"}, "t1")
+	if err != nil || len(edit) == 0 {
+		b.Fatalf("edit rules: %v (%d)", err, len(edit))
+	}
+	b.Run("authorize-one-request", func(b *testing.B) {
+		a := resAttrs(adm, "create", rbacv1.GroupName, "rolebindings", "", "t1", "")
+		for b.Loop() {
+			if d, _, _ := z.Authorize(context.Background(), a); d != Allow {
+				b.Fatal("not allowed")
+			}
+		}
+	})
+	b.Run("confirm-edit-binding", func(b *testing.B) {
+		for b.Loop() {
+			if err := z.ConfirmNoEscalation(adm, "t1", edit); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
