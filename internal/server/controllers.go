@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
+	"github.com/tranche/tranche/internal/controller/clusterroleaggregation"
 	"github.com/tranche/tranche/internal/controller/cronjob"
 	"github.com/tranche/tranche/internal/controller/daemonset"
 	"github.com/tranche/tranche/internal/controller/deployment"
@@ -99,7 +100,9 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 		go servicelb.New(servicelb.Config{Client: client, Informers: factory, Pool: lbPool,
 			Recorder: events.NewRecorder(ctx, client, "service-lb-controller"), Logger: log.With("controller", "servicelb")}).Run(ctx)
 	}
+	aggregation := clusterroleaggregation.New(clusterroleaggregation.Config{Client: client, Informers: factory, Logger: log.With("controller", "clusterrole-aggregation")})
 	factory.Start(ctx.Done())
+	go aggregation.Run(ctx, 5)
 	go pv.Run(ctx)
 	go rs.Run(ctx, 4)
 	go rcm.Run(ctx, 2)

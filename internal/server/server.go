@@ -160,7 +160,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Storage:    store,
 		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds)},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
-		Validators: []apiserver.Validator{sec.nodeRestriction, psa},
+		Validators: []apiserver.Validator{sec.nodeRestriction, &rbacEscalation{sec: sec}, psa},
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,

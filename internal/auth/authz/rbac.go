@@ -189,8 +189,8 @@ func (r *RBAC) roleRefRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.Poli
 // AggregateRules returns the effective rules of role among all cluster roles: its own
 // rules when it has no aggregationRule, otherwise the rules of every other cluster role
 // whose labels match one of its clusterRoleSelectors, themselves aggregated, without
-// duplicates, in order of role name — what Kubernetes' aggregation controller writes
-// into the role.
+// duplicates, selector by selector and in order of role name — what Kubernetes'
+// aggregation controller (internal/controller/clusterroleaggregation) converges to.
 func AggregateRules(role *rbacv1.ClusterRole, all []*rbacv1.ClusterRole) []rbacv1.PolicyRule {
 	sorted := slices.Clone(all)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
@@ -213,17 +213,15 @@ func aggregate(role *rbacv1.ClusterRole, all []*rbacv1.ClusterRole, visiting map
 		selectors = append(selectors, sel)
 	}
 	var rules []rbacv1.PolicyRule
-	for _, other := range all {
-		if other == nil || visiting[other.Name] {
-			continue
-		}
-		set := labels.Set(other.Labels)
-		if !slices.ContainsFunc(selectors, func(s labels.Selector) bool { return s.Matches(set) }) {
-			continue
-		}
-		for _, rule := range aggregate(other, all, visiting) {
-			if !slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return apiequality.Semantic.DeepEqual(r, rule) }) {
-				rules = append(rules, rule)
+	for _, sel := range selectors {
+		for _, other := range all {
+			if other == nil || visiting[other.Name] || !sel.Matches(labels.Set(other.Labels)) {
+				continue
+			}
+			for _, rule := range aggregate(other, all, visiting) {
+				if !slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return apiequality.Semantic.DeepEqual(r, rule) }) {
+					rules = append(rules, rule)
+				}
 			}
 		}
 	}
