@@ -71,17 +71,20 @@ func applyPatch(e *entry, current runtime.Object, pt types.PatchType, patch []by
 	var patched []byte
 	switch pt {
 	case types.JSONPatchType:
-		p, err := jsonpatch.DecodePatch(patch)
+		p, err := decodeJSONPatch(patch)
 		if err != nil {
-			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+			return nil, nil, err
 		}
 		patched, err = p.Apply(orig)
 		if err != nil {
 			return nil, nil, invalidPatch(e, cm.GetName(), err)
 		}
 	case types.MergePatchType:
-		if !json.Valid(patch) {
-			return nil, nil, apierrors.NewBadRequest("error decoding patch: invalid JSON")
+		// Only checked here, not decoded: the syntax error says what is wrong,
+		// nesting deeper than encoding/json's 10000 levels included.
+		var raw json.RawMessage
+		if err := json.Unmarshal(patch, &raw); err != nil {
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 		}
 		patched, err = jsonpatch.MergePatch(orig, patch)
 		if err != nil {
@@ -96,6 +99,9 @@ func applyPatch(e *entry, current runtime.Object, pt types.PatchType, patch []by
 		if err != nil {
 			return nil, nil, invalidPatch(e, cm.GetName(), err)
 		}
+	}
+	if err := checkPatchedSize(patched); err != nil {
+		return nil, nil, err
 	}
 	obj := e.res.New()
 	warnings, err := decodeInto(patched, obj, e.res.GVK, fv)
