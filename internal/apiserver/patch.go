@@ -77,7 +77,7 @@ func applyPatch(e *entry, current runtime.Object, pt types.PatchType, patch []by
 		}
 		patched, err = p.Apply(orig)
 		if err != nil {
-			return nil, nil, invalidPatch(e, cm.GetName(), err)
+			return nil, nil, jsonPatchFailed(err)
 		}
 	case types.MergePatchType:
 		// Only checked here, not decoded: the syntax error says what is wrong,
@@ -118,5 +118,19 @@ func invalidPatch(e *entry, name string, err error) error {
 		Reason:  metav1.StatusReasonInvalid,
 		Message: fmt.Sprintf("%s %q is invalid: %v", e.store.gr.String(), name, err),
 		Details: &metav1.StatusDetails{Name: name, Group: e.store.gr.Group, Kind: e.store.gr.Resource},
+	}}
+}
+
+// jsonPatchFailed is a JSON patch that does not apply: 422 Invalid without kind or name,
+// as kube-apiserver answers, but with json-patch's reason as the message (kubectl
+// prints "The request is invalid: <message>") where kube-apiserver's says only that
+// the request was in error.
+func jsonPatchFailed(err error) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusUnprocessableEntity,
+		Reason:  metav1.StatusReasonInvalid,
+		Message: err.Error(),
+		Details: &metav1.StatusDetails{},
 	}}
 }
