@@ -258,6 +258,55 @@ func TestInFlightLimits(t *testing.T) {
 	}
 }
 
+// TestInFlightKinds checks which requests count against which limit, with both full:
+// long-running ones (kube-apiserver's BasicLongRunningRequestCheck) are served anyway.
+func TestInFlightKinds(t *testing.T) {
+	l, err := newInFlight(1, 1, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.readOnly <- struct{}{}
+	l.mutating <- struct{}{}
+	res := func(verb, sub string) Request {
+		return Request{Verb: verb, Resource: "pods", Subresource: sub, Name: "p", IsResourceRequest: true}
+	}
+	cases := []struct {
+		name   string
+		req    Request
+		served bool
+	}{
+		{"get", res("get", ""), false},
+		{"list", res("list", ""), false},
+		{"create", res("create", ""), false},
+		{"patch status", res("patch", "status"), false},
+		{"deletecollection", res("deletecollection", ""), false},
+		{"discovery", Request{Verb: "get", Path: "/api"}, false},
+		{"non-resource post", Request{Verb: "post", Path: "/apis/x"}, false},
+		{"watch", res("watch", ""), true},
+		{"proxy verb", res("proxy", ""), true},
+		{"log", res("get", "log"), true},
+		{"exec", res("create", "exec"), true},
+		{"attach", res("get", "attach"), true},
+		{"portforward", res("create", "portforward"), true},
+		{"pod proxy", res("get", "proxy"), true},
+		{"log of a non-resource path", Request{Verb: "get", Path: "/log", Subresource: "log"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			done, ok := l.start(w, httptest.NewRequest(http.MethodGet, "/", nil), tc.req)
+			if ok != tc.served {
+				t.Fatalf("served %v, want %v (answer %d)", ok, tc.served, w.Code)
+			}
+			if ok {
+				done()
+			} else if w.Code != http.StatusTooManyRequests {
+				t.Fatalf("refused with %d", w.Code)
+			}
+		})
+	}
+}
+
 func TestInFlightNoLimit(t *testing.T) {
 	if _, err := New(Config{Storage: memory.New(time.Second), Resources: testResources(), MaxRequestsInFlight: -1}); err == nil {
 		t.Fatal("a negative limit was accepted")
