@@ -13,6 +13,7 @@ import (
 	psapi "k8s.io/pod-security-admission/api"
 
 	"github.com/tranche/tranche/internal/allocator"
+	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/controller/hpa"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/podsecurity"
@@ -73,6 +74,7 @@ func serverCmd() *cobra.Command {
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	registerHPASyncPeriod(cmd, &cfg)
+	registerInFlightLimits(cmd, &cfg)
 	net.register(cmd)
 	psa.register(cmd)
 	return cmd
@@ -82,6 +84,15 @@ func serverCmd() *cobra.Command {
 func registerHPASyncPeriod(cmd *cobra.Command, cfg *server.Config) {
 	cmd.Flags().DurationVar(&cfg.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", hpa.DefaultSyncPeriod,
 		"how often each HorizontalPodAutoscaler's metrics are read and its target resized")
+}
+
+// registerInFlightLimits adds the flags `server` and `up` share with kube-apiserver
+// that bound the requests served at once.
+func registerInFlightLimits(cmd *cobra.Command, cfg *server.Config) {
+	cmd.Flags().IntVar(&cfg.MaxRequestsInFlight, "max-requests-inflight", apiserver.DefaultMaxRequestsInFlight,
+		"the maximum number of non-mutating requests in flight at a given time; over it the server answers 429 (0 means no limit)")
+	cmd.Flags().IntVar(&cfg.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInFlight,
+		"the maximum number of mutating requests in flight at a given time; over it the server answers 429 (0 means no limit)")
 }
 
 // podSecurityFlags are the Pod Security Admission flags `server` and `up` share: the

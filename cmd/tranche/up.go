@@ -64,6 +64,7 @@ func upCmd() *cobra.Command {
 	f.StringVar(&cfg.Prefix, "netns-prefix", "", "prefix of the cluster's network namespace names (default tr-, or the one recorded in the data dir)")
 	_ = f.MarkHidden("netns-prefix")
 	registerHPASyncPeriod(cmd, &cfg.Server)
+	registerInFlightLimits(cmd, &cfg.Server)
 	net.register(cmd)
 	psa.register(cmd)
 	return cmd

@@ -71,17 +71,20 @@ func applyPatch(e *entry, current runtime.Object, pt types.PatchType, patch []by
 	var patched []byte
 	switch pt {
 	case types.JSONPatchType:
-		p, err := jsonpatch.DecodePatch(patch)
+		p, err := decodeJSONPatch(patch)
 		if err != nil {
-			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+			return nil, nil, err
 		}
 		patched, err = p.Apply(orig)
 		if err != nil {
-			return nil, nil, invalidPatch(e, cm.GetName(), err)
+			return nil, nil, jsonPatchFailed(err)
 		}
 	case types.MergePatchType:
-		if !json.Valid(patch) {
-			return nil, nil, apierrors.NewBadRequest("error decoding patch: invalid JSON")
+		// Only checked here, not decoded: the syntax error says what is wrong,
+		// nesting deeper than encoding/json's 10000 levels included.
+		var raw json.RawMessage
+		if err := json.Unmarshal(patch, &raw); err != nil {
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 		}
 		patched, err = jsonpatch.MergePatch(orig, patch)
 		if err != nil {
@@ -96,6 +99,9 @@ func applyPatch(e *entry, current runtime.Object, pt types.PatchType, patch []by
 		if err != nil {
 			return nil, nil, invalidPatch(e, cm.GetName(), err)
 		}
+	}
+	if err := checkPatchedSize(patched); err != nil {
+		return nil, nil, err
 	}
 	obj := e.res.New()
 	warnings, err := decodeInto(patched, obj, e.res.GVK, fv)
@@ -112,5 +118,19 @@ func invalidPatch(e *entry, name string, err error) error {
 		Reason:  metav1.StatusReasonInvalid,
 		Message: fmt.Sprintf("%s %q is invalid: %v", e.store.gr.String(), name, err),
 		Details: &metav1.StatusDetails{Name: name, Group: e.store.gr.Group, Kind: e.store.gr.Resource},
+	}}
+}
+
+// jsonPatchFailed is a JSON patch that does not apply: 422 Invalid without kind or name,
+// as kube-apiserver answers, but with json-patch's reason as the message (kubectl
+// prints "The request is invalid: <message>") where kube-apiserver's says only that
+// the request was in error.
+func jsonPatchFailed(err error) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusUnprocessableEntity,
+		Reason:  metav1.StatusReasonInvalid,
+		Message: err.Error(),
+		Details: &metav1.StatusDetails{},
 	}}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -55,6 +56,15 @@ type Config struct {
 	// Nodes reaches node agents and pods for logs, exec, attach, port-forward and
 	// proxy; nil makes those subresources answer 503.
 	Nodes *Nodes
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the read-only and the
+	// mutating requests served at once, long-running ones excepted (kube-apiserver's
+	// --max-requests-inflight and --max-mutating-requests-inflight); 0 means no limit.
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// InFlightExempt reports requests served even over those limits (system:masters);
+	// nil exempts none.
+	InFlightExempt func(*http.Request) bool
+	// Metrics registers the API server's metrics; nil means none.
+	Metrics prometheus.Registerer
 }
 
 // SubresourceHandler serves one extra subresource.
@@ -87,6 +97,8 @@ type Server struct {
 	stopBG context.CancelFunc
 	// streams carry streaming and proxy subresources (nil without Config.Nodes).
 	streams *streamTransports
+	// inflight bounds the requests served at once (limits.go).
+	inflight *inFlight
 }
 
 // New builds the handler for cfg.Resources.
@@ -100,6 +112,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, byGVR: map[schema.GroupVersionResource]*entry{}, admitters: cfg.Admitters, validators: cfg.Validators}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.streams = newStreamTransports(cfg.Nodes)
+	var err error
+	if s.inflight, err = newInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, cfg.InFlightExempt, cfg.Metrics); err != nil {
+		return nil, err
+	}
 	for i := range cfg.Resources {
 		res := &cfg.Resources[i]
 		gvr := res.GVR()
@@ -182,6 +198,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = nr
 	}
+	done, ok := s.inflight.start(w, r, req)
+	if !ok {
+		return
+	}
+	defer done()
 	if err := s.serve(w, r, ri, req); err != nil {
 		writeError(w, s.log, err)
 	}

@@ -96,10 +96,11 @@ func (s *Server) patchScale(ctx context.Context, w http.ResponseWriter, r *http.
 		var err error
 		switch pt {
 		case types.JSONPatchType:
-			var p jsonpatch.Patch
-			if p, err = jsonpatch.DecodePatch(body); err == nil {
-				out, err = p.Apply(orig)
+			p, derr := decodeJSONPatch(body)
+			if derr != nil {
+				return nil, derr
 			}
+			out, err = p.Apply(orig)
 		case types.MergePatchType:
 			out, err = jsonpatch.MergePatch(orig, body)
 		default:

@@ -77,7 +77,11 @@ type Config struct {
 	// HPASyncPeriod is how often each HorizontalPodAutoscaler is synced; 0 means 15s
 	// (kube-controller-manager's --horizontal-pod-autoscaler-sync-period).
 	HPASyncPeriod time.Duration
-	Logger        *slog.Logger
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the read-only and
+	// mutating requests served at once (kube-apiserver's --max-requests-inflight and
+	// --max-mutating-requests-inflight); 0 means no limit.
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	Logger                                           *slog.Logger
 }
 
 // paths of files under DataDir.
@@ -169,6 +173,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Computed:   mx.handlers(),
 		Nodes: &apiserver.Nodes{Dial: cfg.ClusterDial,
 			TLS: &tls.Config{Certificates: []tls.Certificate{nodePair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}, //nolint:gosec // see apiserver.Nodes.TLS.
+		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
+		InFlightExempt: inFlightExempt,
 		Ready: func() error {
 			if !isReady.Load() {
 				return errors.New("bootstrap not finished")
