@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -55,6 +56,8 @@ type Config struct {
 	// Nodes reaches node agents and pods for logs, exec, attach, port-forward and
 	// proxy; nil makes those subresources answer 503.
 	Nodes *Nodes
+	// Metrics registers the API server's metrics; nil means none.
+	Metrics prometheus.Registerer
 }
 
 // SubresourceHandler serves one extra subresource.
@@ -87,6 +90,10 @@ type Server struct {
 	stopBG context.CancelFunc
 	// streams carry streaming and proxy subresources (nil without Config.Nodes).
 	streams *streamTransports
+	// metrics records requests and watch events (nil without Config.Metrics).
+	metrics *instruments
+	// health serves /healthz, /livez and /readyz.
+	health http.Handler
 }
 
 // New builds the handler for cfg.Resources.
@@ -100,6 +107,14 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, byGVR: map[schema.GroupVersionResource]*entry{}, admitters: cfg.Admitters, validators: cfg.Validators}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.streams = newStreamTransports(cfg.Nodes)
+	s.health = s.healthMux()
+	if cfg.Metrics != nil {
+		st, err := newInstrumentedStorage(cfg.Storage, cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		s.cfg.Storage, cfg.Storage = st, st
+	}
 	for i := range cfg.Resources {
 		res := &cfg.Resources[i]
 		gvr := res.GVR()
@@ -129,6 +144,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: namespaces must be served")
 	}
 	s.namespaces = newNamespaceCache(s, nsEntry.store.prefix(""))
+	if cfg.Metrics != nil {
+		m, err := newInstruments(cfg.Metrics, s)
+		if err != nil {
+			return nil, err
+		}
+		s.metrics = m
+	}
 	return s, nil
 }
 
@@ -152,6 +174,12 @@ func (s *Server) lookup(group, version, resource string) *entry {
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ri := parseRequestInfo(r)
+	if s.metrics != nil {
+		var done func()
+		w, done = s.metrics.track(w, r, ri)
+		defer done()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -161,7 +189,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, s.log, apierrors.NewInternalError(fmt.Errorf("%v", p)))
 		}
 	}()
-	ri := parseRequestInfo(r)
 	req := Request{Verb: ri.Verb, APIGroup: ri.APIGroup, APIVersion: ri.APIVersion, Namespace: ri.Namespace,
 		Resource: ri.Resource, Subresource: ri.Subresource, Name: ri.Name, Path: r.URL.Path, IsResourceRequest: ri.IsResourceRequest}
 	if !ri.IsResourceRequest {
@@ -189,17 +216,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, req Request) error {
 	ctx := r.Context()
-	switch r.URL.Path {
-	case "/healthz", "/livez", "/readyz", "/healthz/ping", "/livez/ping", "/readyz/ping":
-		if r.URL.Path == "/readyz" && s.cfg.Ready != nil {
-			if err := s.cfg.Ready(); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-				return nil
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
+	if isHealthPath(r.URL.Path) {
+		s.health.ServeHTTP(w, r)
 		return nil
+	}
+	switch r.URL.Path {
 	case "/version":
 		writeJSON(w, http.StatusOK, KubernetesVersion)
 		return nil
