@@ -74,7 +74,9 @@ func (o *observability) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // workqueueMetrics are client-go work queues' metrics as kube-controller-manager
 // serves them (k8s.io/component-base/metrics/prometheus/workqueue): workqueue_depth,
-// workqueue_adds_total, ..., labelled by queue name.
+// workqueue_adds_total, ..., labelled by queue name. Queues take it from
+// workqueue.SetProvider, which client-go honours once per process: a second server in
+// the same process reports its queues on the first one's registry.
 type workqueueMetrics struct {
 	depth, unfinished, longest *prometheus.GaugeVec
 	adds, retries              *prometheus.CounterVec
