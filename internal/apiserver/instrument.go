@@ -32,6 +32,24 @@ type instruments struct {
 	longRunning *prometheus.GaugeVec
 }
 
+// instrument registers the server's metrics with reg (nil: none) and times its storage
+// calls.
+func (s *Server) instrument(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	st, err := newInstrumentedStorage(s.cfg.Storage, reg)
+	if err != nil {
+		return err
+	}
+	s.cfg.Storage = st
+	for _, e := range s.entries {
+		e.store.s = st
+	}
+	s.metrics, err = newInstruments(reg, s)
+	return err
+}
+
 // newInstruments registers the request metrics and apiserver_storage_objects with reg.
 func newInstruments(reg prometheus.Registerer, s *Server) (*instruments, error) {
 	m := &instruments{

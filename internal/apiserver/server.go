@@ -108,13 +108,6 @@ func New(cfg Config) (*Server, error) {
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.streams = newStreamTransports(cfg.Nodes)
 	s.health = s.healthMux()
-	if cfg.Metrics != nil {
-		st, err := newInstrumentedStorage(cfg.Storage, cfg.Metrics)
-		if err != nil {
-			return nil, err
-		}
-		s.cfg.Storage, cfg.Storage = st, st
-	}
 	for i := range cfg.Resources {
 		res := &cfg.Resources[i]
 		gvr := res.GVR()
@@ -144,12 +137,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: namespaces must be served")
 	}
 	s.namespaces = newNamespaceCache(s, nsEntry.store.prefix(""))
-	if cfg.Metrics != nil {
-		m, err := newInstruments(cfg.Metrics, s)
-		if err != nil {
-			return nil, err
-		}
-		s.metrics = m
+	if err := s.instrument(cfg.Metrics); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
