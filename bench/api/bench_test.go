@@ -69,6 +69,7 @@ func BenchmarkAPI(b *testing.B) {
 	b.Run("list", func(b *testing.B) { benchList(b, e, rp) })
 	b.Run("watch-100x1000", func(b *testing.B) { benchWatch(b, e, rp, res) })
 	b.Run("idle-rss", func(b *testing.B) { benchIdleRSS(b, rp) })
+	b.Run("soak-rss", func(b *testing.B) { benchSoakRSS(b, rp) })
 	rp.Print(os.Stdout)
 }
 

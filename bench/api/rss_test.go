@@ -66,51 +66,80 @@ func trancheBinary() string {
 
 // idleRSS runs one server and returns its memory after it has idled.
 func idleRSS(bin string) (memory, error) {
-	dir, err := os.MkdirTemp("", "trs-")
+	srv, err := startServerProcess(bin)
 	if err != nil {
 		return memory{}, err
 	}
-	defer os.RemoveAll(dir)
-	port, err := freePort()
-	if err != nil {
-		return memory{}, err
-	}
-	logPath := filepath.Join(dir, "server.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return memory{}, err
-	}
-	defer logFile.Close()
-	logs := func() string {
-		data, _ := os.ReadFile(logPath)
-		return tail(string(data), 20)
-	}
-	cmd := exec.Command(bin, "server", "--data-dir", dir, "--listen", net.JoinHostPort("127.0.0.1", port), "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return memory{}, fmt.Errorf("start %s: %w", bin, err)
-	}
-	// exited is closed once the process has been waited for; waitErr is then its status.
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	defer stopServer(cmd, exited)
-
-	if err := waitReady(filepath.Join(dir, "kubeconfig"), exited); err != nil {
-		if errors.Is(err, errExited) {
-			err = fmt.Errorf("%w: %v", err, waitErr)
-		}
-		return memory{}, fmt.Errorf("tranche server: %w\n%s", err, logs())
-	}
+	defer srv.stop()
 	select {
-	case <-exited:
-		return memory{}, fmt.Errorf("tranche server exited while idle: %v\n%s", waitErr, logs())
+	case <-srv.exited:
+		return memory{}, fmt.Errorf("tranche server exited while idle: %v\n%s", srv.waitErr, srv.logs())
 	case <-time.After(idleFor):
 	}
-	return procMemory(cmd.Process.Pid)
+	return procMemory(srv.cmd.Process.Pid)
+}
+
+// serverProcess is a `tranche server` on a fresh data directory.
+type serverProcess struct {
+	cmd *exec.Cmd
+	dir string
+	// kubeconfig is the admin kubeconfig it wrote.
+	kubeconfig string
+	// exited is closed once the process has been waited for; waitErr is then its status.
+	exited  chan struct{}
+	waitErr error
+}
+
+// startServerProcess starts bin's server on a fresh data directory and waits until it
+// is ready; stop ends it and removes the directory.
+func startServerProcess(bin string) (*serverProcess, error) {
+	dir, err := os.MkdirTemp("", "trs-")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer logFile.Close()
+	srv := &serverProcess{dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig"), exited: make(chan struct{})}
+	srv.cmd = exec.Command(bin, "server", "--data-dir", dir, "--listen", net.JoinHostPort("127.0.0.1", port), "--log-level", "warn")
+	srv.cmd.Stdout, srv.cmd.Stderr = logFile, logFile
+	if err := srv.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() {
+		srv.waitErr = srv.cmd.Wait()
+		close(srv.exited)
+	}()
+	if err := waitReady(srv.kubeconfig, srv.exited); err != nil {
+		if errors.Is(err, errExited) {
+			err = fmt.Errorf("%w: %v", err, srv.waitErr)
+		}
+		logs := srv.logs()
+		srv.stop()
+		return nil, fmt.Errorf("tranche server: %w\n%s", err, logs)
+	}
+	return srv, nil
+}
+
+// logs is the end of the server's log.
+func (srv *serverProcess) logs() string {
+	data, _ := os.ReadFile(filepath.Join(srv.dir, "server.log"))
+	return tail(string(data), 20)
+}
+
+// stop ends the server and removes its data directory.
+func (srv *serverProcess) stop() {
+	stopServer(srv.cmd, srv.exited)
+	os.RemoveAll(srv.dir)
 }
 
 // errExited says the server exited before it was ready.

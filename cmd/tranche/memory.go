@@ -78,6 +78,7 @@ func releaseWhenReady(ctx context.Context, log *slog.Logger) chan<- struct{} {
 			if err := releaseBinaryPages(); err != nil {
 				log.Warn("after start-up", "err", err)
 			}
+			settleAfterBursts(ctx, log)
 		}
 	}()
 	return ready

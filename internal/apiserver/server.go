@@ -99,6 +99,10 @@ type Server struct {
 	streams *streamTransports
 	// inflight bounds the requests served at once (limits.go).
 	inflight *inFlight
+	// metrics records requests and watch events (nil without Config.Metrics).
+	metrics *instruments
+	// health serves /healthz, /livez and /readyz.
+	health http.Handler
 }
 
 // New builds the handler for cfg.Resources.
@@ -116,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 	if s.inflight, err = newInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, cfg.InFlightExempt, cfg.Metrics); err != nil {
 		return nil, err
 	}
+	s.health = s.healthMux()
 	for i := range cfg.Resources {
 		res := &cfg.Resources[i]
 		gvr := res.GVR()
@@ -145,6 +150,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: namespaces must be served")
 	}
 	s.namespaces = newNamespaceCache(s, nsEntry.store.prefix(""))
+	if err := s.instrument(cfg.Metrics); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -168,6 +176,12 @@ func (s *Server) lookup(group, version, resource string) *entry {
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ri := parseRequestInfo(r)
+	if s.metrics != nil {
+		var done func()
+		w, done = s.metrics.track(w, r, ri)
+		defer done()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -177,7 +191,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, s.log, apierrors.NewInternalError(fmt.Errorf("%v", p)))
 		}
 	}()
-	ri := parseRequestInfo(r)
 	req := Request{Verb: ri.Verb, APIGroup: ri.APIGroup, APIVersion: ri.APIVersion, Namespace: ri.Namespace,
 		Resource: ri.Resource, Subresource: ri.Subresource, Name: ri.Name, Path: r.URL.Path, IsResourceRequest: ri.IsResourceRequest}
 	if !ri.IsResourceRequest {
@@ -210,17 +223,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, req Request) error {
 	ctx := r.Context()
-	switch r.URL.Path {
-	case "/healthz", "/livez", "/readyz", "/healthz/ping", "/livez/ping", "/readyz/ping":
-		if r.URL.Path == "/readyz" && s.cfg.Ready != nil {
-			if err := s.cfg.Ready(); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-				return nil
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
+	if isHealthPath(r.URL.Path) {
+		s.health.ServeHTTP(w, r)
 		return nil
+	}
+	switch r.URL.Path {
 	case "/version":
 		writeJSON(w, http.StatusOK, KubernetesVersion)
 		return nil

@@ -105,6 +105,7 @@ func (ww *watchWriter) send(data []byte) error {
 		return err
 	}
 	ww.flusher.Flush()
+	ww.s.metrics.watchEvent(ww.e)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +20,14 @@ import (
 // and relists, as with Kubernetes' watch cache.
 const watchCacheCapacity = 2048
 
+// Events older than watchCacheFresh beyond the newest watchCacheKeep are dropped, as
+// Kubernetes' watch cache shrinks its history to what is fresh (eventFreshDuration,
+// lower bound 100): a burst of writes is not held, decoded and encoded, for ever.
+const (
+	watchCacheFresh = 75 * time.Second
+	watchCacheKeep  = 100
+)
+
 // cacheEvent is one storage change, decoded once and shared read-only by every watch.
 type cacheEvent struct {
 	typ storage.EventType
@@ -26,6 +35,8 @@ type cacheEvent struct {
 	rev int64
 	// cur is the new state (nil when deleted), prev the state before (nil when added).
 	cur, prev runtime.Object
+	// at is when the cache received it.
+	at time.Time
 
 	// frames holds the encodings already made of this event for plain watches.
 	mu     sync.Mutex
@@ -208,14 +219,16 @@ func (c *watchCache) run(cancel context.CancelFunc, events <-chan storage.Event,
 
 // apply adds one storage event to the ring (decoded) or records progress.
 func (c *watchCache) apply(ev storage.Event) {
+	now := c.s.now()
 	if ev.Type == storage.Progress {
 		c.mu.Lock()
+		c.trimLocked(now)
 		c.progress = ev.Revision
 		c.broadcastLocked()
 		c.mu.Unlock()
 		return
 	}
-	ce := &cacheEvent{typ: ev.Type, key: ev.Key, rev: ev.Revision}
+	ce := &cacheEvent{typ: ev.Type, key: ev.Key, rev: ev.Revision, at: now}
 	if ev.Value != nil {
 		if obj, err := c.e.store.decode(ev.Value, ev.Revision); err == nil {
 			ce.cur = obj
@@ -235,8 +248,24 @@ func (c *watchCache) apply(ev storage.Event) {
 		c.ring = c.ring[:len(c.ring)-1]
 	}
 	c.ring = append(c.ring, ce)
+	c.trimLocked(now)
 	c.broadcastLocked()
 	c.mu.Unlock()
+}
+
+// trimLocked drops the events older than watchCacheFresh beyond the newest
+// watchCacheKeep; the window moves past them (a watch from before it gets 410 Gone).
+func (c *watchCache) trimLocked(now time.Time) {
+	n := 0
+	for n < len(c.ring)-watchCacheKeep && now.Sub(c.ring[n].at) > watchCacheFresh {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	c.window = c.ring[n-1].rev
+	// A new array, so that the dropped events are not kept reachable by the old one.
+	c.ring = append(make([]*cacheEvent, 0, len(c.ring)-n), c.ring[n:]...)
 }
 
 func (c *watchCache) broadcastLocked() {

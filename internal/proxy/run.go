@@ -24,10 +24,13 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// Default listen addresses of a node's proxy, kube-proxy's ports.
+// Default listen addresses of a node's proxy: kube-proxy's ports and binds. Metrics are
+// served on the node's loopback only (--metrics-bind-address 127.0.0.1:10249), so pods
+// cannot read them; healthz stays on every address (--healthz-bind-address
+// 0.0.0.0:10256) because load balancers probe it from outside the node.
 const (
 	DefaultHealthzBindAddress = "0.0.0.0:10256"
-	DefaultMetricsBindAddress = "0.0.0.0:10249"
+	DefaultMetricsBindAddress = "127.0.0.1:10249"
 )
 
 // RunConfig is what a node's proxy runs with.

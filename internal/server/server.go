@@ -17,10 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/apiserver"
@@ -160,7 +160,10 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err != nil {
 		return err
 	}
+	reg := newMetricsRegistry()
+	workqueue.SetProvider(newWorkqueueMetrics(reg))
 	api, err := apiserver.New(apiserver.Config{
+		Metrics:    reg,
 		Storage:    store,
 		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds)},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
@@ -196,7 +199,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
-	httpServer := &http.Server{Handler: api, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slogErrorLog(log)}
+	httpServer := &http.Server{Handler: newObservability(sec, api, reg), TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slogErrorLog(log)}
 	errc := make(chan error, 1+len(cfg.ExtraListen)+len(cfg.Listeners))
 	for _, ln := range cfg.Listeners {
 		log.Info("serving", "address", ln.Addr().String())
@@ -245,7 +248,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
-	if err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), cfg.HPASyncPeriod, prometheus.NewRegistry(), log); err != nil {
+	if err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), cfg.HPASyncPeriod, reg, log); err != nil {
 		return err
 	}
 	select {
