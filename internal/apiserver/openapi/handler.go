@@ -5,6 +5,16 @@ import (
 	"strings"
 )
 
+// The protobuf media types kube-openapi's handlers answer with (k8s.io/kube-openapi
+// pkg/handler and pkg/handler3). Clients ask with the deprecated spelling, which has an
+// "@" that Go's mime parser rejects (client-go's discovery and openapi clients send it);
+// the answer must use the parseable one, since client-go parses the response's
+// Content-Type and fails the request when it cannot.
+const (
+	ProtobufV2Type = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+	ProtobufV3Type = "application/com.github.proto-openapi.spec.v3.v1.0+protobuf"
+)
+
 // Handler serves the documents at /openapi/v2, /openapi/v3 and /openapi/v3/<path>,
 // in protobuf when the client asks for it (client-go's OpenAPISchema does) and JSON
 // otherwise, with ETags so clients can cache them.
@@ -18,7 +28,7 @@ func (d *Documents) Handler() http.Handler {
 		path := strings.TrimPrefix(r.URL.Path, "/openapi/")
 		switch {
 		case path == "v2":
-			serveDoc(w, r, d.V2ETag(), d.V2JSON, d.V2Protobuf, wantProto, "application/com.github.proto.openapi.v2@v2.0.0+protobuf")
+			serveDoc(w, r, d.V2ETag(), d.V2JSON, d.V2Protobuf, wantProto, ProtobufV2Type)
 		case path == "v3" || path == "v3/":
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(d.V3Index())
@@ -35,7 +45,7 @@ func (d *Documents) Handler() http.Handler {
 			serveDoc(w, r, `"`+hash+`"`, func() []byte { return doc }, func() []byte {
 				p, _ := d.V3Protobuf(gv)
 				return p
-			}, wantProto, "application/com.github.proto.openapi.v3@v1.0+protobuf")
+			}, wantProto, ProtobufV3Type)
 		default:
 			http.NotFound(w, r)
 		}
