@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -67,8 +68,23 @@ func decodeRequest(contentType string, body []byte, obj runtime.Object, gvk sche
 	if dup != nil {
 		strict = append(strict, dup)
 	}
-	return decodeStrict(data, obj, gvk, fv, strict)
+	warnings, err := decodeStrict(data, obj, gvk, fv, strict)
+	var se *strictRefusal
+	if errors.As(err, &se) {
+		// kube-apiserver's create and update handlers name the kinds (transformDecodeError).
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, se.err))
+	}
+	return warnings, err
 }
+
+// strictRefusal is the BadRequest of fieldValidation=Strict, carrying the strict
+// decoding error for handlers that word it differently.
+type strictRefusal struct {
+	*apierrors.StatusError
+	err error
+}
+
+func (r *strictRefusal) Unwrap() error { return r.StatusError }
 
 // bodyToJSON turns a request body in JSON or YAML into JSON. A YAML mapping with a
 // duplicate key keeps its last value, as Kubernetes' YAML serializer does; dup is then
@@ -175,7 +191,8 @@ func decodeStrict(data []byte, obj runtime.Object, gvk schema.GroupVersionKind, 
 	if len(strict) > 0 {
 		switch fv {
 		case validationStrict:
-			return nil, apierrors.NewBadRequest(runtime.NewStrictDecodingError(strict).Error())
+			se := runtime.NewStrictDecodingError(strict)
+			return nil, &strictRefusal{StatusError: apierrors.NewBadRequest(se.Error()), err: se}
 		case validationWarn:
 			for _, e := range strict {
 				warnings = append(warnings, e.Error())

@@ -65,12 +65,12 @@ func TestFieldValidation(t *testing.T) {
 		{"json warn", "?fieldValidation=Warn", "application/json", jsonBody, 201,
 			[]string{`299 - "unknown field \"dta\""`, `299 - "duplicate field \"data\""`}, ""},
 		{"json strict", "?fieldValidation=Strict", "application/json", jsonBody, 400, nil,
-			`strict decoding error: unknown field "dta", duplicate field "data"`},
+			`ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "dta", duplicate field "data"`},
 		{"json ignore", "?fieldValidation=Ignore", "application/json", jsonBody, 201, nil, ""},
 		{"yaml default warns", "", "application/yaml", yamlBody, 201,
 			[]string{`299 - "` + strings.ReplaceAll(yamlDup, `"`, `\"`) + `"`, `299 - "unknown field \"dta\""`}, ""},
 		{"yaml strict", "?fieldValidation=Strict", "application/yaml", yamlBody, 400, nil,
-			"strict decoding error: yaml: unmarshal errors:\n  line 7: key \"data\" already set in map, unknown field \"dta\""},
+			"ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: yaml: unmarshal errors:\n  line 7: key \"data\" already set in map, unknown field \"dta\""},
 		{"yaml ignore", "?fieldValidation=Ignore", "application/yaml", yamlBody, 201, nil, ""},
 		{"bad directive", "?fieldValidation=Loud", "application/json", jsonBody, 400, nil,
 			`fieldValidation must be one of "Ignore", "Warn", or "Strict", got "Loud"`},
@@ -104,6 +104,25 @@ func TestFieldValidation(t *testing.T) {
 				t.Errorf("stored data (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestPatchFieldValidation: a patch that adds unknown fields warns by default and is
+// refused under Strict with the plain strict decoding error, as kube-apiserver's patch
+// handler words it.
+func TestPatchFieldValidation(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.client.CoreV1().ConfigMaps("default").Create(f.ctx, makeConfigMap("p", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const path = "/api/v1/namespaces/default/configmaps/p"
+	got := f.raw("PATCH", path, "application/strategic-merge-patch+json", `{"spec":{"foo":1}}`)
+	if d := cmp.Diff([]string{`299 - "unknown field \"spec\""`}, got.warnings); got.code != 200 || d != "" {
+		t.Errorf("default patch: %d, warnings (-want +got):\n%s", got.code, d)
+	}
+	got = f.raw("PATCH", path+"?fieldValidation=Strict", "application/merge-patch+json", `{"spec":{"foo":1}}`)
+	if want := `strict decoding error: unknown field "spec"`; got.code != 400 || got.status.Message != want {
+		t.Errorf("strict patch: %d %q, want 400 %q", got.code, got.status.Message, want)
 	}
 }
 
