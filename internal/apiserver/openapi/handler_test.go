@@ -43,6 +43,13 @@ func TestHandlerContentTypes(t *testing.T) {
 		{"/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf", ProtobufV2Type},
 		{"/openapi/v2", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", ProtobufV2Type},
 		{"/openapi/v2", "application/json", "application/json"},
+		{"/openapi/v2", "", "application/json"},
+		{"/openapi/v2", "*/*", "application/json"},
+		// The client's preference decides, not the mere mention of protobuf.
+		{"/openapi/v2", "application/json, application/com.github.proto-openapi.spec.v2@v1.0+protobuf", "application/json"},
+		{"/openapi/v2", "application/json;q=0.5, application/com.github.proto-openapi.spec.v2@v1.0+protobuf", ProtobufV2Type},
+		{"/openapi/v2", "text/html", ""},
+		{"/openapi/v2", openapi.ContentTypeOpenAPIV3PB, ""},
 		{"/openapi/v3/api/v1", openapi.ContentTypeOpenAPIV3PB, ProtobufV3Type},
 		{"/openapi/v3/api/v1", "", "application/json"},
 	} {
@@ -55,6 +62,12 @@ func TestHandlerContentTypes(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if tc.want == "" {
+			if resp.StatusCode != http.StatusNotAcceptable {
+				t.Errorf("%s with Accept %q: %d, want 406", tc.path, tc.accept, resp.StatusCode)
+			}
+			continue
+		}
 		ct := resp.Header.Get("Content-Type")
 		if ct != tc.want {
 			t.Errorf("%s with Accept %q: Content-Type %q, want %q", tc.path, tc.accept, ct, tc.want)
