@@ -15,8 +15,8 @@ import (
 )
 
 // watchCacheCapacity is how many recent events each resource keeps for its watches; a
-// watch from an older resourceVersion, or one that falls further behind, gets 410 Gone
-// and relists, as with Kubernetes' watch cache.
+// watch from an older resourceVersion, or one that falls further behind, ends with an
+// ERROR event carrying 410 Gone and relists, as with Kubernetes' watch cache.
 const watchCacheCapacity = 2048
 
 // cacheEvent is one storage change, decoded once and shared read-only by every watch.
