@@ -214,18 +214,26 @@ func TestTooLargeResourceVersion(t *testing.T) {
 // TestWatchCompactedIsErrorEvent: a watch from a revision storage compacted is accepted
 // (200) and sends one ERROR event with 410 Expired, as kube-apiserver's does.
 func TestWatchCompactedIsErrorEvent(t *testing.T) {
+	t.Run("cache running", func(t *testing.T) { testWatchCompacted(t, true) })
+	t.Run("cache starting", func(t *testing.T) { testWatchCompacted(t, false) })
+}
+
+func testWatchCompacted(t *testing.T, startCache bool) {
 	f := newFixture(t)
 	cms := f.client.CoreV1().ConfigMaps("default")
 	base, err := cms.List(f.ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Start the watch cache at base, so that the compacted revision is still in its ring.
-	w, err := cms.Watch(f.ctx, metav1.ListOptions{ResourceVersion: base.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
+	// With startCache, the watch cache starts at base, so that the compacted revision is
+	// still in its ring; without, the watch starts it.
+	if startCache {
+		w, err := cms.Watch(f.ctx, metav1.ListOptions{ResourceVersion: base.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
 	}
-	w.Stop()
 	var last string
 	for i := 0; i < 3; i++ {
 		cm, err := cms.Create(f.ctx, makeConfigMap(fmt.Sprintf("c%d", i), nil), metav1.CreateOptions{})
@@ -258,8 +266,9 @@ func TestWatchCompactedIsErrorEvent(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &ev); err != nil {
 		t.Fatal(err)
 	}
-	if ev.Type != "ERROR" || ev.Object.Code != http.StatusGone || ev.Object.Reason != metav1.StatusReasonExpired ||
-		!strings.HasPrefix(ev.Object.Message, "too old resource version: "+base.ResourceVersion) {
-		t.Errorf("event %s, want ERROR 410 Expired 'too old resource version: %s'", line, base.ResourceVersion)
+	// Compaction at rev keeps rev: a watch can still start from rev-1.
+	want := fmt.Sprintf("too old resource version: %s (%d)", base.ResourceVersion, rev-1)
+	if ev.Type != "ERROR" || ev.Object.Code != http.StatusGone || ev.Object.Reason != metav1.StatusReasonExpired || ev.Object.Message != want {
+		t.Errorf("event %s, want ERROR 410 Expired %q", line, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -270,6 +271,7 @@ func TestCompatWatchCompacted(t *testing.T) {
 		}
 	}
 	path := "/api/v1/namespaces/" + ns + "/configmaps?watch=true&resourceVersion=" + stale.ResourceVersion
+	tooOld := regexp.MustCompile(`^too old resource version: ` + stale.ResourceVersion + ` \([0-9]+\)$`)
 	eventually(t, 30*time.Second, "a raw watch from the compacted revision gets an ERROR event", func() (bool, string) {
 		cfg := s.restConfig(t)
 		hc, err := rest.HTTPClientFor(cfg)
@@ -297,7 +299,7 @@ func TestCompatWatchCompacted(t *testing.T) {
 		}
 		_ = json.Unmarshal([]byte(line), &ev)
 		ok := ev.Type == "ERROR" && ev.Object.Code == http.StatusGone && ev.Object.Reason == metav1.StatusReasonExpired &&
-			strings.HasPrefix(ev.Object.Message, "too old resource version: "+stale.ResourceVersion)
+			tooOld.MatchString(ev.Object.Message)
 		return ok, line
 	})
 
