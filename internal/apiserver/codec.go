@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -59,30 +60,54 @@ func decodeRequest(contentType string, body []byte, obj runtime.Object, gvk sche
 		obj.GetObjectKind().SetGroupVersionKind(gvk)
 		return nil, nil
 	}
-	data, err := bodyToJSON(contentType, body)
+	data, dup, err := bodyToJSON(contentType, body)
 	if err != nil {
 		return nil, err
 	}
-	return decodeInto(data, obj, gvk, fv)
+	var strict []error
+	if dup != nil {
+		strict = append(strict, dup)
+	}
+	warnings, err := decodeStrict(data, obj, gvk, fv, strict)
+	var se *strictRefusal
+	if errors.As(err, &se) {
+		// kube-apiserver's create and update handlers name the kinds (transformDecodeError).
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, se.err))
+	}
+	return warnings, err
 }
 
-// bodyToJSON turns a request body in JSON or YAML into JSON.
-func bodyToJSON(contentType string, body []byte) ([]byte, error) {
+// strictRefusal is the BadRequest of fieldValidation=Strict, carrying the strict
+// decoding error for handlers that word it differently.
+type strictRefusal struct {
+	*apierrors.StatusError
+	err error
+}
+
+func (r *strictRefusal) Unwrap() error { return r.StatusError }
+
+// bodyToJSON turns a request body in JSON or YAML into JSON. A YAML mapping with a
+// duplicate key keeps its last value, as Kubernetes' YAML serializer does; dup is then
+// the strict conversion's error, for field validation to report.
+func bodyToJSON(contentType string, body []byte) (data []byte, dup error, err error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch mt {
 	case "", "application/json", "*/*":
-		return body, nil
+		return body, nil, nil
 	case "application/yaml", "application/apply-patch+yaml":
-		j, err := yaml.YAMLToJSONStrict(body)
+		j, err := yaml.YAMLToJSON(body)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml: %v", err))
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml: %v", err))
 		}
-		return j, nil
+		if _, err := yaml.YAMLToJSONStrict(body); err != nil {
+			dup = err
+		}
+		return j, dup, nil
 	}
 	if strings.HasSuffix(mt, "+json") {
-		return body, nil
+		return body, nil, nil
 	}
-	return nil, unsupportedMediaType(mt)
+	return nil, nil, unsupportedMediaType(mt)
 }
 
 // protobufMagic starts every Kubernetes protobuf envelope (runtime.Unknown).
@@ -118,6 +143,12 @@ func isMetaOptions(kind string) bool {
 // decodeInto decodes JSON into obj (a typed object of gvk). Unknown and duplicate fields
 // are handled per fv: Strict fails, Warn returns them as warnings, Ignore drops them.
 func decodeInto(data []byte, obj runtime.Object, gvk schema.GroupVersionKind, fv fieldValidation) (warnings []string, err error) {
+	return decodeStrict(data, obj, gvk, fv, nil)
+}
+
+// decodeStrict is decodeInto with strict errors found before decoding (duplicate keys
+// of a YAML body), reported first as Kubernetes' serializer does.
+func decodeStrict(data []byte, obj runtime.Object, gvk schema.GroupVersionKind, fv fieldValidation, strict []error) (warnings []string, err error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, apierrors.NewBadRequest("the body of the request was empty")
 	}
@@ -151,17 +182,21 @@ func decodeInto(data []byte, obj runtime.Object, gvk schema.GroupVersionKind, fv
 	}
 	_, _, derr := ser.Decode(data, &gvk, obj)
 	if derr != nil {
-		if se, ok := runtime.AsStrictDecodingError(derr); ok {
-			switch fv {
-			case validationStrict:
-				return nil, apierrors.NewBadRequest(se.Error())
-			case validationWarn:
-				for _, e := range se.Errors() {
-					warnings = append(warnings, e.Error())
-				}
-			}
-		} else {
+		se, ok := runtime.AsStrictDecodingError(derr)
+		if !ok {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized: %v", derr))
+		}
+		strict = append(strict, se.Errors()...)
+	}
+	if len(strict) > 0 {
+		switch fv {
+		case validationStrict:
+			se := runtime.NewStrictDecodingError(strict)
+			return nil, &strictRefusal{StatusError: apierrors.NewBadRequest(se.Error()), err: se}
+		case validationWarn:
+			for _, e := range strict {
+				warnings = append(warnings, e.Error())
+			}
 		}
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)

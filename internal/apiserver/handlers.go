@@ -286,6 +286,9 @@ func safeWarnings(res *registry.Resource, obj, old runtime.Object) (w []string) 
 
 // get handles GET of one object.
 func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo, e *entry) error {
+	if err := s.waitForRequestedRevision(ctx, r.URL.Query().Get("resourceVersion")); err != nil {
+		return err
+	}
 	obj, _, err := e.store.get(ctx, ri.Namespace, ri.Name)
 	if err != nil {
 		return err
@@ -348,6 +351,11 @@ func (l *listing) len() int64 { return int64(len(l.items) + len(l.raw)) }
 func (s *Server) listStored(ctx context.Context, e *entry, ns string, f *filter, limit int64, cont string, rv string, rvMatch string, raw bool) (*listing, error) {
 	prefix := e.store.prefix(ns)
 	opts := storage.ListOptions{}
+	if cont == "" {
+		if err := s.waitForRequestedRevision(ctx, rv); err != nil {
+			return nil, err
+		}
+	}
 	if cont != "" {
 		if rv != "" && rv != "0" {
 			return nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")

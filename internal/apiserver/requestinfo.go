@@ -3,6 +3,9 @@ package apiserver
 import (
 	"net/http"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // requestInfo is what a request path and method say about the request.
@@ -111,4 +114,29 @@ func splitPath(p string) []string {
 		return nil
 	}
 	return strings.Split(p, "/")
+}
+
+// notFound answers a path the server does not serve as kube-apiserver does. Under /api
+// and under the prefix of a group it serves (go-restful's web services there), it is a
+// NotFound Status with the generic message and empty details; anywhere else (an unknown
+// group, a path outside the API) it is the plain "404 page not found" of its final
+// handler. Either way client-go reports "the server could not find the requested
+// resource".
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
+	parts := splitPath(r.URL.Path)
+	if len(parts) > 0 && parts[0] == "api" || len(parts) > 1 && parts[0] == "apis" && s.servesGroup(parts[1]) {
+		return apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
+	}
+	http.NotFound(w, r)
+	return nil
+}
+
+// servesGroup reports whether any served resource belongs to group.
+func (s *Server) servesGroup(group string) bool {
+	for _, e := range s.entries {
+		if e.res.GVK.Group == group {
+			return true
+		}
+	}
+	return false
 }

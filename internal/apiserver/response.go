@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,6 +61,9 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	code := int(status.Code)
 	if code == 0 {
 		code = http.StatusInternalServerError
+	}
+	if d := status.Details; d != nil && d.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(d.RetryAfterSeconds)))
 	}
 	writeJSON(w, code, status)
 }

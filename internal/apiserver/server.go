@@ -240,11 +240,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, 
 		if r.Method == http.MethodGet && s.serveDiscovery(w, r) {
 			return nil
 		}
-		return apierrors.NewNotFound(schema.GroupResource{}, "")
+		return s.notFound(w, r)
 	}
 	e := s.lookup(ri.APIGroup, ri.APIVersion, ri.Resource)
 	if e == nil {
-		return notFoundPath()
+		return s.notFound(w, r)
 	}
 	if !e.res.Namespaced && ri.Namespace != "" {
 		return notFoundPath()
@@ -289,7 +289,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, 
 }
 
 func notFoundPath() error {
-	return &apierrors.StatusError{ErrStatus: apierrors.NewNotFound(schema.GroupResource{}, "").ErrStatus}
+	return apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
 }
 
 func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo, req Request, e *entry) error {

@@ -181,24 +181,41 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		}
 	}
 	rv := q.Get("resourceVersion")
-	var initial []runtime.Object
-	var start int64
-	if sendInitial || rv == "" || rv == "0" {
-		initial, start, _, _, err = s.listObjects(ctx, e, ri.Namespace, f, 0, "", "", "")
-		if err != nil {
-			return err
-		}
-	} else {
-		start, err = strconv.ParseInt(rv, 10, 64)
-		if err != nil || start < 0 {
+	if !sendInitial && rv != "" && rv != "0" {
+		if n, err := strconv.ParseInt(rv, 10, 64); err != nil || n < 0 {
 			return apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", rv))
 		}
 	}
+	// Once the request is accepted, kube-apiserver reports what keeps the watch from
+	// starting (a revision compacted away or not reached in time) as the one ERROR event
+	// of a 200 stream, not as the response's status: client-go's reflector relists on
+	// it. watchErr is that error.
+	var watchErr error
+	var initial []runtime.Object
+	var start int64
+	var cursor *cacheCursor
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cursor, err := e.cache.open(wctx, start)
-	if err != nil {
-		return err
+	if sendInitial {
+		// The initial state must be at least as new as the revision the client names.
+		watchErr = s.waitForRequestedRevision(ctx, rv)
+	}
+	if watchErr == nil {
+		if sendInitial || rv == "" || rv == "0" {
+			initial, start, _, _, err = s.listObjects(ctx, e, ri.Namespace, f, 0, "", "", "")
+			if err != nil {
+				return err
+			}
+		} else {
+			start, _ = strconv.ParseInt(rv, 10, 64)
+		}
+		cursor, err = e.cache.open(wctx, start)
+		var st apierrors.APIStatus
+		if errors.As(err, &st) {
+			watchErr = err
+		} else if err != nil {
+			return err
+		}
 	}
 	ww := &watchWriter{w: w, flusher: flusher, s: s, r: r, e: e}
 	ww.table, ww.partial, ww.protobuf = watchFormat(r)
@@ -210,6 +227,10 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
+	if watchErr != nil {
+		_ = ww.write(watch.Error, watchErrorStatus(watchErr, start))
+		return nil
+	}
 	for _, obj := range initial {
 		if err := ww.write(watch.Added, obj); err != nil {
 			return nil

@@ -16,8 +16,8 @@ import (
 )
 
 // watchCacheCapacity is how many recent events each resource keeps for its watches; a
-// watch from an older resourceVersion, or one that falls further behind, gets 410 Gone
-// and relists, as with Kubernetes' watch cache.
+// watch from an older resourceVersion, or one that falls further behind, ends with an
+// ERROR event carrying 410 Gone and relists, as with Kubernetes' watch cache.
 const watchCacheCapacity = 2048
 
 // Events older than watchCacheFresh beyond the newest watchCacheKeep are dropped, as
@@ -123,15 +123,11 @@ type cacheCursor struct {
 // open positions a watch after revision from, starting the cache there if it is not
 // running. A revision older than the cache holds is 410 Gone.
 func (c *watchCache) open(ctx context.Context, from int64) (*cacheCursor, error) {
-	c.mu.Lock()
-	running := c.running
-	c.mu.Unlock()
-	// A new run's storage watch checks its start itself; the read is made unlocked so
-	// that the feed never waits for it.
-	if running {
-		if err := c.checkNotCompacted(ctx, from); err != nil {
-			return nil, err
-		}
+	// The read is made unlocked so that the feed never waits for it. (A new run's
+	// storage watch would check its start too, but its error does not say how old a
+	// start is still served.)
+	if err := c.checkNotCompacted(ctx, from); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -157,11 +153,29 @@ func (c *watchCache) checkNotCompacted(ctx context.Context, from int64) error {
 		// A failing store fails the watch's own reads too; the ring judges meanwhile.
 		return nil
 	}
-	_, err = c.s.cfg.Storage.List(ctx, c.prefix, storage.ListOptions{Revision: from + 1, StartKey: c.prefix + "\xff", Limit: 1})
-	if errors.Is(err, storage.ErrCompacted) {
-		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", from))
+	if !c.compactedAt(ctx, from+1) {
+		return nil
 	}
-	return nil
+	// As kube-apiserver's message, name the oldest resourceVersion a watch can start
+	// from: the one before the oldest revision storage still holds, found by bisecting
+	// between the compacted from+1 and the current revision (only on this error path).
+	lo, hi := from+1, rev
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if c.compactedAt(ctx, mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, hi-1))
+}
+
+// compactedAt reports whether storage has compacted revision rev away, with an empty
+// read at it.
+func (c *watchCache) compactedAt(ctx context.Context, rev int64) bool {
+	_, err := c.s.cfg.Storage.List(ctx, c.prefix, storage.ListOptions{Revision: rev, StartKey: c.prefix + "\xff", Limit: 1})
+	return errors.Is(err, storage.ErrCompacted)
 }
 
 // startLocked opens the storage watch from revision from.

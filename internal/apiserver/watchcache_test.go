@@ -11,7 +11,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -199,10 +198,23 @@ func TestWatchCacheWindow(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
-	_, err = cms.Watch(f.ctx, metav1.ListOptions{ResourceVersion: base.ResourceVersion})
-	if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
-		t.Fatalf("watch from before the ring: %v, want 410", err)
+	// As kube-apiserver's watch cache: the watch is accepted (200) and its one event is
+	// an ERROR carrying 410 Expired, on which client-go's reflector relists.
+	w, err = cms.Watch(f.ctx, metav1.ListOptions{ResourceVersion: base.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watch from before the ring: %v, want an ERROR event", err)
 	}
+	select {
+	case ev := <-w.ResultChan():
+		st, ok := ev.Object.(*metav1.Status)
+		want := fmt.Sprintf("too old resource version: %s (%s)", base.ResourceVersion, revs[1])
+		if ev.Type != watch.Error || !ok || st.Code != http.StatusGone || st.Reason != metav1.StatusReasonExpired || st.Message != want {
+			t.Fatalf("watch from before the ring: %s %+v, want ERROR 410 Expired %q", ev.Type, ev.Object, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch from before the ring: no event")
+	}
+	w.Stop()
 
 	w, err = cms.Watch(f.ctx, metav1.ListOptions{ResourceVersion: revs[1]})
 	if err != nil {

@@ -157,6 +157,8 @@ func TestDefaults(t *testing.T) {
 					WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 				},
 				VolumeClaimTemplates: []v1.PersistentVolumeClaim{{
+					// As kube-apiserver serves them (kubernetes#87583).
+					TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 					ObjectMeta: metav1.ObjectMeta{Name: "data"},
 					Spec:       v1.PersistentVolumeClaimSpec{VolumeMode: &fs},
 					Status:     v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending},
@@ -352,6 +354,31 @@ func TestValidateUpdates(t *testing.T) {
 				s.Spec.RevisionHistoryLimit = ptr[int32](2)
 				s.Spec.MinReadySeconds = 5
 			}),
+		},
+		{
+			// bitnami's charts write the claim templates' apiVersion and kind; what was
+			// stored (in protobuf) has none: applying the same manifest again is no change.
+			name:     "statefulset claim template types are not a change",
+			validate: StatefulSetResource().ValidateUpdate,
+			old: makeStatefulSet(func(s *appsv1.StatefulSet) {
+				s.Spec.VolumeClaimTemplates = []v1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+			}),
+			obj: makeStatefulSet(func(s *appsv1.StatefulSet) {
+				s.Spec.VolumeClaimTemplates = []v1.PersistentVolumeClaim{{
+					TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"}, ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+			}),
+		},
+		{
+			name:     "statefulset claim templates are fixed",
+			validate: StatefulSetResource().ValidateUpdate,
+			old: makeStatefulSet(func(s *appsv1.StatefulSet) {
+				s.Spec.VolumeClaimTemplates = []v1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+			}),
+			obj: makeStatefulSet(func(s *appsv1.StatefulSet) {
+				s.Spec.VolumeClaimTemplates = []v1.PersistentVolumeClaim{{
+					TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"}, ObjectMeta: metav1.ObjectMeta{Name: "other"}}}
+			}),
+			want: []string{"spec: Forbidden: " + statefulSetUpdateForbidden},
 		},
 		{
 			name:     "statefulset serviceName is fixed",
@@ -618,4 +645,33 @@ func FuzzValidateDeployment(f *testing.F) {
 		r.Row(&d, now)
 		r.Scale.Set(&d, 2)
 	})
+}
+
+// TestStatefulSetFromStorage: a statefulset read back from storage (protobuf, where an
+// embedded TypeMeta has no field) carries its claim templates' apiVersion and kind
+// again, as kube-apiserver serves it.
+func TestStatefulSetFromStorage(t *testing.T) {
+	res := StatefulSetResource()
+	in := makeStatefulSet(func(s *appsv1.StatefulSet) {
+		s.Spec.VolumeClaimTemplates = []v1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+	})
+	res.Default(in)
+	data, err := in.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored appsv1.StatefulSet
+	if err := stored.Unmarshal(data); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored.Spec.VolumeClaimTemplates[0].TypeMeta; got != (metav1.TypeMeta{}) {
+		t.Fatalf("protobuf kept the claim template's TypeMeta %v; the view is not needed", got)
+	}
+	out := res.Storage.FromStorage(&stored).(*appsv1.StatefulSet)
+	if d := cmp.Diff(in.Spec, out.Spec); d != "" {
+		t.Errorf("spec read back (-stored +served):\n%s", d)
+	}
+	if res.Storage.GVR != res.GVR() {
+		t.Errorf("storage view %v, want the resource itself (%v)", res.Storage.GVR, res.GVR())
+	}
 }

@@ -43,7 +43,23 @@ func StatefulSetResource() registry.Resource {
 		Default: func(obj runtime.Object) {
 			if s, ok := obj.(*appsv1.StatefulSet); ok && s != nil {
 				DefaultStatefulSet(s)
+				setClaimTemplateTypes(&s.Spec)
 			}
+		},
+		// Stored in protobuf, the claim templates lose their apiVersion and kind (an
+		// embedded TypeMeta has no protobuf field); kube-apiserver sets them on every
+		// statefulset it serves (apps/v1 conversion, kubernetes#87583), and clients
+		// that apply manifests carrying them rely on reading them back. The view is of
+		// the resource itself: only FromStorage does anything.
+		Storage: &registry.StorageView{
+			GVR:       appsv1.SchemeGroupVersion.WithResource("statefulsets"),
+			ToStorage: func(obj runtime.Object) runtime.Object { return obj },
+			FromStorage: func(obj runtime.Object) runtime.Object {
+				if s, ok := obj.(*appsv1.StatefulSet); ok && s != nil {
+					setClaimTemplateTypes(&s.Spec)
+				}
+				return obj
+			},
 		},
 		Validate: func(obj runtime.Object) field.ErrorList {
 			s, ok := obj.(*appsv1.StatefulSet)
@@ -227,9 +243,24 @@ func validateRetentionPolicyType(t appsv1.PersistentVolumeClaimRetentionPolicyTy
 
 // validateStatefulSetUpdate validates the new spec and refuses changes outside the fields
 // Kubernetes lets a StatefulSet update touch.
+// setClaimTemplateTypes sets apiVersion v1 and kind PersistentVolumeClaim on every
+// volume claim template, as kube-apiserver's apps/v1 conversion does on output.
+func setClaimTemplateTypes(spec *appsv1.StatefulSetSpec) {
+	for i := range spec.VolumeClaimTemplates {
+		spec.VolumeClaimTemplates[i].APIVersion = "v1"
+		spec.VolumeClaimTemplates[i].Kind = "PersistentVolumeClaim"
+	}
+}
+
 func validateStatefulSetUpdate(s, old *appsv1.StatefulSet) field.ErrorList {
 	errs := validateStatefulSetSpec(&s.Spec, field.NewPath("spec"))
+	// The claim templates' apiVersion and kind are not part of the spec Kubernetes
+	// compares (its internal version has none): a manifest that carries them, or not,
+	// updates the same statefulset.
+	oldSpec := old.Spec.DeepCopy()
+	setClaimTemplateTypes(oldSpec)
 	masked := s.Spec.DeepCopy()
+	setClaimTemplateTypes(masked)
 	masked.Replicas = old.Spec.Replicas
 	masked.Ordinals = old.Spec.Ordinals
 	masked.Template = old.Spec.Template
@@ -237,7 +268,7 @@ func validateStatefulSetUpdate(s, old *appsv1.StatefulSet) field.ErrorList {
 	masked.RevisionHistoryLimit = old.Spec.RevisionHistoryLimit
 	masked.PersistentVolumeClaimRetentionPolicy = old.Spec.PersistentVolumeClaimRetentionPolicy
 	masked.MinReadySeconds = old.Spec.MinReadySeconds
-	if !apiequality.Semantic.DeepEqual(*masked, old.Spec) {
+	if !apiequality.Semantic.DeepEqual(*masked, *oldSpec) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec"), statefulSetUpdateForbidden))
 	}
 	return errs
