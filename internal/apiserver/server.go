@@ -87,6 +87,8 @@ type Server struct {
 	stopBG context.CancelFunc
 	// streams carry streaming and proxy subresources (nil without Config.Nodes).
 	streams *streamTransports
+	// fields records managedFields and serves server-side apply (managedfields.go).
+	fields fieldManagers
 }
 
 // New builds the handler for cfg.Resources.
@@ -188,7 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, req Request) error {
-	ctx := r.Context()
+	ctx := withWriteRequest(r, ri)
 	switch r.URL.Path {
 	case "/healthz", "/livez", "/readyz", "/healthz/ping", "/livez/ping", "/readyz/ping":
 		if r.URL.Path == "/readyz" && s.cfg.Ready != nil {
