@@ -1,7 +1,10 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -52,18 +56,9 @@ func (s *Server) serverSideApply(ctx context.Context, w http.ResponseWriter, r *
 	if err != nil {
 		return err
 	}
-	patch := &unstructured.Unstructured{Object: map[string]interface{}{}}
-	if err := yaml.Unmarshal(body, &patch.Object); err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
-	}
-	var warnings []string
-	if fv != validationIgnore {
-		if err := yaml.UnmarshalStrict(body, &map[string]interface{}{}); err != nil {
-			if fv == validationStrict {
-				return apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", err))
-			}
-			warnings = append(warnings, err.Error())
-		}
+	patch, warnings, err := decodeApplyPatch(body, fv)
+	if err != nil {
+		return err
 	}
 	if name := patch.GetName(); name != ri.Name {
 		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", name, ri.Name))
@@ -129,4 +124,38 @@ func typedObject(e *entry, obj runtime.Object) (runtime.Object, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("applied object does not decode into %s: %v", e.res.GVK.Kind, err))
 	}
 	return typed, nil
+}
+
+// decodeApplyPatch decodes an apply configuration, YAML or JSON (kubectl sends JSON), as
+// kube-apiserver does, reporting duplicate fields as fieldValidation asks (an error for
+// Strict, a warning for Warn). JSON is decoded directly, without the YAML parser, which
+// would cost half as much again as the apply itself.
+func decodeApplyPatch(body []byte, fv fieldValidation) (*unstructured.Unstructured, []string, error) {
+	data := bytes.TrimSpace(body)
+	var strictErr error
+	if !bytes.HasPrefix(data, []byte("{")) || !json.Valid(data) {
+		j, err := yaml.YAMLToJSONStrict(body)
+		if err != nil {
+			strictErr = err
+			if j, err = yaml.YAMLToJSON(body); err != nil {
+				return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+			}
+		}
+		data = j
+	}
+	patch := &unstructured.Unstructured{Object: map[string]interface{}{}}
+	strictErrs, err := kjson.UnmarshalStrict(data, &patch.Object)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+	}
+	if strictErr == nil && len(strictErrs) > 0 {
+		strictErr = errors.Join(strictErrs...)
+	}
+	if strictErr == nil || fv == validationIgnore {
+		return patch, nil, nil
+	}
+	if fv == validationStrict {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", strictErr))
+	}
+	return patch, []string{strictErr.Error()}, nil
 }
