@@ -7,7 +7,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 out=internal/apiserver/openapi/generated
-# The served group versions, and the packages their types refer to.
+# The served group versions, those the API server is expected to serve next (admission
+# webhooks, CSRs for node bootstrap, priority classes), and the packages their types
+# refer to. A served type missing here is described by reflection instead (see
+# TestServedTypesAreGenerated).
 pkgs="
 k8s.io/apimachinery/pkg/apis/meta/v1
 k8s.io/apimachinery/pkg/runtime
@@ -15,18 +18,21 @@ k8s.io/apimachinery/pkg/util/intstr
 k8s.io/apimachinery/pkg/api/resource
 k8s.io/apimachinery/pkg/version
 k8s.io/api/core/v1
+k8s.io/api/admissionregistration/v1
 k8s.io/api/apps/v1
 k8s.io/api/authentication/v1
 k8s.io/api/authorization/v1
 k8s.io/api/autoscaling/v1
 k8s.io/api/autoscaling/v2
 k8s.io/api/batch/v1
+k8s.io/api/certificates/v1
 k8s.io/api/coordination/v1
 k8s.io/api/discovery/v1
 k8s.io/api/events/v1
 k8s.io/api/networking/v1
 k8s.io/api/policy/v1
 k8s.io/api/rbac/v1
+k8s.io/api/scheduling/v1
 k8s.io/api/scheduling/v1alpha3
 k8s.io/api/storage/v1
 k8s.io/metrics/pkg/apis/metrics/v1beta1

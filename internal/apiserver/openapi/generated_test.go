@@ -93,3 +93,25 @@ func TestReflectionFallback(t *testing.T) {
 		t.Error("ObjectMeta, which ownObject refers to, is not defined")
 	}
 }
+
+// TestServedTypesAreGenerated checks that every definition of the served resources comes
+// from openapi-gen, none from the reflection fallback: a type missing here means its
+// package is missing from hack/update-openapi.sh.
+func TestServedTypesAreGenerated(t *testing.T) {
+	b := newSchemaBuilder()
+	for _, r := range clusterResources() {
+		for _, obj := range []runtime.Object{r.New(), r.NewList()} {
+			if _, err := b.define(objectType(obj)); err != nil {
+				t.Fatalf("%s: %v", r.GVR(), err)
+			}
+		}
+	}
+	for name := range b.defs {
+		if _, ok := b.gen[name]; !ok {
+			t.Errorf("%s is described by reflection, not generated", name)
+		}
+	}
+	if len(b.defs) < 100 {
+		t.Errorf("only %d definitions", len(b.defs))
+	}
+}
