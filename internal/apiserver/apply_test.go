@@ -115,6 +115,14 @@ func TestApplyCreatesThenUpdates(t *testing.T) {
 		t.Errorf("created object has no uid or resourceVersion: %+v", created.ObjectMeta)
 	}
 
+	// The same configuration again changes nothing, not even the resourceVersion.
+	code, body = f.apply(cmPath+"conf", "a", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata:\n  x: \"1\"\n  z: \"2\"\n", false)
+	var again v1.ConfigMap
+	_ = json.Unmarshal([]byte(body), &again)
+	if code != http.StatusOK || again.ResourceVersion != created.ResourceVersion {
+		t.Errorf("re-apply = %d, resourceVersion %s; want 200 and %s unchanged", code, again.ResourceVersion, created.ResourceVersion)
+	}
+
 	// Applying again without z removes z, which only a managed; x changes.
 	code, body = f.apply(cmPath+"conf", "a", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata:\n  x: \"3\"\n", false)
 	if code != http.StatusOK {
@@ -231,6 +239,15 @@ func TestUpdateManagersRecorded(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, managers(t, got.ManagedFields)); diff != "" {
 		t.Errorf("managedFields (-want +got):\n%s", diff)
+	}
+
+	// Writing the object back unchanged is a no-op, managedFields included.
+	same, _ := json.Marshal(&got)
+	code, body = f.do(http.MethodPut, cmPath+"conf", "application/json", string(same), nil)
+	var unchanged v1.ConfigMap
+	_ = json.Unmarshal([]byte(body), &unchanged)
+	if code != http.StatusOK || unchanged.ResourceVersion != got.ResourceVersion {
+		t.Errorf("unchanged put = %d, resourceVersion %s; want 200 and %s", code, unchanged.ResourceVersion, got.ResourceVersion)
 	}
 
 	// A PUT with managedFields [{}] resets them, as in Kubernetes.
@@ -357,5 +374,20 @@ status:
 	}
 	if _, ok := got["owner/Apply"]; !ok {
 		t.Errorf("managers = %v, want owner's entry kept", got)
+	}
+}
+
+// TestApplyDryRun checks a dry-run apply answers what it would create and stores nothing.
+func TestApplyDryRun(t *testing.T) {
+	f := newApplyFixture(t)
+	code, body := f.do(http.MethodPatch, cmPath+"dry?fieldManager=a&dryRun=All", "application/apply-patch+yaml",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dry\ndata:\n  x: \"1\"\n", nil)
+	var cm v1.ConfigMap
+	_ = json.Unmarshal([]byte(body), &cm)
+	if code != http.StatusCreated || cm.Data["x"] != "1" || len(cm.ManagedFields) != 1 {
+		t.Fatalf("dry-run apply = %d %s, want 201 with the object and its manager", code, body)
+	}
+	if _, err := f.client.CoreV1().ConfigMaps("default").Get(f.ctx, "dry", metav1.GetOptions{}); err == nil {
+		t.Error("a dry-run apply stored the object")
 	}
 }
