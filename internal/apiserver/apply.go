@@ -40,7 +40,7 @@ func (s *Server) serverSideApply(ctx context.Context, w http.ResponseWriter, r *
 	if errs := metavalidation.ValidatePatchOptions(&opts, types.ApplyYAMLPatchType); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
 	}
-	if ri.Subresource != "" && !trackedSubresources[ri.Subresource] {
+	if !applySubresources[ri.Subresource] {
 		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", e.store.gr, ri.Name,
 			fmt.Sprintf("server-side apply of the %s subresource is not supported by tranche yet", ri.Subresource), 0, false)
 	}

@@ -391,3 +391,35 @@ func TestApplyDryRun(t *testing.T) {
 		t.Error("a dry-run apply stored the object")
 	}
 }
+
+// TestScaleRecordsManager checks a scale write makes its writer the manager of
+// spec.replicas with subresource scale, so that an applier that set replicas meets a
+// conflict afterwards, as in Kubernetes.
+func TestScaleRecordsManager(t *testing.T) {
+	f := newApplyFixture(t)
+	const path = "/apis/apps/v1/namespaces/default/deployments/web"
+	deploy := func(replicas string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: " + replicas +
+			"\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - {name: web, image: nginx}\n"
+	}
+	if code, body := f.apply(path, "a", deploy("2"), false); code != http.StatusCreated {
+		t.Fatalf("apply = %d %s", code, body)
+	}
+	code, body := f.do(http.MethodPatch, path+"/scale?fieldManager=scaler", "application/merge-patch+json", `{"spec":{"replicas":5}}`, nil)
+	if code != http.StatusOK {
+		t.Fatalf("scale = %d %s", code, body)
+	}
+	d, err := f.client.AppsV1().Deployments("default").Get(f.ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := managers(t, d.ManagedFields)["scaler/Update/scale"]; got != `{"f:spec":{"f:replicas":{}}}` {
+		t.Errorf("scaler's entry = %q, want spec.replicas (managers %v)", got, managers(t, d.ManagedFields))
+	}
+	code, body = f.apply(path, "a", deploy("3"), false)
+	var status metav1.Status
+	_ = json.Unmarshal([]byte(body), &status)
+	if want := `conflict with "scaler" with subresource "scale" using apps/v1: .spec.replicas`; code != http.StatusConflict || !strings.Contains(status.Message, want) {
+		t.Errorf("apply after scale = %d %q, want 409 containing %q", code, status.Message, want)
+	}
+}

@@ -43,10 +43,14 @@ type fieldManagerKey struct {
 	sub string
 }
 
-// trackedSubresources are those whose writes record managed fields of their own; writes
-// of other subresources (binding, scale, finalize) keep the object's managedFields as
-// they were.
-var trackedSubresources = map[string]bool{"": true, "status": true}
+// trackedSubresources are those whose writes record a manager, each in entries of its
+// own (scale writes as a manager of the object's spec.replicas with subresource scale,
+// which is what kube-apiserver's scale handler maps them to); writes of the others
+// (binding, finalize) keep the object's managedFields as they were.
+var trackedSubresources = map[string]bool{"": true, "status": true, "scale": true}
+
+// applySubresources are those server-side apply serves.
+var applySubresources = map[string]bool{"": true, "status": true}
 
 // fieldManager returns the FieldManager of e's subresource sub ("" for the object).
 func (s *Server) fieldManager(e *entry, sub string) (*managedfields.FieldManager, error) {
@@ -156,12 +160,19 @@ func withApply(ctx context.Context) context.Context {
 
 // writeRequestOf returns the request that writes e's subresource sub, or nil when the
 // write is not the one a create, update or patch request asked for.
-func writeRequestOf(ctx context.Context, e *entry, sub string) *writeRequest {
+// A scale write updates the object itself (sub ""); its manager is the scale subresource's.
+func writeRequestOf(ctx context.Context, e *entry, sub string) (*writeRequest, string) {
 	wr, _ := ctx.Value(writeRequestKey{}).(*writeRequest)
-	if wr == nil || wr.resource != e.res.Plural || wr.subresource != sub {
-		return nil
+	if wr == nil || wr.resource != e.res.Plural {
+		return nil, ""
 	}
-	return wr
+	if wr.subresource == "scale" && sub == "" {
+		return wr, "scale"
+	}
+	if wr.subresource != sub {
+		return nil, ""
+	}
+	return wr, sub
 }
 
 // manager names the writer, as kube-apiserver does: the fieldManager parameter, else the
@@ -219,7 +230,7 @@ func (s *Server) runCreateStrategyTracked(ctx context.Context, e *entry, obj run
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	wr := writeRequestOf(ctx, e, "")
+	wr, _ := writeRequestOf(ctx, e, "")
 	switch {
 	case wr == nil:
 		// A write of the server's own, not a client's: nobody to record.
@@ -254,7 +265,7 @@ func (s *Server) prepareUpdateTracked(ctx context.Context, e *entry, obj, curren
 	if err := s.prepareUpdate(e, obj, current, sub); err != nil {
 		return err
 	}
-	wr := writeRequestOf(ctx, e, sub)
+	wr, sub := writeRequestOf(ctx, e, sub)
 	if wr == nil {
 		return nil
 	}
