@@ -49,32 +49,41 @@ func BenchmarkApplyVsUpdate(b *testing.B) {
 	// The first write builds the type converter; keep it out of the figures.
 	send(http.MethodPost, base, "application/json", deploymentJSON("warm", 1, "api:1"), http.StatusCreated)
 
-	rate := func(write func(i int)) float64 {
+	// Plain and apply writes alternate in batches, so that a change in the machine's load
+	// (it is shared) weighs on both sides alike.
+	const batch = 25
+	var elapsed [4]time.Duration // create, apply create, update, apply update
+	timed := func(k, from int, write func(i int)) {
 		start := time.Now()
-		for i := 0; i < n; i++ {
+		for i := from; i < from+batch; i++ {
 			write(i)
 		}
-		return n / time.Since(start).Seconds()
+		elapsed[k] += time.Since(start)
 	}
-	var create, applyCreate, update, applyUpdate float64
 	for round := 0; round < b.N; round++ {
 		p, a := fmt.Sprintf("plain-%d-", round), fmt.Sprintf("applied-%d-", round)
-		create = rate(func(i int) {
-			send(http.MethodPost, base, "application/json", deploymentJSON(p+fmt.Sprint(i), 3, "api:1"), http.StatusCreated)
-		})
-		applyCreate = rate(func(i int) {
-			name := a + fmt.Sprint(i)
-			send(http.MethodPatch, base+"/"+name+"?fieldManager=bench", "application/apply-patch+yaml", deploymentJSON(name, 3, "api:1"), http.StatusCreated)
-		})
-		update = rate(func(i int) {
-			name := p + fmt.Sprint(i)
-			send(http.MethodPut, base+"/"+name, "application/json", deploymentJSON(name, 4, "api:2"), http.StatusOK)
-		})
-		applyUpdate = rate(func(i int) {
-			name := a + fmt.Sprint(i)
-			send(http.MethodPatch, base+"/"+name+"?fieldManager=bench", "application/apply-patch+yaml", deploymentJSON(name, 4, "api:2"), http.StatusOK)
-		})
+		for from := 0; from < n; from += batch {
+			timed(0, from, func(i int) {
+				send(http.MethodPost, base, "application/json", deploymentJSON(p+fmt.Sprint(i), 3, "api:1"), http.StatusCreated)
+			})
+			timed(1, from, func(i int) {
+				name := a + fmt.Sprint(i)
+				send(http.MethodPatch, base+"/"+name+"?fieldManager=bench", "application/apply-patch+yaml", deploymentJSON(name, 3, "api:1"), http.StatusCreated)
+			})
+		}
+		for from := 0; from < n; from += batch {
+			timed(2, from, func(i int) {
+				name := p + fmt.Sprint(i)
+				send(http.MethodPut, base+"/"+name, "application/json", deploymentJSON(name, 4, "api:2"), http.StatusOK)
+			})
+			timed(3, from, func(i int) {
+				name := a + fmt.Sprint(i)
+				send(http.MethodPatch, base+"/"+name+"?fieldManager=bench", "application/apply-patch+yaml", deploymentJSON(name, 4, "api:2"), http.StatusOK)
+			})
+		}
 	}
+	perSec := func(k int) float64 { return float64(n*b.N) / elapsed[k].Seconds() }
+	create, applyCreate, update, applyUpdate := perSec(0), perSec(1), perSec(2), perSec(3)
 	b.Logf("\n%-8s %14s %14s %8s\n%-8s %14.0f %14.0f %8.2f\n%-8s %14.0f %14.0f %8.2f",
 		"writes/s", "plain", "apply", "ratio",
 		"create", create, applyCreate, applyCreate/create,
