@@ -111,9 +111,9 @@ func resetFields(e *entry, sub string) map[fieldpath.APIVersion]fieldpath.Filter
 
 // writeRequest is what a write's managed fields depend on in the request that made it.
 type writeRequest struct {
-	// resource and subresource are those the request names; a write the request causes
-	// on anything else records no manager.
-	resource, subresource string
+	// group, resource and subresource are those the request names; a write the request
+	// causes on anything else records no manager.
+	group, resource, subresource string
 	// fieldManager is the ?fieldManager= parameter, userAgent the User-Agent header: the
 	// manager of an update is the first, or else the product part of the second.
 	fieldManager, userAgent string
@@ -140,7 +140,7 @@ func withWriteRequest(r *http.Request, ri *requestInfo) context.Context {
 		return r.Context()
 	}
 	q := r.URL.Query()
-	wr := &writeRequest{resource: ri.Resource, subresource: ri.Subresource,
+	wr := &writeRequest{group: ri.APIGroup, resource: ri.Resource, subresource: ri.Subresource,
 		fieldManager: q.Get("fieldManager"), userAgent: r.Header.Get("User-Agent"), method: r.Method}
 	if f, ok := q["force"]; ok && len(f) > 0 {
 		wr.force = &f[0]
@@ -158,12 +158,13 @@ func withApply(ctx context.Context) context.Context {
 	return context.WithValue(ctx, writeRequestKey{}, &wr)
 }
 
-// writeRequestOf returns the request that writes e's subresource sub, or nil when the
-// write is not the one a create, update or patch request asked for.
-// A scale write updates the object itself (sub ""); its manager is the scale subresource's.
+// writeRequestOf returns the request that writes e's subresource sub and the subresource
+// its manager is recorded under, or nil when the write is not the one a create, update or
+// patch request asked for. A scale write updates the object itself (sub ""); its manager
+// is recorded under scale.
 func writeRequestOf(ctx context.Context, e *entry, sub string) (*writeRequest, string) {
 	wr, _ := ctx.Value(writeRequestKey{}).(*writeRequest)
-	if wr == nil || wr.resource != e.res.Plural {
+	if wr == nil || wr.group != e.res.GVK.Group || wr.resource != e.res.Plural {
 		return nil, ""
 	}
 	if wr.subresource == "scale" && sub == "" {
