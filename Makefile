@@ -5,7 +5,7 @@ PKGS    := ./...
 DEBS    := nftables iproute2 busybox-static runc conntrack dnsutils etcd-server curl ca-certificates nginx postgresql dnsperf wrk
 KUBECTL ?= $(shell command -v kubectl)
 
-.PHONY: all build deps up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath fuzz clean
+.PHONY: all build deps generate up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath fuzz clean
 
 all: build
 
@@ -25,6 +25,11 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@command -v kubectl >/dev/null || { echo "make deps: kubectl (v1.32) is required on PATH" >&2; exit 1; }
+
+# generate regenerates committed generated code: the OpenAPI definitions of the served API
+# types (hack/update-openapi.sh, k8s.io/kube-openapi's openapi-gen).
+generate:
+	./hack/update-openapi.sh
 
 up: deps build
 	$(BIN) up

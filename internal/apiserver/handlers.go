@@ -122,7 +122,6 @@ func (s *Server) createObject(ctx context.Context, e *entry, ns string, obj runt
 	m.SetSelfLink("")
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
-	m.SetManagedFields(nil)
 	if res.TrackGeneration {
 		m.SetGeneration(1)
 	} else {
@@ -131,7 +130,7 @@ func (s *Server) createObject(ctx context.Context, e *entry, ns string, obj runt
 	if err := s.mutate(ctx, AdmitCreate, e, "", m.GetNamespace(), m.GetName(), obj, nil, dry); err != nil {
 		return nil, nil, err
 	}
-	if err := s.runCreateStrategy(e, obj); err != nil {
+	if err := s.runCreateStrategyTracked(ctx, e, obj); err != nil {
 		return nil, nil, err
 	}
 	var warnings []string
@@ -551,7 +550,7 @@ func (s *Server) updateObject(ctx context.Context, e *entry, ns, name, sub strin
 		if err := s.mutate(ctx, AdmitUpdate, e, sub, ns, name, obj, current, dry); err != nil {
 			return nil, 0, nil, err
 		}
-		if err := s.prepareUpdate(e, obj, current, sub); err != nil {
+		if err := s.prepareUpdateTracked(ctx, e, obj, current, sub); err != nil {
 			return nil, 0, nil, err
 		}
 		var warnings []string

@@ -22,9 +22,11 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	pt := types.PatchType(mt)
 	switch pt {
 	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
-	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
+	case types.ApplyYAMLPatchType:
+		return s.serverSideApply(ctx, w, r, ri, e)
+	case types.ApplyCBORPatchType:
 		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", e.store.gr, ri.Name,
-			"server-side apply is not supported by tranche yet; use client-side apply (kubectl apply without --server-side)", 0, false)
+			"server-side apply in CBOR is not supported by tranche yet; send application/apply-patch+yaml", 0, false)
 	default:
 		return unsupportedMediaType(mt)
 	}

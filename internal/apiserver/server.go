@@ -103,6 +103,8 @@ type Server struct {
 	metrics *instruments
 	// health serves /healthz, /livez and /readyz.
 	health http.Handler
+	// fields records managedFields and serves server-side apply (managedfields.go).
+	fields fieldManagers
 }
 
 // New builds the handler for cfg.Resources.
@@ -222,7 +224,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, req Request) error {
-	ctx := r.Context()
+	ctx := withWriteRequest(r, ri)
 	if isHealthPath(r.URL.Path) {
 		s.health.ServeHTTP(w, r)
 		return nil

@@ -1,5 +1,9 @@
 // Package openapi builds the OpenAPI v2 (swagger) and v3 documents the API server publishes
-// at /openapi/v2 and /openapi/v3, from the Go types of the served resources by reflection.
+// at /openapi/v2 and /openapi/v3. The schemas are the definitions openapi-gen generated from
+// k8s.io/api and the other API packages (package generated, `make generate`), as
+// kube-apiserver publishes them; server-side apply types objects with the same definitions
+// (see SchemaDefinitions). A Go type with no generated definition (a type of tranche's own)
+// is described by reflection over its fields and struct tags instead.
 //
 // kubectl depends on these documents: `kubectl explain` walks the v3 schemas, `kubectl apply`
 // decides from the fieldValidation parameter of the v3 PATCH operations that the server

@@ -140,6 +140,10 @@ func Build(resources []registry.Resource, version string) (*Documents, error) {
 		s := b.defs[def]
 		s.AddExtension(extGVK, ext)
 		b.defs[def] = s
+		if s3, ok := b.v3[def]; ok {
+			s3.AddExtension(extGVK, ext)
+			b.v3[def] = s3
+		}
 	}
 
 	d := &Documents{v3: map[string]*v3Doc{}}

@@ -100,10 +100,10 @@ func TestFieldSchemas(t *testing.T) {
 		extensions map[string]interface{}
 	}{
 		{
-			name:   "service ports merge by port",
+			name:   "service ports patch by port, apply by port and protocol",
 			schema: prop("io.k8s.api.core.v1.ServiceSpec", "ports"),
 			extensions: map[string]interface{}{extPatchStrategy: "merge", extPatchMergeKey: "port",
-				extListType: "map", extListMapKeys: []interface{}{"port"}},
+				extListType: "map", extListMapKeys: []interface{}{"port", "protocol"}},
 		},
 		{
 			name:       "containers merge by name",
