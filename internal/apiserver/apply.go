@@ -44,11 +44,7 @@ func (s *Server) serverSideApply(ctx context.Context, w http.ResponseWriter, r *
 		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", e.store.gr, ri.Name,
 			fmt.Sprintf("server-side apply of the %s subresource is not supported by tranche yet", ri.Subresource), 0, false)
 	}
-	fv, err := parseFieldValidation(q.Get("fieldValidation"))
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
+	fv, body, err := readWriteBody(r)
 	if err != nil {
 		return err
 	}

@@ -10,11 +10,7 @@ import (
 // DecodeBody decodes a request body (JSON, YAML or protobuf) into obj of kind gvk with
 // strict field validation unless the request says otherwise; for extra handlers.
 func DecodeBody(r *http.Request, obj runtime.Object, gvk schema.GroupVersionKind) ([]string, error) {
-	fv, err := parseFieldValidation(r.URL.Query().Get("fieldValidation"))
-	if err != nil {
-		return nil, err
-	}
-	body, err := readBody(r)
+	fv, body, err := readWriteBody(r)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,17 @@ func readBody(r *http.Request) ([]byte, error) {
 	return data, nil
 }
 
+// readWriteBody reads a write's ?fieldValidation and body, the first two things every
+// create, update, patch and apply needs.
+func readWriteBody(r *http.Request) (fieldValidation, []byte, error) {
+	fv, err := parseFieldValidation(r.URL.Query().Get("fieldValidation"))
+	if err != nil {
+		return "", nil, err
+	}
+	body, err := readBody(r)
+	return fv, body, err
+}
+
 func isDryRun(r *http.Request) (bool, error) {
 	for _, v := range r.URL.Query()["dryRun"] {
 		if v != "All" {
@@ -63,11 +74,7 @@ func isDryRun(r *http.Request) (bool, error) {
 
 // decodeBody reads and decodes a create/update body into a new object of e.
 func (s *Server) decodeBody(r *http.Request, e *entry) (runtime.Object, []string, error) {
-	fv, err := parseFieldValidation(r.URL.Query().Get("fieldValidation"))
-	if err != nil {
-		return nil, nil, err
-	}
-	body, err := readBody(r)
+	fv, body, err := readWriteBody(r)
 	if err != nil {
 		return nil, nil, err
 	}

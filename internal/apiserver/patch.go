@@ -30,11 +30,7 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	default:
 		return unsupportedMediaType(mt)
 	}
-	fv, err := parseFieldValidation(r.URL.Query().Get("fieldValidation"))
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
+	fv, body, err := readWriteBody(r)
 	if err != nil {
 		return err
 	}
