@@ -22,3 +22,7 @@ func WriteObject(w http.ResponseWriter, code int, obj runtime.Object) { writeObj
 
 // WriteWarnings adds Kubernetes warning headers; for extra handlers.
 func WriteWarnings(w http.ResponseWriter, warnings []string) { addWarnings(w, warnings) }
+
+// WriteError answers with err as a Kubernetes Status (a non-Status error is a 500); for
+// handlers in front of the API server's.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, nil, err) }

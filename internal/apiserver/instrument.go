@@ -125,8 +125,7 @@ func reportedVerb(r *http.Request, ri *requestInfo, scope string) string {
 	if verb == http.MethodPatch && r.Header.Get("Content-Type") == "application/apply-patch+yaml" {
 		verb = "APPLY"
 	}
-	switch ri.Subresource {
-	case "log", "exec", "portforward", "attach", "proxy":
+	if longRunningSubresources[ri.Subresource] {
 		verb = "CONNECT"
 	}
 	switch verb {

@@ -61,7 +61,8 @@ func checkPatchedSize(patched []byte) error {
 
 // Upstream's long-running requests (kube-apiserver's BasicLongRunningRequestCheck):
 // they hold a connection open for as long as the client wants, so they are not
-// counted against the in-flight limits.
+// counted against the in-flight limits; the streaming subresources are also the
+// CONNECT verb of the request metrics (instrument.go).
 var (
 	longRunningVerbs        = map[string]bool{"watch": true, "proxy": true}
 	longRunningSubresources = map[string]bool{"attach": true, "exec": true, "proxy": true, "log": true, "portforward": true}
@@ -123,7 +124,6 @@ func (l *inFlight) start(w http.ResponseWriter, r *http.Request, req Request) (d
 		if l.exempt != nil && l.exempt(r) {
 			return func() {}, true
 		}
-		w.Header().Set("Retry-After", "1")
 		writeError(w, nil, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
 		return nil, false
 	}

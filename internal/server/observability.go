@@ -1,12 +1,9 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 	"net/http/pprof"
 	"strings"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -64,7 +61,7 @@ func (o *observability) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o.guard != nil {
 		nr, err := o.guard.Check(r, apiserver.Request{Verb: strings.ToLower(r.Method), Path: r.URL.Path})
 		if err != nil {
-			writeStatus(w, err)
+			apiserver.WriteError(w, err)
 			return
 		}
 		r = nr
@@ -127,15 +124,4 @@ func (m *workqueueMetrics) NewLongestRunningProcessorSecondsMetric(n string) wor
 
 func (m *workqueueMetrics) NewRetriesMetric(n string) workqueue.CounterMetric {
 	return m.retries.WithLabelValues(n)
-}
-
-// writeStatus answers with the Status of err (the guard's 401 or 403).
-func writeStatus(w http.ResponseWriter, err error) {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		st = apierrors.NewInternalError(err)
-	}
-	status := st.Status()
-	status.Kind, status.APIVersion = "Status", "v1"
-	apiserver.WriteObject(w, int(status.Code), &status)
 }
