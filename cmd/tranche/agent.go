@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/base64"
 	"fmt"
 	"net/netip"
 	"os"
@@ -10,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/agent"
+	"github.com/tranche/tranche/internal/apilookup"
+	"github.com/tranche/tranche/internal/logging"
+	"github.com/tranche/tranche/internal/memtune"
 )
 
 func agentCmd() *cobra.Command {
@@ -32,10 +31,16 @@ func agentCmd() *cobra.Command {
 			if cfg.NodeName == "" || kubeconfig == "" || clusterFile == "" || cfg.RootDir == "" {
 				return fmt.Errorf("--node-name, --kubeconfig, --cluster-file and --root-dir are required")
 			}
+			log, err := logging.New(logLevel, os.Stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log.With("node", cfg.NodeName)
 			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 			if err != nil {
 				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 			}
+			logging.QuietWarnings(rc, cfg.Logger)
 			rc.QPS, rc.Burst = 50, 100
 			client, err := kubernetes.NewForConfig(rc)
 			if err != nil {
@@ -67,9 +72,8 @@ func agentCmd() *cobra.Command {
 			}
 			cfg.ClusterFile = clusterFile
 			cfg.Client = client
-			cfg.Lookup = apiLookup(client)
-			cfg.Logger = newLogger(logLevel).With("node", cfg.NodeName)
-			cfg.Ready = releaseWhenReady(cmd.Context(), cfg.Logger)
+			cfg.Lookup = apilookup.New(client)
+			cfg.Ready = memtune.ReleaseWhenReady(cmd.Context(), cfg.Logger)
 			return agent.RunNode(cmd.Context(), cfg)
 		},
 	}
@@ -84,7 +88,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&dns, "cluster-dns", "10.96.0.10", "DNS Service address(es) written into pods' resolv.conf, comma-separated")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster domain")
 	f.StringVar(&serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range the node's service proxy serves (the API server's)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
 	f.StringVar(&logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (kubelet's containerLogMaxSize)")
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")
 	f.Int64Var(&cfg.PodMaxPids, "pod-max-pids", 4096, "pids.max of each pod's cgroup (kubelet's --pod-max-pids); -1 for none. "+
@@ -99,45 +103,4 @@ func agentCmd() *cobra.Command {
 		}
 	}
 	return cmd
-}
-
-// apiLookup reads ConfigMaps and Secrets for container environments.
-func apiLookup(client kubernetes.Interface) func(ctx context.Context, kind, ns, name string) (map[string]string, bool, error) {
-	return func(ctx context.Context, kind, ns, name string) (map[string]string, bool, error) {
-		switch kind {
-		case "ConfigMap":
-			cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil, false, nil
-			}
-			if err != nil {
-				return nil, false, err
-			}
-			out := map[string]string{}
-			for k, v := range cm.Data {
-				out[k] = v
-			}
-			for k, v := range cm.BinaryData {
-				out[k] = base64.StdEncoding.EncodeToString(v)
-			}
-			return out, true, nil
-		case "Secret":
-			s, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil, false, nil
-			}
-			if err != nil {
-				return nil, false, err
-			}
-			out := map[string]string{}
-			for k, v := range s.Data {
-				out[k] = string(v)
-			}
-			for k, v := range s.StringData {
-				out[k] = v
-			}
-			return out, true, nil
-		}
-		return nil, false, fmt.Errorf("unknown kind %q", kind)
-	}
 }

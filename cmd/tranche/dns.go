@@ -3,12 +3,13 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 
 	"github.com/tranche/tranche/internal/dns"
+	"github.com/tranche/tranche/internal/logging"
 )
 
 func dnsCmd() *cobra.Command {
@@ -59,8 +60,11 @@ func dnsCmd() *cobra.Command {
 				return fmt.Errorf("--ttl must be at least 1 second")
 			}
 			cfg.TTL = ttl
-			cfg.Logger = newLogger(logLevel).With("component", "dns")
-			klog.SetSlogLogger(cfg.Logger) // client-go's reflector errors go to the same log
+			log, err := logging.New(logLevel, os.Stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log.With("component", "dns")
 			return dns.Run(cmd.Context(), cfg)
 		},
 	}
@@ -78,6 +82,6 @@ func dnsCmd() *cobra.Command {
 	f.StringSliceVar(&podCIDRs, "cluster-cidr", []string{"10.244.0.0/16"},
 		"the cluster's pod ranges, comma-separated: their reverse zones are answered here, never forwarded (empty: none)")
 	f.BoolVar(&cfg.NoAutopath, "no-autopath", false, "do not answer pods' search-expanded names on the first query")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
 	return cmd
 }

@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 
 	"github.com/tranche/tranche/internal/ingress"
+	"github.com/tranche/tranche/internal/logging"
 )
 
 func ingressCmd() *cobra.Command {
@@ -31,8 +32,11 @@ func ingressCmd() *cobra.Command {
 				return fmt.Errorf("--max-body-bytes and --max-header-bytes must not be negative")
 			}
 			cfg.Proxy.AccessLog = !noAccessLog
-			cfg.Logger = newLogger(logLevel).With("component", "ingress")
-			klog.SetSlogLogger(cfg.Logger)
+			log, err := logging.New(logLevel, os.Stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log.With("component", "ingress")
 			return ingress.Run(cmd.Context(), cfg)
 		},
 	}
@@ -48,6 +52,6 @@ func ingressCmd() *cobra.Command {
 	f.IntVar(&cfg.Proxy.Attempts, "attempts", 3, "endpoints an idempotent request without a body tries when connecting fails")
 	f.DurationVar(&cfg.Proxy.DialTimeout, "dial-timeout", 0, "time to connect to one endpoint (0: 2s)")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not log one line per request")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
 	return cmd
 }

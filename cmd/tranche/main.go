@@ -12,10 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tranche/tranche/internal/agent/images/builtin"
+	"github.com/tranche/tranche/internal/memtune"
 )
 
 func main() {
-	if err := tuneMemory(); err != nil {
+	if err := memtune.Tune(); err != nil {
 		fmt.Fprintln(os.Stderr, "tranche: warning:", err)
 	}
 	// In the agnhost and pause images this binary is started as /agnhost or /pause.
@@ -31,7 +32,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), serverCmd(), upCmd(), downCmd(), nodeCmd(), agentCmd(), shimCmd(), builtinCmd(), dnsCmd(), ingressCmd())
+	root.AddCommand(versionCmd(), serverCmd(), upCmd(), downCmd(), lsCmd(), nodeCmd(), agentCmd(), shimCmd(), builtinCmd(), dnsCmd(), ingressCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "tranche:", err)
 		os.Exit(1)

@@ -2,10 +2,8 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,31 +12,14 @@ import (
 
 	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/cluster"
 	"github.com/tranche/tranche/internal/controller/hpa"
 	"github.com/tranche/tranche/internal/controller/servicelb"
+	"github.com/tranche/tranche/internal/logging"
+	"github.com/tranche/tranche/internal/memtune"
 	"github.com/tranche/tranche/internal/podsecurity"
 	"github.com/tranche/tranche/internal/server"
 )
-
-// defaultDataDir is /var/lib/tranche for root, else $XDG_DATA_HOME/tranche.
-func defaultDataDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/tranche"
-	}
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "tranche")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".local", "share", "tranche")
-}
-
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-}
 
 func serverCmd() *cobra.Command {
 	var cfg server.Config
@@ -56,23 +37,26 @@ func serverCmd() *cobra.Command {
 			if extra != "" {
 				cfg.ExtraListen = strings.Split(extra, ",")
 			}
-			cfg.Logger = newLogger(logLevel)
+			var err error
+			if cfg.Logger, err = logging.New(logLevel, os.Stderr); err != nil {
+				return err
+			}
 			if err := net.apply(&cfg); err != nil {
 				return err
 			}
 			if err := psa.apply(&cfg); err != nil {
 				return err
 			}
-			return server.Run(cmd.Context(), cfg, releaseWhenReady(cmd.Context(), cfg.Logger))
+			return server.Run(cmd.Context(), cfg, memtune.ReleaseWhenReady(cmd.Context(), cfg.Logger))
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory for the PKI, the kubeconfig and the embedded etcd")
+	f.StringVar(&cfg.DataDir, "data-dir", cluster.DefaultDataDir(cluster.DefaultName), "directory for the PKI, the kubeconfig and the embedded etcd")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:6443", "HTTPS address of the API server")
 	f.StringVar(&extra, "extra-listen", "", "further HTTPS addresses, comma-separated (e.g. the cluster network listener)")
 	f.StringVar(&etcdServers, "etcd-servers", "", "external etcd client URLs, comma-separated; empty runs an embedded etcd")
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
 	registerHPASyncPeriod(cmd, &cfg)
 	registerInFlightLimits(cmd, &cfg)
 	net.register(cmd)

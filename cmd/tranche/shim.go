@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/agent/shim"
+	"github.com/tranche/tranche/internal/logging"
 )
 
 // shimCmd is the per-node process that runs a node's containers for its agent (see
@@ -26,7 +28,11 @@ func shimCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log := newLogger(logLevel).With("component", "shim")
+			log, err := logging.New(logLevel, os.Stderr)
+			if err != nil {
+				return err
+			}
+			log = log.With("component", "shim")
 			l, err := shim.Listen(dir)
 			if err != nil {
 				return err
@@ -38,6 +44,6 @@ func shimCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "the shim's directory (its socket)")
 	f.StringVar(&runcRoot, "runc-root", "", "runc's state directory, the agent's")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
 	return cmd
 }

@@ -10,21 +10,35 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tranche/tranche/internal/cluster"
+	"github.com/tranche/tranche/internal/logging"
+	"github.com/tranche/tranche/internal/memtune"
 )
 
 func upCmd() *cobra.Command {
 	var cfg cluster.Config
-	var zones, logLevel string
+	var zones, logLevel, logFile string
 	var detach bool
 	var net serviceNetFlags
 	var psa podSecurityFlags
+	var names clusterNameFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a local cluster: network namespaces, the API server and one agent per node",
-		Args:  cobra.NoArgs,
+		Long: "Start a local cluster. Without --name it is the cluster \"tranche\" on the default data dir,\n" +
+			"network namespaces tr-*, API server 127.0.0.1:6443 and load balancers 127.0.10.0/24. With --name NAME\n" +
+			"another one starts beside it on the data dir " + cluster.DefaultDataDir("NAME") + ", with a namespace prefix,\n" +
+			"API port and load-balancer pool of its own, chosen on its first start and kept by restarts; flags override them.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := names.apply(cmd, &cfg); err != nil {
+				return err
+			}
+			if _, err := logging.ParseLevel(logLevel); err != nil {
+				return err
+			}
 			if pid, ok := cluster.Running(cfg.DataDir); ok {
 				return fmt.Errorf("a cluster is already running on %s (pid %d); stop it with `tranche down --data-dir %s`", cfg.DataDir, pid, cfg.DataDir)
 			}
@@ -41,27 +55,47 @@ func upCmd() *cobra.Command {
 			if cmd.Flags().Changed("log-level") {
 				cfg.AgentLogLevel = logLevel
 			}
-			cfg.Server.Logger = newLogger(logLevel)
+			// The terminal shows progress lines; the components' log goes to a file.
+			if logFile == "" {
+				logFile = filepath.Join(cfg.DataDir, "tranche.log")
+			}
+			log, closeLog, err := logging.Open(logLevel, logFile, os.Stderr)
+			if err != nil {
+				return err
+			}
+			defer closeLog()
+			cfg.Server.Logger = log
 			if err := net.apply(&cfg.Server); err != nil {
 				return err
+			}
+			// Unset, the API address and the pool are the recorded ones or the name's.
+			if !cmd.Flags().Changed("listen") {
+				cfg.Server.Listen = ""
+			}
+			if cmd.Flags().Changed("loadbalancer-pool") {
+				cfg.LoadBalancerPool = &net.lbPool
 			}
 			if err := psa.apply(&cfg.Server); err != nil {
 				return err
 			}
 			cfg.Out = cmd.OutOrStdout()
-			return cluster.Up(cmd.Context(), cfg, releaseWhenReady(cmd.Context(), cfg.Server.Logger))
+			if logFile != "-" {
+				fmt.Fprintf(cfg.Out, "log: %s\n", logFile)
+			}
+			return cluster.Up(cmd.Context(), cfg, memtune.ReleaseWhenReady(cmd.Context(), cfg.Server.Logger))
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of nodes of a new cluster (a restarted one keeps its nodes)")
 	f.StringVar(&zones, "zones", "", "zones given to the nodes round robin, comma-separated (e.g. a,b,c)")
-	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory of the cluster's data; starting again on it resumes the cluster")
-	f.StringVar(&cfg.Server.Listen, "listen", "127.0.0.1:6443", "HTTPS address of the API server on the host")
+	names.register(f, "directory of the cluster's data; starting again on it resumes the cluster")
+	f.StringVar(&cfg.Server.Listen, "listen", cluster.DefaultListen, "HTTPS address of the API server on the host (default for another --name: a free port from 6444, recorded)")
 	f.BoolVar(&detach, "detach", false, "return once the cluster is ready and keep it running in the background")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
+	f.StringVar(&logFile, "log-file", "", "file the API server, controllers and etcd log to (default DATA/tranche.log; - for standard error, as the background process of --detach does)")
 	f.StringSliceVar(&cfg.UpstreamDNS, "upstream-dns", nil, "resolvers IP:port the cluster DNS forwards other names to (default: the host's, from /etc/resolv.conf)")
 	// Tests run clusters beside a developer's own with a unique namespace prefix.
-	f.StringVar(&cfg.Prefix, "netns-prefix", "", "prefix of the cluster's network namespace names (default tr-, or the one recorded in the data dir)")
+	f.StringVar(&cfg.Prefix, "netns-prefix", "", "prefix of the cluster's network namespace names (default tr-, one chosen for another --name, or the one recorded in the data dir)")
 	_ = f.MarkHidden("netns-prefix")
 	registerHPASyncPeriod(cmd, &cfg.Server)
 	registerInFlightLimits(cmd, &cfg.Server)
@@ -86,12 +120,16 @@ func startDetached(cmd *cobra.Command, dataDir, kubeconfig string) error {
 	if err != nil {
 		return err
 	}
-	// The child runs the same command line without --detach.
+	// The child runs the same command line without --detach. Its standard error is
+	// the log file already, where its components log unless told otherwise.
 	args := []string{"up"}
 	for _, a := range os.Args[2:] {
 		if a != "--detach" && !strings.HasPrefix(a, "--detach=") {
 			args = append(args, a)
 		}
+	}
+	if !cmd.Flags().Changed("log-file") {
+		args = append(args, "--log-file", "-")
 	}
 	child := exec.Command(self, args...)
 	child.Stdout, child.Stderr = logFile, logFile
@@ -122,16 +160,59 @@ func startDetached(cmd *cobra.Command, dataDir, kubeconfig string) error {
 func downCmd() *cobra.Command {
 	var cfg cluster.Config
 	var purge bool
+	var names clusterNameFlags
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the local cluster and remove its namespaces, processes and mounts (with --purge, its data too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := names.apply(cmd, &cfg); err != nil {
+				return err
+			}
 			cfg.Out = cmd.OutOrStdout()
 			return cluster.Down(cmd.Context(), cfg, purge)
 		},
 	}
-	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "directory of the cluster's data")
+	names.register(cmd.Flags(), "directory of the cluster's data")
 	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the data directory")
 	return cmd
+}
+
+// lsCmd is `tranche ls`: the local clusters of this machine.
+func lsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List the local clusters of this machine: name, state, nodes, API server and kubeconfig",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cluster.List(cmd.OutOrStdout())
+		},
+	}
+}
+
+// clusterNameFlags are --name and --data-dir, which every command on a local cluster
+// takes: the data dir defaults to the named cluster's.
+type clusterNameFlags struct {
+	name, dataDir string
+}
+
+func (n *clusterNameFlags) register(f *pflag.FlagSet, dataDirHelp string) {
+	f.StringVar(&n.name, "name", cluster.DefaultName, "name of the local cluster, a DNS label; each name has its own data dir, network namespaces, API port and load-balancer pool")
+	f.StringVar(&n.dataDir, "data-dir", "", dataDirHelp+" (default "+cluster.DefaultDataDir(cluster.DefaultName)+", or "+
+		cluster.DefaultDataDir("NAME")+" for another --name)")
+}
+
+// apply validates --name and sets cfg.Name (only when given) and cfg.DataDir.
+func (n *clusterNameFlags) apply(cmd *cobra.Command, cfg *cluster.Config) error {
+	if err := cluster.ValidateName(n.name); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("name") {
+		cfg.Name = n.name
+	}
+	cfg.DataDir = n.dataDir
+	if cfg.DataDir == "" {
+		cfg.DataDir = cluster.DefaultDataDir(n.name)
+	}
+	return nil
 }

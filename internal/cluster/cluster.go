@@ -28,6 +28,7 @@ import (
 
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/netns"
 	"github.com/tranche/tranche/internal/server"
 )
@@ -48,20 +49,29 @@ const LockDir = "/run/tranche"
 
 // Config configures Up, Down, AddNode and RemoveNode.
 type Config struct {
+	// Name is the cluster's name (a DNS label, see ValidateName); empty means the one
+	// recorded in cluster.json, else DefaultName's addresses. A cluster of another name
+	// gets addresses of its own on its first start (see chooseAddresses).
+	Name string
 	// DataDir holds the cluster: cluster.json, the PKI, etcd's data, the admin
 	// kubeconfig and DATA/nodes/NAME for each node's kubeconfig, log and pid file.
 	DataDir string
 	// Prefix starts every network namespace name; empty means the one recorded in
-	// cluster.json, else DefaultPrefix. Tests use a unique one.
+	// cluster.json, else DefaultPrefix (or one chosen for Name). Tests use a unique one.
 	Prefix string
+	// LoadBalancerPool is the pool of LoadBalancer addresses (`--loadbalancer-pool`,
+	// parsed into Server.LoadBalancerPool by Up); nil means the one recorded in
+	// cluster.json, else servicelb.DefaultPool (or one chosen for Name).
+	LoadBalancerPool *string
 	// Nodes is the number of nodes of a new cluster (0 means 1); a cluster restored from
 	// cluster.json keeps its own nodes.
 	Nodes int
 	// Zones are handed out round robin to a new cluster's nodes.
 	Zones []string
-	// Server is the API server's configuration. Up sets DataDir, Listeners and
-	// AdvertiseAddress, and ClusterCIDR when it is unset; Listen defaults to
-	// 127.0.0.1:6443.
+	// Server is the API server's configuration. Up sets DataDir, Listeners,
+	// AdvertiseAddress and LoadBalancerPool, and ClusterCIDR when it is unset; an empty
+	// Listen means the one recorded in cluster.json, else DefaultListen (or a free port
+	// chosen for Name).
 	Server server.Config
 	// AgentCommand builds the command run as a node's agent; nil means DefaultAgentCommand.
 	// The command's stdio, session and parent-death signal are set by the caller.
@@ -298,6 +308,7 @@ func adminClient(p paths) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin kubeconfig: %w", err)
 	}
+	logging.QuietWarnings(rc, nil) // its few reads get no warning worth a line
 	rc.Timeout = 10 * time.Second
 	return kubernetes.NewForConfig(rc)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/events"
+	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/publisher"
 )
 
@@ -30,6 +31,7 @@ func startPublisher(ctx context.Context, p paths, underlay string, pool servicel
 	if err != nil {
 		return fmt.Errorf("host publisher: admin kubeconfig: %w", err)
 	}
+	logging.QuietWarnings(rc, log)
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("host publisher: %w", err)

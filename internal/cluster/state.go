@@ -22,6 +22,34 @@ type State struct {
 	// Zones maps a node name to its zone (label topology.kubernetes.io/zone); nodes
 	// without a zone are absent.
 	Zones map[string]string `json:"zones,omitempty"`
+	// Name is the cluster's name (`tranche up --name`); files of older releases have
+	// none.
+	Name string `json:"name,omitempty"`
+	// Listen is the API server's host address of the last start, which a restart
+	// without --listen keeps.
+	Listen string `json:"listen,omitempty"`
+	// LoadBalancerPool is the load-balancer pool of the last start, which a restart
+	// without --loadbalancer-pool keeps: NoPool for none, empty when not recorded.
+	LoadBalancerPool string `json:"loadBalancerPool,omitempty"`
+}
+
+// NoPool is the LoadBalancerPool State records for a cluster without load balancers.
+const NoPool = "none"
+
+// recordPool is what State.LoadBalancerPool records for pool.
+func recordPool(pool string) string {
+	if pool == "" {
+		return NoPool
+	}
+	return pool
+}
+
+// recordedPool reads State.LoadBalancerPool: the pool, and whether one is recorded.
+func recordedPool(rec string) (string, bool) {
+	if rec == NoPool {
+		return "", true
+	}
+	return rec, rec != ""
 }
 
 // LoadState reads a cluster.json written by `tranche up` and checks that its topology

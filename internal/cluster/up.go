@@ -15,8 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/dns"
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/publisher"
 	"github.com/tranche/tranche/internal/server"
 )
 
@@ -31,182 +33,345 @@ import (
 // below the data directory. It returns nil after a clean stop on ctx.
 func Up(ctx context.Context, cfg Config, ready chan<- struct{}) (err error) {
 	start := time.Now()
-	out := cfg.out()
-	p := cfg.paths()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
-	}
-	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
-	}
-	var recorded State
-	if s, err := LoadState(p.state()); err == nil {
-		recorded = s
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	prefix := cfg.prefixOf(recorded.Topology.Prefix)
-
-	pidLock, holder, err := tryLock(p.pidFile(), selfPIDRecord())
+	r, err := openUp(cfg)
 	if err != nil {
 		return err
 	}
-	if pidLock == nil {
-		return fmt.Errorf("a cluster is already running on %s (pid %s); stop it with `tranche down --data-dir %s`", cfg.DataDir, firstField(holder), cfg.DataDir)
-	}
-	defer pidLock.release()
-	defer os.Remove(p.pidFile())
-	prefixLock, holder, err := tryLock(prefixLockPath(prefix), fmt.Sprintf("%d %s", os.Getpid(), dataDir))
+	unlock, err := r.lock()
 	if err != nil {
 		return err
 	}
-	if prefixLock == nil {
-		pid, dir, _ := strings.Cut(holder, " ")
-		return fmt.Errorf("another cluster (pid %s, data dir %s) uses the network namespaces %s*; only one can run at a time: stop it with `tranche down --data-dir %s`", pid, dir, prefix, dir)
-	}
-	defer prefixLock.release()
-	defer os.Remove(prefixLockPath(prefix))
-
-	if leftovers(p, prefix) {
-		fmt.Fprintln(out, "removing leftovers of an earlier run")
-		rep, err := cleanup(p, prefix, cfg.stopGrace())
-		if err != nil {
-			return fmt.Errorf("removing leftovers of an earlier run: %w", err)
-		}
-		fmt.Fprintf(out, "  removed %s\n", rep)
-	}
-
-	state := recorded
-	if len(recorded.Topology.Nodes) > 0 {
-		state.Topology.Prefix = prefix
-		fmt.Fprintf(out, "restoring the cluster of %s: nodes %s\n", p.state(), strings.Join(state.nodeNames(), ", "))
-		if cfg.Nodes > 0 && cfg.Nodes != len(state.Topology.Nodes) {
-			fmt.Fprintf(out, "  (--nodes %d ignored: use `tranche node add|remove` to change a cluster, or `tranche down --purge` to start anew)\n", cfg.Nodes)
-		}
-	} else if state, err = newState(prefix, max(cfg.Nodes, 1), cfg.Zones); err != nil {
+	defer unlock()
+	if err := r.removeLeftovers(); err != nil {
 		return err
 	}
-	if err := writeState(p, state); err != nil {
+	if err := r.restoreOrCreate(); err != nil {
 		return err
 	}
-
-	if err := clusternet.Up(state.Topology); err != nil {
-		_ = clusternet.Teardown(prefix)
+	if err := r.buildNetwork(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "network: %d nodes (underlay %s, pods %s, namespaces %s*)\n",
-		len(state.Topology.Nodes), state.Topology.UnderlayCIDR, state.Topology.ClusterCIDR, prefix)
 
 	// From here on everything stops through this one path, whatever fails.
-	srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
-	srvDone := make(chan error, 1)
-	serverStarted := false
+	srv := newServerRun(ctx)
 	defer func() {
-		stopErr := shutdown(cfg, p, prefix, stopServer, srvDone, serverStarted)
+		stopErr := shutdown(cfg, r.p, r.addr.prefix, srv.stop, srv.done, srv.started)
 		if err == nil {
 			err = stopErr
 		}
-		fmt.Fprintln(out, "cluster stopped")
+		fmt.Fprintln(r.out, "cluster stopped")
 	}()
-
-	lnAddr := netip.AddrPortFrom(state.Topology.APIAddress, APIPort).String()
-	ln, err := netns.Listen(state.Topology.Underlay(), "tcp", lnAddr)
+	stopRelay, err := r.startServer(ctx, srv)
 	if err != nil {
-		return err
-	}
-	dnsCfg, stopRelay, err := startDNSRelay(cfg, state.Topology)
-	if err != nil {
-		ln.Close()
 		return err
 	}
 	defer stopRelay()
-	dnsCfg.APIServer = "https://" + lnAddr
-	sc := cfg.Server
-	sc.DataDir = cfg.DataDir
-	if sc.Listen == "" {
-		sc.Listen = "127.0.0.1:6443"
-	}
-	sc.Listeners = []net.Listener{ln}
-	sc.AdvertiseAddress = state.Topology.APIAddress
-	sc.DNS = dnsCfg
-	sc.AdvertisePort = APIPort
-	underlay := state.Topology.Underlay()
-	sc.ClusterDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return netns.Dial(underlay, network, addr, 10*time.Second)
-	}
-	if !sc.ClusterCIDR.IsValid() {
-		sc.ClusterCIDR = state.Topology.ClusterCIDR
-	}
-	pubHost, lbPool := publisherHost(sc.LoadBalancerPool)
-	sc.LoadBalancerPool = lbPool
-	srvReady := make(chan struct{})
-	serverStarted = true
-	go func() {
-		err := server.Run(srvCtx, sc, srvReady)
-		ln.Close()
-		srvDone <- err
-	}()
-	if err := waitServer(ctx, srvReady, srvDone, cfg.readyTimeout()); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "API server ready on https://%s (cluster listener %s in %s)\n", sc.Listen, lnAddr, state.Topology.Underlay())
-
-	client, err := adminClient(p)
+	client, err := adminClient(r.p)
 	if err != nil {
 		return err
 	}
-	pubCtx, stopPublisher := context.WithCancel(srvCtx)
+	pubCtx, stopPublisher := context.WithCancel(srv.ctx)
 	defer stopPublisher()
-	if err := startPublisher(pubCtx, p, state.Topology.Underlay(), sc.LoadBalancerPool, pubHost, cfg.logger()); err != nil {
+	if err := startPublisher(pubCtx, r.p, r.state.Topology.Underlay(), r.sc.LoadBalancerPool, r.pubHost, cfg.logger()); err != nil {
 		return err
 	}
-	var procs []*agentProc
-	for _, n := range state.Topology.Nodes {
-		if err := prepareNode(p, state.Topology, n.Name); err != nil {
-			return err
-		}
-		a, err := startAgent(cfg, state, n.Name, false)
-		if err != nil {
-			return err
-		}
-		procs = append(procs, a)
+	procs, err := r.startAgents()
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(out, "agents started: %s (logs in %s)\n", strings.Join(state.nodeNames(), ", "), filepath.Join(cfg.DataDir, "nodes", "NAME", "agent.log"))
-	if err := waitNodesReady(ctx, client, state.nodeNames(), procs, cfg.readyTimeout(), out); err != nil {
+	if err := r.waitReady(ctx, client, procs); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	if !cfg.NoDNSWait {
-		nodeNS := state.Topology.NodeNamespace(state.Topology.Nodes[0].Name)
-		if err := waitDNS(ctx, client, nodeNS, cfg.readyTimeout(), out); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	}
 	supCtx, stopSupervising := context.WithCancel(ctx)
 	defer stopSupervising() // before the shutdown stops the agents
 	for _, a := range procs {
-		go superviseAgent(supCtx, cfg, a, out)
+		go superviseAgent(supCtx, cfg, a, r.out)
 	}
-	fmt.Fprintf(out, "cluster ready in %.1fs\n\nexport KUBECONFIG=%s\n\n", time.Since(start).Seconds(), filepath.Join(dataDir, "kubeconfig"))
+	fmt.Fprintf(r.out, "cluster ready in %.1fs\n\nexport KUBECONFIG=%s\n\n", time.Since(start).Seconds(), filepath.Join(r.dataDir, "kubeconfig"))
 	if ready != nil {
 		close(ready)
 	}
+	return srv.wait(ctx)
+}
+
+// bringUp is one run of Up, filled in by its steps in order.
+type bringUp struct {
+	cfg     Config
+	out     io.Writer
+	p       paths
+	dataDir string // absolute
+	// recorded is the cluster.json found at the start (zero for a new cluster).
+	recorded State
+	// name is the name recorded for the cluster, empty for none (a data dir given
+	// without --name keeps its own name, or none).
+	name string
+	// addr are the namespace prefix, API address and load-balancer pool of this run.
+	addr addresses
+	// state is the cluster being run (restoreOrCreate).
+	state State
+	// sc is the API server's configuration and pubHost the host side of the publisher
+	// (startServer).
+	sc      server.Config
+	pubHost *publisher.Host
+}
+
+// openUp makes the data directory, reads what it records and settles the run's
+// addresses: explicit ones, else recorded ones, else those chosen for the name.
+func openUp(cfg Config) (*bringUp, error) {
+	r := &bringUp{cfg: cfg, out: cfg.out(), p: cfg.paths()}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	var err error
+	if r.dataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	if s, err := LoadState(r.p.state()); err == nil {
+		r.recorded = s
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	r.name = cfg.Name
+	if rec := r.recorded.Name; rec != "" {
+		if r.name != "" && r.name != rec {
+			return nil, fmt.Errorf("the data dir %s holds the cluster %q, not %q: give --name %s, or another --data-dir", cfg.DataDir, rec, r.name, rec)
+		}
+		r.name = rec
+	}
+	r.addr = addresses{prefix: cfg.Prefix, listen: cfg.Server.Listen}
+	if r.addr.prefix == "" {
+		r.addr.prefix = r.recorded.Topology.Prefix
+	}
+	if r.addr.listen == "" {
+		r.addr.listen = r.recorded.Listen
+	}
+	pool, poolKnown := "", true
+	switch {
+	case cfg.LoadBalancerPool != nil:
+		pool = *cfg.LoadBalancerPool
+	default:
+		pool, poolKnown = recordedPool(r.recorded.LoadBalancerPool)
+	}
+	if r.addr.prefix == "" || r.addr.listen == "" || !poolKnown {
+		t := taken{}
+		if nameOr(r.name) != DefaultName {
+			t = machineTaken(r.dataDir)
+		}
+		chosen, err := chooseAddresses(nameOr(r.name), t)
+		if err != nil {
+			return nil, err
+		}
+		if r.addr.prefix == "" {
+			r.addr.prefix = chosen.prefix
+		}
+		if r.addr.listen == "" {
+			r.addr.listen = chosen.listen
+		}
+		if !poolKnown {
+			pool = chosen.pool
+		}
+	}
+	r.addr.pool = pool
+	return r, nil
+}
+
+// lock takes the data directory's pid lock and the namespace prefix's lock; the
+// returned func releases both.
+func (r *bringUp) lock() (func(), error) {
+	p, prefix := r.p, r.addr.prefix
+	pidLock, holder, err := tryLock(p.pidFile(), selfPIDRecord())
+	if err != nil {
+		return nil, err
+	}
+	if pidLock == nil {
+		return nil, fmt.Errorf("a cluster is already running on %s (pid %s); stop it with `tranche down --data-dir %s`", r.cfg.DataDir, firstField(holder), r.cfg.DataDir)
+	}
+	prefixLock, holder, err := tryLock(prefixLockPath(prefix), fmt.Sprintf("%d %s", os.Getpid(), r.dataDir))
+	if err != nil {
+		os.Remove(p.pidFile())
+		pidLock.release()
+		return nil, err
+	}
+	if prefixLock == nil {
+		os.Remove(p.pidFile())
+		pidLock.release()
+		pid, dir, _ := strings.Cut(holder, " ")
+		return nil, fmt.Errorf("another cluster (pid %s, data dir %s) uses the network namespaces %s*; only one can run at a time: stop it with `tranche down --data-dir %s`, or start this one beside it under another name with `tranche up --name NAME`", pid, dir, prefix, dir)
+	}
+	return func() {
+		os.Remove(prefixLockPath(prefix))
+		prefixLock.release()
+		os.Remove(p.pidFile())
+		pidLock.release()
+	}, nil
+}
+
+// removeLeftovers removes what a crashed run of this cluster left on the machine.
+func (r *bringUp) removeLeftovers() error {
+	if !leftovers(r.p, r.addr.prefix) {
+		return nil
+	}
+	fmt.Fprintln(r.out, "removing leftovers of an earlier run")
+	rep, err := cleanup(r.p, r.addr.prefix, r.cfg.stopGrace())
+	if err != nil {
+		return fmt.Errorf("removing leftovers of an earlier run: %w", err)
+	}
+	fmt.Fprintf(r.out, "  removed %s\n", rep)
+	return nil
+}
+
+// restoreOrCreate settles the cluster's state, the recorded one or a new one of
+// cfg.Nodes nodes, records it with this run's name and addresses, and prints them.
+func (r *bringUp) restoreOrCreate() error {
+	cfg, out := r.cfg, r.out
+	state := r.recorded
+	if len(r.recorded.Topology.Nodes) > 0 {
+		state.Topology.Prefix = r.addr.prefix
+		fmt.Fprintf(out, "restoring the cluster of %s: nodes %s\n", r.p.state(), strings.Join(state.nodeNames(), ", "))
+		if cfg.Nodes > 0 && cfg.Nodes != len(state.Topology.Nodes) {
+			fmt.Fprintf(out, "  (--nodes %d ignored: use `tranche node add|remove` to change a cluster, or `tranche down --purge` to start anew)\n", cfg.Nodes)
+		}
+	} else {
+		s, err := newState(r.addr.prefix, max(cfg.Nodes, 1), cfg.Zones)
+		if err != nil {
+			return err
+		}
+		state = s
+	}
+	state.Name, state.Listen = r.name, r.addr.listen
+	state.LoadBalancerPool = recordPool(r.addr.pool)
+	if r.name != "" {
+		shown := state.LoadBalancerPool
+		fmt.Fprintf(out, "cluster %s: data dir %s, network namespaces %s*, API server https://%s, load balancers %s\n",
+			r.name, r.dataDir, r.addr.prefix, r.addr.listen, shown)
+	}
+	r.state = state
+	return writeState(r.p, state)
+}
+
+// buildNetwork builds the cluster network of the state's topology.
+func (r *bringUp) buildNetwork() error {
+	topo := r.state.Topology
+	if err := clusternet.Up(topo); err != nil {
+		_ = clusternet.Teardown(r.addr.prefix)
+		return err
+	}
+	fmt.Fprintf(r.out, "network: %d nodes (underlay %s, pods %s, namespaces %s*)\n",
+		len(topo.Nodes), topo.UnderlayCIDR, topo.ClusterCIDR, r.addr.prefix)
+	return nil
+}
+
+// serverRun is the API server goroutine of Up.
+type serverRun struct {
+	ctx     context.Context // the server's; outlives Up's ctx until shutdown
+	stop    context.CancelFunc
+	done    chan error
+	started bool
+}
+
+func newServerRun(ctx context.Context) *serverRun {
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	return &serverRun{ctx: sctx, stop: stop, done: make(chan error, 1)}
+}
+
+// wait returns nil when ctx ends, or the API server's error when it stops first.
+func (s *serverRun) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return nil
-	case err := <-srvDone:
-		srvDone <- err
+	case err := <-s.done:
+		s.done <- err
 		if err == nil {
 			err = errors.New("the API server stopped")
 		}
 		return fmt.Errorf("API server: %w", err)
 	}
+}
+
+// startServer opens the cluster listener and the DNS relay in the underlay namespace,
+// starts the API server in srv and waits until it is ready. It returns the relay's stop
+// func (the relay is already stopped when it fails).
+func (r *bringUp) startServer(ctx context.Context, srv *serverRun) (func(), error) {
+	cfg, topo := r.cfg, r.state.Topology
+	lnAddr := netip.AddrPortFrom(topo.APIAddress, APIPort).String()
+	ln, err := netns.Listen(topo.Underlay(), "tcp", lnAddr)
+	if err != nil {
+		return nil, err
+	}
+	dnsCfg, stopRelay, err := startDNSRelay(cfg, topo)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	dnsCfg.APIServer = "https://" + lnAddr
+	sc := cfg.Server
+	sc.DataDir = cfg.DataDir
+	sc.Listen = r.addr.listen
+	sc.Listeners = []net.Listener{ln}
+	sc.AdvertiseAddress = topo.APIAddress
+	sc.DNS = dnsCfg
+	sc.AdvertisePort = APIPort
+	underlay := topo.Underlay()
+	sc.ClusterDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return netns.Dial(underlay, network, addr, 10*time.Second)
+	}
+	if !sc.ClusterCIDR.IsValid() {
+		sc.ClusterCIDR = topo.ClusterCIDR
+	}
+	pool, err := servicelb.ParsePool(r.addr.pool)
+	if err != nil {
+		ln.Close()
+		stopRelay()
+		return nil, fmt.Errorf("--loadbalancer-pool: %w", err)
+	}
+	r.pubHost, sc.LoadBalancerPool = publisherHost(pool)
+	srvReady := make(chan struct{})
+	srv.started = true
+	go func() {
+		err := server.Run(srv.ctx, sc, srvReady)
+		ln.Close()
+		srv.done <- err
+	}()
+	if err := waitServer(ctx, srvReady, srv.done, cfg.readyTimeout()); err != nil {
+		stopRelay()
+		return nil, err
+	}
+	r.sc = sc
+	fmt.Fprintf(r.out, "API server ready on https://%s (cluster listener %s in %s)\n", sc.Listen, lnAddr, topo.Underlay())
+	return stopRelay, nil
+}
+
+// startAgents prepares every node's credentials and starts its agent.
+func (r *bringUp) startAgents() ([]*agentProc, error) {
+	var procs []*agentProc
+	for _, n := range r.state.Topology.Nodes {
+		if err := prepareNode(r.p, r.state.Topology, n.Name); err != nil {
+			return nil, err
+		}
+		a, err := startAgent(r.cfg, r.state, n.Name, false)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, a)
+	}
+	fmt.Fprintf(r.out, "agents started: %s (logs in %s)\n", strings.Join(r.state.nodeNames(), ", "), filepath.Join(r.cfg.DataDir, "nodes", "NAME", "agent.log"))
+	return procs, nil
+}
+
+// waitReady waits until every node is Ready and, unless cfg.NoDNSWait, the cluster
+// DNS answers from the first node.
+func (r *bringUp) waitReady(ctx context.Context, client kubernetes.Interface, procs []*agentProc) error {
+	if err := waitNodesReady(ctx, client, r.state.nodeNames(), procs, r.cfg.readyTimeout(), r.out); err != nil {
+		return err
+	}
+	if r.cfg.NoDNSWait {
+		return nil
+	}
+	nodeNS := r.state.Topology.NodeNamespace(r.state.Topology.Nodes[0].Name)
+	return waitDNS(ctx, client, nodeNS, r.cfg.readyTimeout(), r.out)
 }
 
 // superviseAgent starts a node's agent again whenever it ends while the cluster runs,

@@ -28,6 +28,7 @@ import (
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/defaulttolerations"
+	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/podsecurity"
 	"github.com/tranche/tranche/internal/registry/all"
 	"github.com/tranche/tranche/internal/storage"
@@ -220,12 +221,14 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		api.Close()
 	}()
 
-	loop := &rest.Config{
+	// The control plane's own clients log the API's deprecation warnings (they still
+	// read v1 Endpoints) at debug level instead of printing them.
+	loop := logging.QuietWarnings(&rest.Config{
 		Host:            server,
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: adminCert, KeyData: adminKey},
 		QPS:             200,
 		Burst:           400,
-	}
+	}, log)
 	if err := bootstrapObjects(ctx, loop, cfg, log); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}

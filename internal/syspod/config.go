@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tranche/tranche/internal/logging"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -22,6 +23,15 @@ const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // (KUBERNETES_SERVICE_HOST/PORT and the service account); else apiServer with the token
 // and CA under saDir (ServiceAccountDir in a pod).
 func Config(kubeconfig, apiServer, saDir string) (*rest.Config, error) {
+	c, err := config(kubeconfig, apiServer, saDir)
+	if err != nil {
+		return nil, err
+	}
+	// A system pod's log is no place for the API's deprecation warnings.
+	return logging.QuietWarnings(c, nil), nil
+}
+
+func config(kubeconfig, apiServer, saDir string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		c, err := clientcmd.BuildConfigFromFlags(apiServer, kubeconfig)
 		if err != nil {

@@ -1,4 +1,7 @@
-package main
+// Package memtune keeps the resident set of every tranche process near what its steady
+// work needs: a lower GC percentage, the binary's file pages released after start-up,
+// and freed memory returned after bursts of load.
+package memtune
 
 import (
 	"bufio"
@@ -20,10 +23,10 @@ import (
 // that are twice as frequent, which its small, mostly idle heap makes cheap.
 const defaultGCPercent = 50
 
-// tuneMemory applies the memory defaults of every tranche process: the GC percentage
+// Tune applies the memory defaults of every tranche process: the GC percentage
 // (unless GOGC is set) and the release of the binary's file pages (see
 // releaseBinaryPages).
-func tuneMemory() error {
+func Tune() error {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
 		debug.SetGCPercent(defaultGCPercent)
 	}
@@ -64,12 +67,12 @@ func releaseBinaryPages() error {
 	return nil
 }
 
-// releaseWhenReady returns a channel for a component's ready signal; once it is closed,
+// ReleaseWhenReady returns a channel for a component's ready signal; once it is closed,
 // the binary's pages are released again, so the code that only ran during start-up
 // (etcd's bootstrap, scheme and OpenAPI set-up, the first lists) leaves the resident set
 // and an idle process keeps the pages its steady work uses. A failure is logged: it costs
 // memory, never behaviour.
-func releaseWhenReady(ctx context.Context, log *slog.Logger) chan<- struct{} {
+func ReleaseWhenReady(ctx context.Context, log *slog.Logger) chan<- struct{} {
 	ready := make(chan struct{})
 	go func() {
 		select {
