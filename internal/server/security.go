@@ -182,13 +182,6 @@ func (rs ruleSource) GetClusterRole(name string) (*rbacv1.ClusterRole, error) {
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterrole"}, name)
 }
 
-func (rs ruleSource) ListClusterRoles() ([]*rbacv1.ClusterRole, error) {
-	if l := rs.l(); l != nil {
-		return l.clusterRoles.List(labels.Everything())
-	}
-	return nil, nil
-}
-
 func (rs ruleSource) ListRoleBindings(ns string) ([]*rbacv1.RoleBinding, error) {
 	if l := rs.l(); l != nil {
 		return l.roleBindings.RoleBindings(ns).List(labels.Everything())
