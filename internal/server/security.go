@@ -13,7 +13,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
@@ -153,6 +155,7 @@ func (s *security) Check(r *http.Request, req apiserver.Request) (*http.Request,
 	}
 	attrs := authz.Attributes{User: user, Verb: req.Verb, Namespace: req.Namespace, APIGroup: req.APIGroup, APIVersion: req.APIVersion,
 		Resource: req.Resource, Subresource: req.Subresource, Name: req.Name, Path: req.Path, ResourceRequest: req.IsResourceRequest}
+	withSelector(&attrs, r)
 	d, reason, err := s.authorizer.Authorize(r.Context(), attrs)
 	if err != nil && d != authz.Allow {
 		return nil, apierrors.NewInternalError(err)
@@ -161,6 +164,33 @@ func (s *security) Check(r *http.Request, req apiserver.Request) (*http.Request,
 		return nil, attrs.ForbiddenError(reason)
 	}
 	return r.WithContext(context.WithValue(r.Context(), userKey{}, user)), nil
+}
+
+// withSelector completes the attributes of a list, watch or deletecollection with its
+// field selector, as kube-apiserver's request info does for authorizers that decide on
+// selectors (the Node authorizer): a list or watch whose selector requires
+// metadata.name=X is a request for X, a selector that does not parse has none (the
+// request then fails with 400 in the handler).
+func withSelector(a *authz.Attributes, r *http.Request) {
+	switch a.Verb {
+	case "list", "watch", "deletecollection":
+	default:
+		return
+	}
+	raw := r.URL.Query().Get("fieldSelector")
+	if !a.ResourceRequest || raw == "" {
+		return
+	}
+	sel, err := fields.ParseSelector(raw)
+	if err != nil {
+		return
+	}
+	a.FieldSelector = sel.Requirements()
+	if a.Name == "" && a.Verb != "deletecollection" {
+		if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(path.IsValidPathSegmentName(name)) == 0 {
+			a.Name = name
+		}
+	}
 }
 
 // ruleSource reads RBAC objects from the caches (empty until they sync).
