@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -185,12 +186,28 @@ func withSelector(a *authz.Attributes, r *http.Request) {
 	if err != nil {
 		return
 	}
-	a.FieldSelector = sel.Requirements()
+	if !watchViaPath(r.URL.Path) {
+		a.FieldSelector = sel.Requirements()
+	}
 	if a.Name == "" && a.Verb != "deletecollection" {
 		if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(path.IsValidPathSegmentName(name)) == 0 {
 			a.Name = name
 		}
 	}
+}
+
+// watchViaPath reports a watch through the deprecated /watch/ path prefix
+// (/api/v1/watch/..., /apis/G/V/watch/...), to which Kubernetes gives authorizers no
+// selector: not every such endpoint honours one.
+func watchViaPath(p string) bool {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	switch {
+	case len(parts) > 2 && parts[0] == "api":
+		return parts[2] == "watch"
+	case len(parts) > 3 && parts[0] == "apis":
+		return parts[3] == "watch"
+	}
+	return false
 }
 
 // ruleSource reads RBAC objects from the caches (empty until they sync).

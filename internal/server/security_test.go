@@ -15,9 +15,9 @@ import (
 // request info does; other verbs and unparsable selectors carry none.
 func TestWithSelector(t *testing.T) {
 	cases := []struct {
-		name, verb, query string
-		wantName          string
-		wantSelector      string
+		name, verb, path, query string
+		wantName                string
+		wantSelector            string
 	}{
 		{name: "list by node", verb: "list", query: "fieldSelector=spec.nodeName%3Dn1", wantSelector: "spec.nodeName=n1"},
 		{name: "watch by name", verb: "watch", query: "watch=1&fieldSelector=metadata.name%3Dn1", wantName: "n1", wantSelector: "metadata.name=n1"},
@@ -27,13 +27,19 @@ func TestWithSelector(t *testing.T) {
 		{name: "name excluded", verb: "list", query: "fieldSelector=metadata.name!%3Dn1", wantSelector: "metadata.name!=n1"},
 		{name: "deletecollection keeps no name", verb: "deletecollection", query: "fieldSelector=metadata.name%3Dn1", wantSelector: "metadata.name=n1"},
 		{name: "get ignores selectors", verb: "get", query: "fieldSelector=spec.nodeName%3Dn1"},
+		{name: "watch via the path has a name but no selector", verb: "watch", path: "/api/v1/watch/nodes", query: "fieldSelector=metadata.name%3Dn1", wantName: "n1"},
+		{name: "group watch via the path", verb: "watch", path: "/apis/apps/v1/watch/namespaces/t1/deployments", query: "fieldSelector=spec.nodeName%3Dn1"},
 		{name: "unparsable", verb: "list", query: "fieldSelector=spec.nodeName"},
 		{name: "none", verb: "list"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a := authz.Attributes{Verb: tc.verb, Resource: "nodes", ResourceRequest: true}
-			withSelector(&a, httptest.NewRequest("GET", "/api/v1/nodes?"+tc.query, nil))
+			p := tc.path
+			if p == "" {
+				p = "/api/v1/nodes"
+			}
+			withSelector(&a, httptest.NewRequest("GET", p+"?"+tc.query, nil))
 			var want fields.Requirements
 			if tc.wantSelector != "" {
 				want = fields.ParseSelectorOrDie(tc.wantSelector).Requirements()
