@@ -67,9 +67,20 @@ func (s *Server) serverSideApply(ctx context.Context, w http.ResponseWriter, r *
 		return err
 	}
 	force := opts.Force != nil && *opts.Force
+	// The first attempt applies the decoded patch itself; a retry (a conflicting write
+	// in between) decodes the body again, as kube-apiserver does on every attempt,
+	// rather than every apply paying for a copy the library may write into.
+	unused := patch
 	apply := func(live runtime.Object) (runtime.Object, error) {
 		live.GetObjectKind().SetGroupVersionKind(e.res.GVK)
-		out, err := fm.Apply(live, patch.DeepCopy(), opts.FieldManager, force)
+		p := unused
+		if unused = nil; p == nil {
+			var derr error
+			if p, _, derr = decodeApplyPatch(body, fv); derr != nil {
+				return nil, derr
+			}
+		}
+		out, err := fm.Apply(live, p, opts.FieldManager, force)
 		if err != nil {
 			if _, ok := err.(apierrors.APIStatus); ok {
 				return nil, err

@@ -94,12 +94,24 @@ func ensureClusterRole(ctx context.Context, client kubernetes.Interface, role *r
 //   - members of system:masters always pass, and updates that change only what the
 //     garbage collector writes (owner references, finalizers) are not checked.
 //
-// Refusals are 403 Forbidden with Kubernetes' wording, naming the missing rules.
+// Refusals are 403 Forbidden with Kubernetes' wording, naming the missing rules. It
+// runs as the last Mutator (it changes nothing), after mutating admission and before
+// the resource's strategy validates, where Kubernetes' policybased storages check: an
+// escalating role that is also invalid is refused with 403, not 422.
 type rbacEscalation struct {
 	sec *security
 }
 
-var _ apiserver.Validator = (*rbacEscalation)(nil)
+var (
+	_ apiserver.Validator = (*rbacEscalation)(nil)
+	_ apiserver.Mutator   = (*rbacEscalation)(nil)
+)
+
+// Mutate implements apiserver.Mutator with Validate's check.
+func (v *rbacEscalation) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) error {
+	_, err := v.Validate(ctx, req)
+	return err
+}
 
 // Validate implements apiserver.Validator.
 func (v *rbacEscalation) Validate(ctx context.Context, req *apiserver.AdmissionRequest) ([]string, error) {

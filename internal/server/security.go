@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
@@ -153,6 +156,7 @@ func (s *security) Check(r *http.Request, req apiserver.Request) (*http.Request,
 	}
 	attrs := authz.Attributes{User: user, Verb: req.Verb, Namespace: req.Namespace, APIGroup: req.APIGroup, APIVersion: req.APIVersion,
 		Resource: req.Resource, Subresource: req.Subresource, Name: req.Name, Path: req.Path, ResourceRequest: req.IsResourceRequest}
+	withSelector(&attrs, r)
 	d, reason, err := s.authorizer.Authorize(r.Context(), attrs)
 	if err != nil && d != authz.Allow {
 		return nil, apierrors.NewInternalError(err)
@@ -161,6 +165,49 @@ func (s *security) Check(r *http.Request, req apiserver.Request) (*http.Request,
 		return nil, attrs.ForbiddenError(reason)
 	}
 	return r.WithContext(context.WithValue(r.Context(), userKey{}, user)), nil
+}
+
+// withSelector completes the attributes of a list, watch or deletecollection with its
+// field selector, as kube-apiserver's request info does for authorizers that decide on
+// selectors (the Node authorizer): a list or watch whose selector requires
+// metadata.name=X is a request for X, a selector that does not parse has none (the
+// request then fails with 400 in the handler).
+func withSelector(a *authz.Attributes, r *http.Request) {
+	switch a.Verb {
+	case "list", "watch", "deletecollection":
+	default:
+		return
+	}
+	raw := r.URL.Query().Get("fieldSelector")
+	if !a.ResourceRequest || raw == "" {
+		return
+	}
+	sel, err := fields.ParseSelector(raw)
+	if err != nil {
+		return
+	}
+	if !watchViaPath(r.URL.Path) {
+		a.FieldSelector = sel.Requirements()
+	}
+	if a.Name == "" && a.Verb != "deletecollection" {
+		if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(path.IsValidPathSegmentName(name)) == 0 {
+			a.Name = name
+		}
+	}
+}
+
+// watchViaPath reports a watch through the deprecated /watch/ path prefix
+// (/api/v1/watch/..., /apis/G/V/watch/...), to which Kubernetes gives authorizers no
+// selector: not every such endpoint honours one.
+func watchViaPath(p string) bool {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	switch {
+	case len(parts) > 2 && parts[0] == "api":
+		return parts[2] == "watch"
+	case len(parts) > 3 && parts[0] == "apis":
+		return parts[3] == "watch"
+	}
+	return false
 }
 
 // ruleSource reads RBAC objects from the caches (empty until they sync).
@@ -180,13 +227,6 @@ func (rs ruleSource) GetClusterRole(name string) (*rbacv1.ClusterRole, error) {
 		return l.clusterRoles.Get(name)
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterrole"}, name)
-}
-
-func (rs ruleSource) ListClusterRoles() ([]*rbacv1.ClusterRole, error) {
-	if l := rs.l(); l != nil {
-		return l.clusterRoles.List(labels.Everything())
-	}
-	return nil, nil
 }
 
 func (rs ruleSource) ListRoleBindings(ns string) ([]*rbacv1.RoleBinding, error) {

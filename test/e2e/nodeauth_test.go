@@ -75,7 +75,8 @@ spec:
 // the Secret a pod bound to it mounts and mints tokens for that pod's service account
 // bound to that pod, and nothing else: no listing of Secrets, no Secret of another
 // node's pod, no token for an unrelated account, no edits of another node or of
-// restricted labels. The pod itself runs, its secret, configMap env and projected
+// restricted labels; it lists pods only with spec.nodeName=<itself> and reads only its
+// own Node (Kubernetes' AuthorizeNodeWithSelectors). The pod itself runs, its secret, configMap env and projected
 // token in place, under the agent's node identity.
 func TestNodeAuthorizer(t *testing.T) {
 	c := up(t)
@@ -127,9 +128,35 @@ func TestNodeAuthorizer(t *testing.T) {
 			t.Errorf("token is not a JWT: %q", token)
 		}
 	})
+	t.Run("list with selectors", func(t *testing.T) {
+		c.nodeRefused(t, nodeA, `pods is forbidden: User "system:node:`+nodeA+`" cannot list resource "pods" in API group "" at the cluster scope: can only list/watch pods with spec.nodeName field selector`,
+			"get", "pods", "-A")
+		c.nodeRefused(t, nodeA, "can only list/watch pods with spec.nodeName field selector",
+			"get", "pods", "-A", "--field-selector", "spec.nodeName="+nodeB)
+		if out := c.nodeMust(t, nodeA, "get", "pods", "-A", "--field-selector", "spec.nodeName="+nodeA, "-o", "jsonpath={.items[*].metadata.name}"); !strings.Contains(out, "holder") {
+			t.Errorf("node %s's own pods %q lack holder", nodeA, out)
+		}
+		c.nodeRefused(t, nodeA, `nodes is forbidden: User "system:node:`+nodeA+`" cannot list resource "nodes" in API group "" at the cluster scope: node '`+nodeA+`' cannot read all nodes, only its own Node object`,
+			"get", "nodes")
+		c.nodeRefused(t, nodeA, fmt.Sprintf(`nodes "%s" is forbidden: User "system:node:%s" cannot get resource "nodes" in API group "" at the cluster scope: node '%s' cannot read '%s', only its own Node object`, nodeB, nodeA, nodeA, nodeB),
+			"get", "node", nodeB)
+		if out := c.nodeMust(t, nodeA, "get", "nodes", "--field-selector", "metadata.name="+nodeA, "-o", "jsonpath={.items[*].metadata.name}"); out != nodeA {
+			t.Errorf("nodes selected by metadata.name=%s: %q", nodeA, out)
+		}
+		c.nodeMust(t, nodeA, "get", "node", nodeA)
+	})
 	t.Run("node labels", func(t *testing.T) {
-		c.nodeRefused(t, nodeA, fmt.Sprintf(`nodes "%s" is forbidden: node "%s" is not allowed to modify node "%s"`, nodeB, nodeA, nodeB),
+		// kubectl label reads the node first, which a node may do only for its own.
+		c.nodeRefused(t, nodeA, fmt.Sprintf("node '%s' cannot read '%s', only its own Node object", nodeA, nodeB),
 			"label", "node", nodeB, "example.com/stolen=yes")
+		// A write without the read reaches NodeRestriction.
+		stolen := filepath.Join(t.TempDir(), "node.json")
+		body := s.must(t, "label", "node", nodeB, "example.com/stolen=yes", "--dry-run=client", "-o", "json")
+		if err := os.WriteFile(stolen, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.nodeRefused(t, nodeA, fmt.Sprintf(`nodes "%s" is forbidden: node "%s" is not allowed to modify node "%s"`, nodeB, nodeA, nodeB),
+			"replace", "--raw", "/api/v1/nodes/"+nodeB, "-f", stolen)
 		c.nodeRefused(t, nodeA, fmt.Sprintf(`nodes "%s" is forbidden: is not allowed to modify labels: node-restriction.kubernetes.io/pool`, nodeA),
 			"label", "node", nodeA, "node-restriction.kubernetes.io/pool=gpu")
 		c.nodeRefused(t, nodeA, "is not allowed to modify labels: node-role.kubernetes.io/control-plane",

@@ -83,12 +83,25 @@ func TestRBACEscalationRefused(t *testing.T) {
 	refused("a Role granting nodes (cluster-scoped, not held)", []string{
 		`roles.rbac.authorization.k8s.io "nodes" is forbidden: ` + user + "\n" + `{APIGroups:[""], Resources:["nodes"], Verbs:["get"]}`,
 	}, "create", "role", "nodes", "--verb=get", "--resource=nodes")
+	// Kubernetes checks escalation before validation: a Role both escalating and
+	// invalid (a namespaced rule naming a non-resource URL) is refused with 403, not 422.
+	invalid := filepath.Join(t.TempDir(), "role.yaml")
+	if err := os.WriteFile(invalid, []byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"pwn-invalid"},
+"rules":[{"apiGroups":["*"],"resources":["*"],"verbs":["*"],"nonResourceURLs":["/pwn"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused("an invalid Role granting *.*", []string{
+		`roles.rbac.authorization.k8s.io "pwn-invalid" is forbidden: ` + user + "\n",
+	}, "create", "-f", invalid)
 	refused("a dry run of the same binding", []string{"is attempting to grant RBAC permissions not currently held"},
 		"create", "rolebinding", "pwn", "--clusterrole=cluster-admin", "--serviceaccount="+ns+":adm", "--dry-run=server")
 	for _, kind := range []string{"rolebinding", "role"} {
 		if _, errOut, err := s.kubectl(t, "", "get", kind, "pwn", "-n", ns); err == nil || !strings.Contains(errOut, "NotFound") {
 			t.Errorf("refused %s pwn exists: %v %s", kind, err, errOut)
 		}
+	}
+	if _, errOut, err := s.kubectl(t, "", "get", "role", "pwn-invalid", "-n", ns); err == nil || !strings.Contains(errOut, "NotFound") {
+		t.Errorf("refused role pwn-invalid exists: %v %s", err, errOut)
 	}
 	if out, _, _ := adm.kubectl(t, "", "auth", "can-i", "create", "nodes"); strings.TrimSpace(out) != "no" {
 		t.Fatalf("adm gained cluster rights: can-i create nodes = %q", out)

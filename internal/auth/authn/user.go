@@ -13,6 +13,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -153,6 +154,8 @@ type Attributes struct {
 	Path string
 	// ResourceRequest distinguishes API resources from non-resource URLs.
 	ResourceRequest bool
+	// FieldSelector holds a list, watch or deletecollection's parsed ?fieldSelector=.
+	FieldSelector fields.Requirements
 }
 
 // htmlSanitizer keeps forbidden messages from looking like HTML, as Kubernetes does.

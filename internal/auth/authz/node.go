@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/selection"
+
 	"github.com/tranche/tranche/internal/auth/authn"
 )
 
@@ -15,10 +17,12 @@ const NodeLeaseNamespace = "kube-node-lease"
 // NodeAuthorizer is Kubernetes' Node authorizer for node agents (user system:node:NAME
 // in group system:nodes): a node reads a Secret, ConfigMap, PersistentVolumeClaim,
 // PersistentVolume, ServiceAccount or ResourceClaim, and creates a ServiceAccount
-// token, only when a pod bound to it uses that object (NodeGraph); it writes its own
-// Lease, events, and deletes and evicts the pods bound to it. Creating and updating
-// Nodes, pod status and (mirror) pods is allowed here and narrowed to the node's own
-// objects by the NodeRestriction admission (internal/noderestriction), as upstream.
+// token, only when a pod bound to it uses that object (NodeGraph); it reads its own
+// Node and the pods bound to it (lists and watches only with field selectors naming it,
+// as Kubernetes' AuthorizeNodeWithSelectors), writes its own Lease, events, and
+// deletes and evicts the pods bound to it. Creating and updating Nodes, pod status and
+// (mirror) pods is allowed here and narrowed to the node's own objects by the
+// NodeRestriction admission (internal/noderestriction), as upstream.
 // Other reads follow a static rule list. Anything else, and every other user, gets
 // NoOpinion, which leaves the decision to RBAC.
 type NodeAuthorizer struct {
@@ -33,8 +37,10 @@ func NewNodeAuthorizer(graph *NodeGraph) *NodeAuthorizer {
 }
 
 // nodeReadable are the (group, resource) pairs any node may get, list and watch.
+// Nodes and pods are not among them: a node reads only its own Node and the pods
+// bound to it (authorizeNode, authorizePod).
 var nodeReadable = []struct{ group, resource string }{
-	{"", "nodes"}, {"", "pods"}, {"", "services"}, {"", "endpoints"}, {"", "namespaces"},
+	{"", "services"}, {"", "endpoints"}, {"", "namespaces"},
 	{"discovery.k8s.io", "endpointslices"},
 }
 
@@ -69,7 +75,7 @@ func (n *NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, s
 		}
 		return n.authorizeCreateToken(node, a)
 	case "/nodes":
-		return authorizeNode(a)
+		return authorizeNode(node, a)
 	case "coordination.k8s.io/leases":
 		return authorizeLease(node, a)
 	case "/pods":
@@ -155,18 +161,31 @@ func (n *NodeAuthorizer) authorizeCreateToken(node string, a Attributes) (Decisi
 	return n.related(node, a)
 }
 
-// authorizeNode lets a node read Nodes and create, update or patch a Node and its
-// status; NodeRestriction limits the writes to the node's own object.
-func authorizeNode(a Attributes) (Decision, string, error) {
+// authorizeNode lets a node create, update or patch a Node and its status
+// (NodeRestriction limits the writes to the node's own object) and get, list or watch
+// its own Node only, as Kubernetes' AuthorizeNodeWithSelectors does: by name, or by a
+// metadata.name field selector, which gives a list or watch its name. The name is
+// compared directly, not through the graph, so that an agent may read its Node before
+// creating it.
+func authorizeNode(node string, a Attributes) (Decision, string, error) {
 	switch a.Subresource {
 	case "":
 		switch a.Verb {
-		case "get", "list", "watch", "create", "update", "patch":
+		case "create", "update", "patch":
 			return Allow, "", nil
+		case "get", "list", "watch":
+			switch a.Name {
+			case node:
+				return Allow, "", nil
+			case "":
+				return NoOpinion, fmt.Sprintf("node '%s' cannot read all nodes, only its own Node object", node), nil
+			default:
+				return NoOpinion, fmt.Sprintf("node '%s' cannot read '%s', only its own Node object", node, a.Name), nil
+			}
 		}
 	case "status":
 		switch a.Verb {
-		case "get", "update", "patch":
+		case "update", "patch":
 			return Allow, "", nil
 		}
 	}
@@ -190,19 +209,38 @@ func authorizeLease(node string, a Attributes) (Decision, string, error) {
 	return Allow, "", nil
 }
 
-// authorizePod allows reads, creating (mirror) pods and writing pod status, which
-// NodeRestriction narrows to pods bound to node, and deleting and evicting the pods
-// the graph shows bound to node (tranche admits no deletes, so it is checked here).
+// authorizePod follows Kubernetes' rules for a node's pod requests: get of a pod bound
+// to node (graph); list and watch only with the field selector spec.nodeName=<node>
+// (what kubelet's informer asks), or of one pod bound to it by name; creating
+// (mirror) pods and writing pod status, which NodeRestriction narrows to pods bound to
+// node; deleting and evicting the pods the graph shows bound to node (tranche admits
+// no deletes, so it is checked here).
 func (n *NodeAuthorizer) authorizePod(node string, a Attributes) (Decision, string, error) {
 	switch {
-	case a.Subresource == "" && (isRead(a.Verb) || a.Verb == "create"):
+	case a.Subresource == "" && a.Verb == "get":
+		return n.podBound(node, a)
+	case a.Subresource == "" && (a.Verb == "list" || a.Verb == "watch"):
+		for _, req := range a.FieldSelector {
+			if req.Field == "spec.nodeName" && req.Operator == selection.Equals && req.Value == node {
+				return Allow, "", nil
+			}
+		}
+		if a.Name != "" {
+			return n.podBound(node, a)
+		}
+		return NoOpinion, "can only list/watch pods with spec.nodeName field selector", nil
+	case a.Subresource == "" && a.Verb == "create":
 		return Allow, "", nil
 	case a.Subresource == "status" && (a.Verb == "update" || a.Verb == "patch"):
 		return Allow, "", nil
 	case a.Subresource == "" && a.Verb == "delete", a.Subresource == "eviction" && a.Verb == "create":
-	default:
-		return NoOpinion, "", nil
+		return n.podBound(node, a)
 	}
+	return NoOpinion, "", nil
+}
+
+// podBound allows a request naming a pod the graph shows bound to node.
+func (n *NodeAuthorizer) podBound(node string, a Attributes) (Decision, string, error) {
 	if a.Name == "" {
 		return NoOpinion, "No Object name found", nil
 	}

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tranche/tranche/internal/auth/authn"
@@ -19,6 +20,12 @@ func makePod(ns, name, node string, mutate func(*v1.Pod)) *v1.Pod {
 		mutate(p)
 	}
 	return p
+}
+
+// selected returns a with the field selector sel, as the API server parses it.
+func selected(a Attributes, sel string) Attributes {
+	a.FieldSelector = fields.ParseSelectorOrDie(sel).Requirements()
+	return a
 }
 
 func TestNodeAuthorizer(t *testing.T) {
@@ -46,7 +53,20 @@ func TestNodeAuthorizer(t *testing.T) {
 		want   Decision
 		reason string
 	}{
-		{name: "list pods", attrs: resAttrs(nodeA, "list", "", "pods", "", "", ""), want: Allow},
+		{name: "list all pods", attrs: resAttrs(nodeA, "list", "", "pods", "", "", ""), want: NoOpinion, reason: "can only list/watch pods with spec.nodeName field selector"},
+		{name: "list own pods", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.nodeName=a"), want: Allow},
+		{name: "watch own pods with ==", attrs: selected(resAttrs(nodeA, "watch", "", "pods", "", "", ""), "status.phase!=Failed,spec.nodeName==a"), want: Allow},
+		{name: "list another node's pods", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.nodeName=b"), want: NoOpinion, reason: "can only list/watch pods with spec.nodeName field selector"},
+		{name: "list pods not on a node", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.nodeName!=a"), want: NoOpinion, reason: "can only list/watch pods with spec.nodeName field selector"},
+		{name: "watch own pod by name", attrs: resAttrs(nodeA, "watch", "", "pods", "", "t1", "on-a"), want: Allow},
+		{name: "watch another node's pod by name", attrs: resAttrs(nodeA, "watch", "", "pods", "", "t1", "on-b"), want: NoOpinion, reason: noRel},
+		{name: "get own pod", attrs: resAttrs(nodeA, "get", "", "pods", "", "t1", "on-a"), want: Allow},
+		{name: "get another node's pod", attrs: resAttrs(nodeA, "get", "", "pods", "", "t1", "on-b"), want: NoOpinion, reason: noRel},
+		{name: "get own node", attrs: resAttrs(nodeA, "get", "", "nodes", "", "", "a"), want: Allow},
+		{name: "watch own node by name", attrs: resAttrs(nodeA, "watch", "", "nodes", "", "", "a"), want: Allow},
+		{name: "list all nodes", attrs: resAttrs(nodeA, "list", "", "nodes", "", "", ""), want: NoOpinion, reason: "node 'a' cannot read all nodes, only its own Node object"},
+		{name: "get another node", attrs: resAttrs(nodeA, "get", "", "nodes", "", "", "b"), want: NoOpinion, reason: "node 'a' cannot read 'b', only its own Node object"},
+		{name: "get own node status", attrs: resAttrs(nodeA, "get", "", "nodes", "status", "", "a"), want: NoOpinion},
 		{name: "watch endpointslices", attrs: resAttrs(nodeA, "watch", "discovery.k8s.io", "endpointslices", "", "", ""), want: Allow},
 		{name: "get mounted secret", attrs: resAttrs(nodeA, "get", "", "secrets", "", "t1", "mounted"), want: Allow},
 		{name: "watch mounted secret by name", attrs: resAttrs(nodeA, "watch", "", "secrets", "", "t1", "mounted"), want: Allow},

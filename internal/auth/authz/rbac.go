@@ -20,18 +20,19 @@ import (
 // RuleSource reads RBAC objects, typically from informer caches. Get methods should
 // return a Kubernetes NotFound error (apierrors.NewNotFound) for a missing role, so
 // the denial reason reads as in Kubernetes (`clusterrole.rbac.authorization.k8s.io
-// "x" not found`).
+// "x" not found`). A ClusterRole with an aggregationRule is read as stored: the
+// aggregation controller keeps its rules, as kube-controller-manager's does.
 type RuleSource interface {
 	ListClusterRoleBindings() ([]*rbacv1.ClusterRoleBinding, error)
 	GetClusterRole(name string) (*rbacv1.ClusterRole, error)
-	// ListClusterRoles is needed to evaluate aggregationRule when reading.
-	ListClusterRoles() ([]*rbacv1.ClusterRole, error)
 	ListRoleBindings(namespace string) ([]*rbacv1.RoleBinding, error)
 	GetRole(namespace, name string) (*rbacv1.Role, error)
 }
 
 // RBAC authorizes with Kubernetes' RBAC semantics over a RuleSource, and allows
-// members of system:masters everything.
+// members of system:masters everything. Like upstream's rule resolver it lists the
+// bindings, keeps those naming the user and reads their roles' stored rules: no
+// aggregation and no allocation per rule on the request path.
 type RBAC struct {
 	source RuleSource
 }
@@ -50,16 +51,16 @@ func (r *RBAC) Authorize(_ context.Context, a Attributes) (Decision, string, err
 	if a.User.InGroup(authn.GroupMasters) {
 		return Allow, "", nil
 	}
-	var allowedBy string
-	errs := r.visitRules(a.User, a.Namespace, func(source string, rule *rbacv1.PolicyRule) bool {
+	var allowedBy fmt.Stringer
+	errs := r.visitRules(a.User, a.Namespace, func(source fmt.Stringer, rule *rbacv1.PolicyRule) bool {
 		if RuleAllows(a, rule) {
 			allowedBy = source
 			return false
 		}
 		return true
 	})
-	if allowedBy != "" {
-		return Allow, "RBAC: allowed by " + allowedBy, nil
+	if allowedBy != nil {
+		return Allow, "RBAC: allowed by " + allowedBy.String(), nil
 	}
 	if len(errs) > 0 {
 		return NoOpinion, "RBAC: " + utilerrors.NewAggregate(errs).Error(), nil
@@ -94,7 +95,7 @@ func (r *RBAC) RulesFor(user *authn.User, namespace string) ([]authorizationv1.R
 		add(&rbacv1.PolicyRule{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}})
 		add(&rbacv1.PolicyRule{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}})
 	}
-	errs := r.visitRules(user, namespace, func(_ string, rule *rbacv1.PolicyRule) bool {
+	errs := r.visitRules(user, namespace, func(_ fmt.Stringer, rule *rbacv1.PolicyRule) bool {
 		add(rule)
 		return true
 	})
@@ -103,8 +104,9 @@ func (r *RBAC) RulesFor(user *authn.User, namespace string) ([]authorizationv1.R
 
 // visitRules calls visit for every rule bound to user: cluster role bindings first,
 // then the role bindings of namespace. visit returns false to stop. Resolution errors
-// are collected, not fatal: one broken binding must not hide the others.
-func (r *RBAC) visitRules(user *authn.User, namespace string, visit func(source string, rule *rbacv1.PolicyRule) bool) []error {
+// are collected, not fatal: one broken binding must not hide the others. The source
+// describes the binding when asked, so that visiting costs no formatting.
+func (r *RBAC) visitRules(user *authn.User, namespace string, visit func(source fmt.Stringer, rule *rbacv1.PolicyRule) bool) []error {
 	if user == nil {
 		return nil
 	}
@@ -123,7 +125,7 @@ func (r *RBAC) visitRules(user *authn.User, namespace string, visit func(source 
 			errs = append(errs, err)
 			continue
 		}
-		source := fmt.Sprintf("ClusterRoleBinding %q of %s %q to %s", b.Name, b.RoleRef.Kind, b.RoleRef.Name, describeSubject(subject, ""))
+		source := bindingSource{kind: "ClusterRoleBinding", name: b.Name, ref: &b.RoleRef, subject: subject}
 		for i := range rules {
 			if !visit(source, &rules[i]) {
 				return errs
@@ -147,8 +149,7 @@ func (r *RBAC) visitRules(user *authn.User, namespace string, visit func(source 
 			errs = append(errs, err)
 			continue
 		}
-		// Kubernetes prints "name/namespace" here; kept for identical audit text.
-		source := fmt.Sprintf("RoleBinding %q of %s %q to %s", b.Name+"/"+b.Namespace, b.RoleRef.Kind, b.RoleRef.Name, describeSubject(subject, b.Namespace))
+		source := bindingSource{kind: "RoleBinding", name: b.Name, namespace: b.Namespace, ref: &b.RoleRef, subject: subject}
 		for i := range rules {
 			if !visit(source, &rules[i]) {
 				return errs
@@ -158,8 +159,24 @@ func (r *RBAC) visitRules(user *authn.User, namespace string, visit func(source 
 	return errs
 }
 
-// roleRefRules resolves a binding's roleRef: a Role in namespace, or a ClusterRole
-// (with its aggregation evaluated).
+// bindingSource names the binding a rule came from in an Allow's reason.
+type bindingSource struct {
+	kind, name, namespace string
+	ref                   *rbacv1.RoleRef
+	subject               *rbacv1.Subject
+}
+
+func (s bindingSource) String() string {
+	name := s.name
+	if s.namespace != "" {
+		// Kubernetes prints "name/namespace" here; kept for identical audit text.
+		name += "/" + s.namespace
+	}
+	return fmt.Sprintf("%s %q of %s %q to %s", s.kind, name, s.ref.Kind, s.ref.Name, describeSubject(s.subject, s.namespace))
+}
+
+// roleRefRules resolves a binding's roleRef: a Role in namespace, or a ClusterRole,
+// each with the rules it has stored.
 func (r *RBAC) roleRefRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
 	switch ref.Kind {
 	case "Role":
@@ -173,14 +190,7 @@ func (r *RBAC) roleRefRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.Poli
 		if err != nil {
 			return nil, err
 		}
-		if role.AggregationRule == nil {
-			return role.Rules, nil
-		}
-		all, err := r.source.ListClusterRoles()
-		if err != nil {
-			return nil, err
-		}
-		return AggregateRules(role, all), nil
+		return role.Rules, nil
 	default:
 		return nil, fmt.Errorf("unsupported role reference kind: %q", ref.Kind)
 	}
@@ -191,6 +201,7 @@ func (r *RBAC) roleRefRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.Poli
 // whose labels match one of its clusterRoleSelectors, themselves aggregated, without
 // duplicates, selector by selector and in order of role name — what Kubernetes'
 // aggregation controller (internal/controller/clusterroleaggregation) converges to.
+// Bootstrap writes the default aggregated roles with it; the authorizer never calls it.
 func AggregateRules(role *rbacv1.ClusterRole, all []*rbacv1.ClusterRole) []rbacv1.PolicyRule {
 	sorted := slices.Clone(all)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })

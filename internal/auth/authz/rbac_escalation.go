@@ -36,8 +36,8 @@ func (r *RBAC) ConfirmNoEscalation(u *authn.User, namespace string, rules []rbac
 }
 
 // RoleRefRules returns the rules a binding in namespace ("" for a ClusterRoleBinding)
-// with roleRef would grant: a Role's rules, or a ClusterRole's with its aggregation
-// evaluated. A missing role is a NotFound error from the RuleSource.
+// with roleRef would grant: a Role's or a ClusterRole's stored rules (those of an
+// aggregated ClusterRole are kept by the aggregation controller). A missing role is a NotFound error from the RuleSource.
 func (r *RBAC) RoleRefRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
 	return r.roleRefRules(ref, namespace)
 }
@@ -110,8 +110,8 @@ func (x ruleResolver) VisitRulesFor(_ context.Context, u userinfo.Info, namespac
 		}
 	}
 	stopped := false
-	errs := x.r.visitRules(au, namespace, func(source string, rule *rbacv1.PolicyRule) bool {
-		if !visitor(stringer(source), rule, nil) {
+	errs := x.r.visitRules(au, namespace, func(source fmt.Stringer, rule *rbacv1.PolicyRule) bool {
+		if !visitor(source, rule, nil) {
 			stopped = true
 			return false
 		}
@@ -140,7 +140,3 @@ func FullAuthority() []rbacv1.PolicyRule {
 	}
 	return out
 }
-
-type stringer string
-
-func (s stringer) String() string { return string(s) }

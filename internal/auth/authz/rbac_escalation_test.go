@@ -34,6 +34,8 @@ func TestConfirmNoEscalation(t *testing.T) {
 			makeClusterRole("any-group-jobs", nil, rule([]string{"create"}, []string{"*"}, []string{"jobs"}, nil)),
 			makeClusterRole("agg", func(r *rbacv1.ClusterRole) {
 				r.AggregationRule = &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"agg": "true"}}}}
+				// As the aggregation controller stores it.
+				r.Rules = []rbacv1.PolicyRule{rule([]string{"delete"}, []string{"batch"}, []string{"cronjobs"}, nil)}
 			}),
 			makeClusterRole("agg-part", func(r *rbacv1.ClusterRole) { r.Labels = map[string]string{"agg": "true"} },
 				rule([]string{"delete"}, []string{"batch"}, []string{"cronjobs"}, nil)),

@@ -110,8 +110,14 @@ func TestRBAC(t *testing.T) {
 			makeClusterRole("deployer", nil, rule([]string{"*"}, []string{"apps"}, []string{"deployments", "deployments/scale"}, nil)),
 			makeClusterRole("agg", func(r *rbacv1.ClusterRole) {
 				r.AggregationRule = &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"agg": "true"}}}}
-				// Rules of an aggregated role are replaced by aggregation.
-				r.Rules = []rbacv1.PolicyRule{rule([]string{"*"}, []string{"*"}, []string{"*"}, nil)}
+				// Stored as the aggregation controller writes it: its parts' rules in
+				// place of whatever the role was created with.
+				r.Rules = []rbacv1.PolicyRule{rule([]string{"create"}, []string{"batch"}, []string{"jobs"}, nil)}
+			}),
+			makeClusterRole("agg-stale", func(r *rbacv1.ClusterRole) {
+				// Not yet written by the aggregation controller: its part grants nothing
+				// until it is, as in Kubernetes.
+				r.AggregationRule = &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"agg": "true"}}}}
 			}),
 			makeClusterRole("agg-part", func(r *rbacv1.ClusterRole) { r.Labels = map[string]string{"agg": "true"} },
 				rule([]string{"create"}, []string{"batch"}, []string{"jobs"}, nil)),
@@ -123,6 +129,7 @@ func TestRBAC(t *testing.T) {
 			makeCRB("sa-without-ns", "pod-reader", rbacv1.Subject{Kind: "ServiceAccount", Name: "robot"}),
 			makeCRB("jane-agg", "agg", user("jane")),
 			makeCRB("broken", "missing-role", user("jane")),
+			makeCRB("robot-agg-stale", "agg-stale", sa("t1", "robot")),
 		},
 		roles: []*rbacv1.Role{
 			makeRole("t1", "secret-reader", rule([]string{"get"}, []string{""}, []string{"secrets"}, nil)),
@@ -160,6 +167,7 @@ func TestRBAC(t *testing.T) {
 		{name: "non-resource URL other verb", attrs: Attributes{User: jane, Verb: "post", Path: "/metrics"}, want: NoOpinion},
 		{name: "aggregated rules apply", attrs: resAttrs(jane, "create", "batch", "jobs", "", "t4", ""), want: Allow},
 		{name: "aggregated role's own rules are ignored", attrs: resAttrs(jane, "delete", "batch", "jobs", "", "t4", "j"), want: NoOpinion},
+		{name: "aggregated role is read as stored, not aggregated per request", attrs: resAttrs(robot, "create", "batch", "jobs", "", "t4", ""), want: NoOpinion},
 		{name: "service account subject in role binding defaults to its namespace", attrs: resAttrs(robot, "get", "", "secrets", "", "t1", "s"), want: Allow},
 		{name: "service account subject without namespace in cluster binding matches nobody", attrs: resAttrs(robot, "list", "", "pods", "", "t1", ""), want: NoOpinion},
 		{name: "masters may do anything", attrs: resAttrs(master, "delete", "", "nodes", "", "", "n1"), want: Allow},

@@ -49,6 +49,13 @@ func bootstrapSource() *source {
 	for _, r := range ClusterRoles() {
 		s.roles = append(s.roles, &r)
 	}
+	// Aggregated roles are stored with their parts' rules, as the API server's
+	// bootstrap writes them and the authorizer reads them.
+	for _, r := range s.roles {
+		if r.AggregationRule != nil {
+			r.Rules = authz.AggregateRules(r, s.roles)
+		}
+	}
 	for _, b := range ClusterRoleBindings() {
 		s.bindings = append(s.bindings, &b)
 	}
