@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tranche/tranche/internal/controller/worker"
+
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,18 +129,11 @@ func New(cfg Config) *Controller {
 // nodeDeleted starts the node's quarantine now, so that its pods go one
 // quarantine later rather than up to a period after that.
 func (c *Controller) nodeDeleted(obj any) {
-	name := ""
-	switch o := obj.(type) {
-	case *v1.Node:
-		name = o.Name
-	case cache.DeletedFinalStateUnknown:
-		if n, ok := o.Obj.(*v1.Node); ok {
-			name = n.Name
-		}
-	}
-	if name == "" {
+	node := worker.As[*v1.Node](obj)
+	if node == nil {
 		return
 	}
+	name := node.Name
 	c.mu.Lock()
 	if _, ok := c.missing[name]; !ok {
 		c.missing[name] = c.clock.Now()

@@ -39,6 +39,16 @@ func NewQueue(name string, clk clock.WithTicker) workqueue.TypedRateLimitingInte
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk})
 }
 
+// AllSynced reports whether every cache in synced is filled: a controller's HasSynced.
+func AllSynced(synced []cache.InformerSynced) bool {
+	for _, f := range synced {
+		if !f() {
+			return false
+		}
+	}
+	return true
+}
+
 // Watch makes handle see every object inf adds, updates (the new version) or deletes
 // (possibly a cache.DeletedFinalStateUnknown). It panics when the informer refuses the
 // handler, which only happens once it has been stopped: a wiring mistake at start-up.
