@@ -14,7 +14,7 @@ import (
 func TestControllerManager(t *testing.T) {
 	c := up(t)
 	metrics := c.srv.must(t, "get", "--raw", "/metrics")
-	for _, name := range []string{"endpointslice", "endpoints", "deployment", "namespace", "serviceaccount", "root_ca_cert_publisher", "localpv", "nodeipam"} {
+	for _, name := range []string{"endpointslice", "endpoint", "deployment", "namespace", "serviceaccount", "root_ca_cert_publisher", "localpv", "nodeipam"} {
 		for _, series := range []string{`workqueue_adds_total{name="` + name + `"}`, `workqueue_depth{name="` + name + `"}`} {
 			if !strings.Contains(metrics, series) {
 				t.Errorf("/metrics has no %s", series)
