@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"runtime"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
@@ -21,7 +23,7 @@ import (
 // once its context ends, i.e. every controller stopped with all its workers.
 func TestControllerManagerStartsAndStops(t *testing.T) {
 	client := fake.NewClientset()
-	scheme := runtime.NewScheme()
+	scheme := k8sruntime.NewScheme()
 	metav1.AddMetaToScheme(scheme)
 	opts := controllerOptions{clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), lbPool: servicelb.MustParsePool("127.0.10.0/24"), pvRoot: t.TempDir()}
 	descs := controllerDescriptors(opts, metadatafake.NewSimpleMetadataClient(scheme), client.Discovery(), metricsfake.NewSimpleClientset())
@@ -35,6 +37,7 @@ func TestControllerManagerStartsAndStops(t *testing.T) {
 			t.Errorf("controller %s disabled although everything is configured", d.Name)
 		}
 	}
+	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan struct{})
@@ -48,6 +51,7 @@ func TestControllerManagerStartsAndStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("manager did not start")
 	}
+	running := runtime.NumGoroutine()
 	cancel()
 	select {
 	case err := <-done:
@@ -57,6 +61,7 @@ func TestControllerManagerStartsAndStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("manager did not stop: a controller's Run outlived its context")
 	}
+	t.Logf("goroutines: %d before, %d running, %d right after Run returned", before, running, runtime.NumGoroutine())
 }
 
 // TestServiceLBDisabledWithoutPool: without a pool, LoadBalancer Services are left to

@@ -38,7 +38,8 @@ type Controller interface {
 }
 
 // Synced is implemented by controllers that read informer caches: the manager calls Run
-// only once HasSynced reports true.
+// only once HasSynced reports true, or once the manager stops (so that Run releases what
+// the constructor set up).
 type Synced interface {
 	HasSynced() bool
 }
@@ -104,9 +105,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, r := range all {
 		wg.Go(func() {
-			if s, ok := r.c.(Synced); ok && !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
-				return
+			if s, ok := r.c.(Synced); ok {
+				cache.WaitForCacheSync(ctx.Done(), s.HasSynced)
 			}
+			// Run even when the caches never filled: ctx has ended then, and the
+			// controller releases what New set up (its queue) without syncing.
 			r.c.Run(ctx)
 		})
 	}

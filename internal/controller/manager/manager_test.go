@@ -175,3 +175,31 @@ type informerController struct {
 }
 
 func (c *informerController) HasSynced() bool { return c.synced() }
+
+// TestStopBeforeCachesSynced: a controller whose caches never filled is still run once
+// the manager stops, with its context ended, so that it shuts its queue down instead of
+// leaking it; Run returns.
+func TestStopBeforeCachesSynced(t *testing.T) {
+	never := newFake()
+	close(never.release)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	m := &Manager{Client: fake.NewClientset(), Descriptors: []Descriptor{descriptor("never", never)}, Started: func() { close(started) }}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	waitClosed(t, started, "start")
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	select {
+	case <-never.ran:
+	default:
+		t.Fatal("the unsynced controller was never run to release its queue")
+	}
+	if !never.returned.Load() {
+		t.Fatal("Run returned before the controller's Run")
+	}
+}
