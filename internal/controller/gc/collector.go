@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tranche/tranche/internal/controller/worker"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // defaultResyncDiscovery is how often resources are re-discovered when

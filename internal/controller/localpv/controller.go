@@ -18,8 +18,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tranche/tranche/internal/controller/worker"
-
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +32,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Work queue keys are a kind prefix and the object's cache key.

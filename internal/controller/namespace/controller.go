@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tranche/tranche/internal/controller/worker"
-
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // finalizerEstimateSeconds is how long Kubernetes assumes the finalizers on

@@ -13,8 +13,6 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"github.com/tranche/tranche/internal/controller/worker"
-
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // DefaultClusterCIDR is the tranche pod network, used when Config leaves

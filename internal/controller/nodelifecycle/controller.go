@@ -26,8 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tranche/tranche/internal/controller/worker"
-
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +40,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Defaults for Config's zero values: kube-controller-manager's

@@ -8,15 +8,15 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/tranche/tranche/internal/controller/worker"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Kind says which object a Controller keeps and how.

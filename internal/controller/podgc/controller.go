@@ -18,8 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tranche/tranche/internal/controller/worker"
-
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +28,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Defaults for Config's zero values. The period and threshold are
