@@ -8,10 +8,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/tranche/tranche/internal/controller/clusterroleaggregation"
@@ -25,6 +25,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/hpa"
 	"github.com/tranche/tranche/internal/controller/job"
 	"github.com/tranche/tranche/internal/controller/localpv"
+	"github.com/tranche/tranche/internal/controller/manager"
 	"github.com/tranche/tranche/internal/controller/namespace"
 	"github.com/tranche/tranche/internal/controller/nodeipam"
 	"github.com/tranche/tranche/internal/controller/nodelifecycle"
@@ -37,9 +38,21 @@ import (
 	"github.com/tranche/tranche/internal/scheduler"
 )
 
-// startControllers starts the control-plane controllers in this process; they stop
-// when ctx ends. Metrics are registered on reg. An empty lbPool leaves LoadBalancer
-// Services to another implementation. HPAs are synced every hpaSyncPeriod (0: 15s).
+// controllerOptions are the settings of the control plane's controllers beyond the
+// shared client and informers.
+type controllerOptions struct {
+	clusterCIDR   netip.Prefix
+	lbPool        servicelb.Pool
+	caPEM         []byte
+	pvRoot        string
+	hpaSyncPeriod time.Duration
+}
+
+// startControllers runs the controller manager in this process until ctx ends. It
+// returns once every controller is constructed and started, or with the error of the
+// first constructor that failed. Metrics are registered on reg. An empty lbPool leaves
+// LoadBalancer Services to another implementation. HPAs are synced every hpaSyncPeriod
+// (0: 15s).
 func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, lbPool servicelb.Pool, caPEM []byte, pvRoot string, hpaSyncPeriod time.Duration, reg prometheus.Registerer, log *slog.Logger) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -53,75 +66,114 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	sa := perns.ServiceAccounts(client, factory, log.With("controller", "serviceaccount"))
-	rootCA := perns.RootCA(client, factory, caPEM, log.With("controller", "root-ca-cert-publisher"))
-	ns := namespace.New(namespace.Config{Client: client, Metadata: meta, Discovery: disc, Logger: log.With("controller", "namespace")})
-	collector := gc.New(gc.Config{Metadata: meta, Discovery: disc, Logger: log.With("controller", "garbagecollector")})
-	slices := endpointslice.New(endpointslice.Config{Client: client, Informers: factory, Logger: log.With("controller", "endpointslice"),
-		Recorder: events.NewRecorder(ctx, client, "endpointslice-controller"), Registerer: reg})
-	eps := endpoints.New(endpoints.Config{Client: client, Informers: factory, Logger: log.With("controller", "endpoints"),
-		Recorder: events.NewRecorder(ctx, client, "endpoint-controller")})
-	mirror := endpointslicemirroring.New(endpointslicemirroring.Config{Client: client, Informers: factory,
-		Logger: log.With("controller", "endpointslicemirroring"), Recorder: events.NewRecorder(ctx, client, "endpointslicemirroring-controller")})
-	sched := scheduler.New(scheduler.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "default-scheduler"),
-		Logger: log.With("component", "scheduler")})
-	ipam := nodeipam.New(nodeipam.Config{Client: client, Informers: factory, ClusterCIDR: clusterCIDR,
-		Recorder: events.NewRecorder(ctx, client, "node-ipam-controller"), Logger: log.With("controller", "nodeipam")})
-	lifecycle := nodelifecycle.New(nodelifecycle.Config{Client: client, Informers: factory,
-		Recorder: events.NewRecorder(ctx, client, "node-controller"), Logger: log.With("controller", "nodelifecycle")})
-	rs := replicaset.New(replicaset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "replicaset-controller"),
-		Logger: log.With("controller", "replicaset")})
-	rcm := replicaset.NewReplicationManager(replicaset.Config{Client: client, Informers: factory,
-		Recorder: events.NewRecorder(ctx, client, "replication-controller"), Logger: log.With("controller", "replicationmanager")})
-	pgc := podgc.New(podgc.Config{Client: client, Informers: factory, Logger: log.With("controller", "podgc")})
-	deploy := deployment.New(deployment.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "deployment-controller"),
-		Logger: log.With("controller", "deployment")})
-	ds := daemonset.New(daemonset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "daemonset-controller"),
-		Logger: log.With("controller", "daemonset")})
-	sts := statefulset.New(statefulset.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "statefulset-controller"),
-		Logger: log.With("controller", "statefulset")})
-	jobs := job.New(job.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "job-controller"),
-		Logger: log.With("controller", "job")})
-	cron := cronjob.New(cronjob.Config{Client: client, Informers: factory, Recorder: events.NewRecorder(ctx, client, "cronjob-controller"),
-		Logger: log.With("controller", "cronjob")})
 	resourceMetrics, err := metricsclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	autoscaler := hpa.New(hpa.Config{Client: client, Informers: factory, Metrics: hpa.NewMetricsClient(resourceMetrics),
-		Recorder: events.NewRecorder(ctx, client, "horizontal-pod-autoscaler"), SyncPeriod: hpaSyncPeriod, Logger: log.With("controller", "horizontalpodautoscaling")})
-	if err := localpv.EnsureStorageClass(ctx, client); err != nil {
+	opts := controllerOptions{clusterCIDR: clusterCIDR, lbPool: lbPool, caPEM: caPEM, pvRoot: pvRoot, hpaSyncPeriod: hpaSyncPeriod}
+	started := make(chan struct{})
+	m := &manager.Manager{Client: client, Logger: log, Metrics: reg,
+		Descriptors: controllerDescriptors(opts, meta, disc, resourceMetrics), Started: func() { close(started) }}
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(ctx) }()
+	select {
+	case <-started:
+		return nil
+	case err := <-errc:
 		return err
 	}
-	pv := localpv.New(localpv.Config{Client: client, Informers: factory, PVRoot: pvRoot, Logger: log.With("controller", "localpv"),
-		Recorder: events.NewRecorder(ctx, client, "tranche.dev/local")})
-	if !lbPool.Empty() {
-		go servicelb.New(servicelb.Config{Client: client, Informers: factory, Pool: lbPool,
-			Recorder: events.NewRecorder(ctx, client, "service-lb-controller"), Logger: log.With("controller", "servicelb")}).Run(ctx)
+}
+
+// controllerDescriptors lists every controller the manager runs, with its workers.
+func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc discovery.DiscoveryInterface, resourceMetrics metricsclient.Interface) []manager.Descriptor {
+	recorder := func(ctx context.Context, c manager.Context, component string) record.EventRecorder {
+		return events.NewRecorder(ctx, c.Client, component)
 	}
-	aggregation := clusterroleaggregation.New(clusterroleaggregation.Config{Client: client, Informers: factory, Logger: log.With("controller", "clusterrole-aggregation")})
-	factory.Start(ctx.Done())
-	go aggregation.Run(ctx, 5)
-	go pv.Run(ctx)
-	go rs.Run(ctx, 4)
-	go rcm.Run(ctx, 2)
-	go pgc.Run(ctx)
-	go deploy.Run(ctx, 4)
-	go ds.Run(ctx, 2)
-	go sts.Run(ctx, 2)
-	go jobs.Run(ctx, 2)
-	go cron.Run(ctx, 1)
-	go autoscaler.Run(ctx, 5)
-	go sched.Run(ctx)
-	go ipam.Run(ctx)
-	go lifecycle.Run(ctx)
-	go sa.Run(ctx)
-	go rootCA.Run(ctx)
-	go ns.Run(ctx, 2)
-	go collector.Run(ctx, 2)
-	go slices.Run(ctx, 4)
-	go eps.Run(ctx, 2)
-	go mirror.Run(ctx, 2)
-	return nil
+	return []manager.Descriptor{
+		{Name: "serviceaccount", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
+			return perns.ServiceAccounts(c.Client, c.Informers, c.Logger), nil
+		}},
+		{Name: "root-ca-cert-publisher", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
+			return perns.RootCA(c.Client, c.Informers, o.caPEM, c.Logger), nil
+		}},
+		{Name: "namespace", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(namespace.New(namespace.Config{Client: c.Client, Metadata: meta, Discovery: disc, Logger: c.Logger}), 2), nil
+		}},
+		{Name: "garbagecollector", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(gc.New(gc.Config{Metadata: meta, Discovery: disc, Logger: c.Logger}), 2), nil
+		}},
+		{Name: "endpointslice", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(endpointslice.New(endpointslice.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger,
+				Recorder: recorder(ctx, c, "endpointslice-controller"), Registerer: c.Metrics}), 4), nil
+		}},
+		{Name: "endpoints", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(endpoints.New(endpoints.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger,
+				Recorder: recorder(ctx, c, "endpoint-controller")}), 2), nil
+		}},
+		{Name: "endpointslicemirroring", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(endpointslicemirroring.New(endpointslicemirroring.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger,
+				Recorder: recorder(ctx, c, "endpointslicemirroring-controller")}), 2), nil
+		}},
+		{Name: "scheduler", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return scheduler.New(scheduler.Config{Client: c.Client, Informers: c.Informers, Recorder: recorder(ctx, c, "default-scheduler"),
+				Logger: c.Logger}), nil
+		}},
+		{Name: "nodeipam", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return nodeipam.New(nodeipam.Config{Client: c.Client, Informers: c.Informers, ClusterCIDR: o.clusterCIDR,
+				Recorder: recorder(ctx, c, "node-ipam-controller"), Logger: c.Logger}), nil
+		}},
+		{Name: "nodelifecycle", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return nodelifecycle.New(nodelifecycle.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "node-controller"), Logger: c.Logger}), nil
+		}},
+		{Name: "replicaset", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(replicaset.New(replicaset.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "replicaset-controller"), Logger: c.Logger}), 4), nil
+		}},
+		{Name: "replicationmanager", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(replicaset.NewReplicationManager(replicaset.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "replication-controller"), Logger: c.Logger}), 2), nil
+		}},
+		{Name: "podgc", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
+			return podgc.New(podgc.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), nil
+		}},
+		{Name: "deployment", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(deployment.New(deployment.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "deployment-controller"), Logger: c.Logger}), 4), nil
+		}},
+		{Name: "daemonset", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(daemonset.New(daemonset.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "daemonset-controller"), Logger: c.Logger}), 2), nil
+		}},
+		{Name: "statefulset", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(statefulset.New(statefulset.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "statefulset-controller"), Logger: c.Logger}), 2), nil
+		}},
+		{Name: "job", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(job.New(job.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "job-controller"), Logger: c.Logger}), 2), nil
+		}},
+		{Name: "cronjob", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(cronjob.New(cronjob.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "cronjob-controller"), Logger: c.Logger}), 1), nil
+		}},
+		{Name: "horizontalpodautoscaling", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(hpa.New(hpa.Config{Client: c.Client, Informers: c.Informers, Metrics: hpa.NewMetricsClient(resourceMetrics),
+				Recorder: recorder(ctx, c, "horizontal-pod-autoscaler"), SyncPeriod: o.hpaSyncPeriod, Logger: c.Logger}), 5), nil
+		}},
+		{Name: "localpv", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			if err := localpv.EnsureStorageClass(ctx, c.Client); err != nil {
+				return nil, err
+			}
+			return localpv.New(localpv.Config{Client: c.Client, Informers: c.Informers, PVRoot: o.pvRoot, Logger: c.Logger,
+				Recorder: recorder(ctx, c, "tranche.dev/local")}), nil
+		}},
+		{Name: "servicelb", Disabled: o.lbPool.Empty(), New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return servicelb.New(servicelb.Config{Client: c.Client, Informers: c.Informers, Pool: o.lbPool,
+				Recorder: recorder(ctx, c, "service-lb-controller"), Logger: c.Logger}), nil
+		}},
+		{Name: "clusterrole-aggregation", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(clusterroleaggregation.New(clusterroleaggregation.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 5), nil
+		}},
+	}
 }

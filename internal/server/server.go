@@ -1,5 +1,3 @@
-// Package server assembles `tranche server`: storage (embedded or external etcd), PKI,
-// the API handler, bootstrap objects and the control-plane controllers.
 package server
 
 import (

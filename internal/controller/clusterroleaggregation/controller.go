@@ -75,6 +75,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		Sync: c.sync, MaxRetries: math.MaxInt, Logger: c.log}.Run(ctx, workers)
 }
 
+// HasSynced reports whether the caches the controller reads are filled: the
+// controller manager starts Run once they are.
+func (c *Controller) HasSynced() bool { return c.synced() }
+
 // enqueueAggregated queues every ClusterRole that has an aggregationRule.
 func (c *Controller) enqueueAggregated() {
 	roles, err := c.lister.List(labels.Everything())

@@ -95,6 +95,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	worker.Loop{Kind: "CronJob", Queue: c.queue, Synced: c.synced, Sync: c.syncAndRequeue, MaxRetries: maxRetries, Logger: c.logger}.Run(ctx, workers)
 }
 
+// HasSynced reports whether the caches the controller reads are filled: the
+// controller manager starts Run once they are.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
+
 // syncAndRequeue syncs key and wakes it again at its next start time, unless
 // the sync failed and will be retried sooner: a CronJob past its retry
 // budget still waits for its next start time.
@@ -110,10 +114,7 @@ func (c *Controller) enqueue(obj any) { worker.Enqueue(c.queue, obj) }
 
 // onJob wakes the CronJob owning the Job.
 func (c *Controller) onJob(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if j, ok := obj.(*batchv1.Job); ok {
+	if j := worker.As[*batchv1.Job](obj); j != nil {
 		if key, _ := worker.OwnerKey(j, controllerKind); key != "" {
 			c.queue.Add(key)
 		}

@@ -117,6 +117,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	worker.Loop{Kind: "Deployment", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: math.MaxInt, Logger: c.log}.Run(ctx, workers)
 }
 
+// HasSynced reports whether the caches the controller reads are filled: the
+// controller manager starts Run once they are.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
+
 func (c *Controller) enqueue(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
@@ -191,15 +195,9 @@ func (c *Controller) updateRS(oldObj, curObj any) {
 }
 
 func (c *Controller) deleteRS(obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok {
-		tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
-		if !isTomb {
-			return
-		}
-		if rs, ok = tomb.Obj.(*appsv1.ReplicaSet); !ok {
-			return
-		}
+	rs := worker.As[*appsv1.ReplicaSet](obj)
+	if rs == nil {
+		return
 	}
 	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
 		if d := c.resolveRef(rs.Namespace, ref); d != nil {
@@ -211,15 +209,9 @@ func (c *Controller) deleteRS(obj any) {
 // deletePod wakes a Recreate Deployment whose old pods are going away: it
 // waits for the last of them before creating new ones.
 func (c *Controller) deletePod(obj any) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
-		if !isTomb {
-			return
-		}
-		if pod, ok = tomb.Obj.(*v1.Pod); !ok {
-			return
-		}
+	pod := worker.As[*v1.Pod](obj)
+	if pod == nil {
+		return
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil || ref.Kind != "ReplicaSet" {

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -22,9 +21,6 @@ import (
 
 	"github.com/tranche/tranche/internal/controller/worker"
 )
-
-// maxRetries bounds the retries of a failing Service.
-const maxRetries = 15
 
 // Config is what New needs.
 type Config struct {
@@ -81,7 +77,7 @@ func New(cfg Config) *Controller {
 		triggers:  map[string]triggerState{},
 	}
 	worker.Watch(svcInf.Informer(), c.enqueueObject)
-	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(asPod(old), asPod(cur)) })
+	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(worker.As[*v1.Pod](old), worker.As[*v1.Pod](cur)) })
 	mustAdd(epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: c.enqueueObject,
 	}))
@@ -96,52 +92,27 @@ func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
 
 // Run waits for the caches, queues every existing Endpoints once (to
 // remove those whose Service went away while we were down), then syncs
-// with the given number of workers until ctx is cancelled.
+// with the given number of workers until ctx is cancelled; it returns once
+// they all returned.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	c.logger.Info("starting controller", "workers", workers)
-	defer c.logger.Info("stopping controller")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
+	worker.Loop{Kind: "endpoints", Queue: c.queue, Synced: c.synced, Start: c.queueExisting, Sync: c.sync,
+		MaxRetries: worker.DefaultMaxRetries, Logger: c.logger}.Run(ctx, workers)
+}
+
+// HasSynced reports whether the caches the controller reads are filled.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
+
+// queueExisting queues every Endpoints object but leader-election records,
+// which live in Endpoints without a Service.
+func (c *Controller) queueExisting(context.Context) error {
 	if all, err := c.endpoints.List(labels.Everything()); err == nil {
 		for _, ep := range all {
-			// Leader-election records live in Endpoints without a Service.
 			if _, ok := ep.Annotations[resourcelock.LeaderElectionRecordAnnotationKey]; !ok {
 				c.queue.Add(ep.Namespace + "/" + ep.Name)
 			}
 		}
 	}
-	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
-	if err == nil {
-		c.queue.Forget(key)
-		return true
-	}
-	if c.queue.NumRequeues(key) < maxRetries {
-		c.logger.Info("error syncing endpoints, retrying", "service", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.logger.Error("retry budget exceeded, dropping service", "service", key, "err", err)
-	c.queue.Forget(key)
-	return true
+	return nil
 }
 
 // sync brings the Endpoints of one Service (namespace/name) in line.
@@ -264,14 +235,6 @@ func podChanged(old, cur *v1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func asPod(obj any) *v1.Pod {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, _ := obj.(*v1.Pod)
-	return pod
 }
 
 // triggerState is what the last sync of a Service saw, to compute the

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -25,10 +24,6 @@ import (
 
 	"github.com/tranche/tranche/internal/controller/worker"
 )
-
-// maxRetries is how often a failing Service is retried (with exponential
-// backoff, up to about 80s apart) before it waits for the next event.
-const maxRetries = 15
 
 // errStale reports that our own writes are not in the informer cache yet.
 var errStale = errors.New("EndpointSlice informer cache is out of date")
@@ -110,7 +105,7 @@ func New(cfg Config) *Controller {
 		pods:        podInf.Lister(),
 		nodes:       nodeInf.Lister(),
 		slices:      sliceInf.Lister(),
-		queue:       worker.NewQueue("endpoint_slice", nil),
+		queue:       worker.NewQueue("endpointslice", nil),
 		writes:      newWriteTracker(),
 		triggers:    newTriggerTracker(),
 		metrics:     newMetrics(cfg.Registerer),
@@ -121,11 +116,13 @@ func New(cfg Config) *Controller {
 		nodeInf.Informer().HasSynced, sliceInf.Informer().HasSynced,
 	}
 	worker.Watch(svcInf.Informer(), c.enqueueObject)
-	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(asPod(old), asPod(cur)) })
-	worker.WatchChanges(nodeInf.Informer(), func(old, cur any) { c.onNode(asNode(old), asNode(cur)) })
+	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(worker.As[*v1.Pod](old), worker.As[*v1.Pod](cur)) })
+	worker.WatchChanges(nodeInf.Informer(), func(old, cur any) { c.onNode(worker.As[*v1.Node](old), worker.As[*v1.Node](cur)) })
 	mustAdd(sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onSlice(nil, asSlice(obj)) },
-		UpdateFunc: func(old, cur any) { c.onSlice(asSlice(old), asSlice(cur)) },
+		AddFunc: func(obj any) { c.onSlice(nil, worker.As[*discovery.EndpointSlice](obj)) },
+		UpdateFunc: func(old, cur any) {
+			c.onSlice(worker.As[*discovery.EndpointSlice](old), worker.As[*discovery.EndpointSlice](cur))
+		},
 		DeleteFunc: c.onSliceDelete,
 	}))
 	return c
@@ -138,50 +135,31 @@ func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
 }
 
 // Run waits for the informer caches, then syncs Services with the given
-// number of workers until ctx is cancelled.
+// number of workers until ctx is cancelled; it returns once they all returned.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	c.logger.Info("starting controller", "workers", workers)
-	defer c.logger.Info("stopping controller")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	worker.Loop{Kind: "EndpointSlices", Queue: c.queue, Synced: c.synced, Sync: c.syncCounted,
+		MaxRetries: worker.DefaultMaxRetries, Expected: isStale, Logger: c.logger}.Run(ctx, workers)
 }
 
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
+// HasSynced reports whether the caches the controller reads are filled.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
+// isStale picks the error of a sync that found the cache behind our own writes: an
+// expected wait for the informer, not a failure (upstream logs it verbosely too).
+func isStale(err error) bool { return errors.Is(err, errStale) }
+
+// syncCounted is sync with its result counted in the syncs metric.
+func (c *Controller) syncCounted(ctx context.Context, key string) error {
 	err := c.sync(ctx, key)
 	switch {
 	case err == nil:
 		c.metrics.syncs.WithLabelValues("success").Inc()
-		c.queue.Forget(key)
-		return true
-	case errors.Is(err, errStale):
+	case isStale(err):
 		c.metrics.syncs.WithLabelValues("stale").Inc()
 	default:
 		c.metrics.syncs.WithLabelValues("error").Inc()
 	}
-	if c.queue.NumRequeues(key) < maxRetries {
-		c.logger.Info("error syncing EndpointSlices, retrying", "service", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.logger.Error("retry budget exceeded, dropping service", "service", key, "err", err)
-	c.queue.Forget(key)
-	return true
+	return err
 }
 
 // sync brings the EndpointSlices of one Service (namespace/name) in line.
@@ -455,7 +433,7 @@ func (c *Controller) onSlice(old, cur *discovery.EndpointSlice) {
 
 // onSliceDelete recreates slices deleted by anyone but us.
 func (c *Controller) onSliceDelete(obj any) {
-	s := asSlice(obj)
+	s := worker.As[*discovery.EndpointSlice](obj)
 	if s == nil || s.Labels[discovery.LabelManagedBy] != ControllerName {
 		return
 	}
@@ -474,27 +452,4 @@ func (c *Controller) enqueueSlice(s *discovery.EndpointSlice) {
 
 func sliceServiceKey(s *discovery.EndpointSlice) string {
 	return s.Namespace + "/" + s.Labels[discovery.LabelServiceName]
-}
-
-// unwrap returns the object inside a deletion tombstone.
-func unwrap(obj any) any {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return obj
-}
-
-func asPod(obj any) *v1.Pod {
-	pod, _ := unwrap(obj).(*v1.Pod)
-	return pod
-}
-
-func asNode(obj any) *v1.Node {
-	node, _ := unwrap(obj).(*v1.Node)
-	return node
-}
-
-func asSlice(obj any) *discovery.EndpointSlice {
-	s, _ := unwrap(obj).(*discovery.EndpointSlice)
-	return s
 }

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -24,8 +22,6 @@ import (
 
 	"github.com/tranche/tranche/internal/controller/worker"
 )
-
-const maxRetries = 15
 
 // errStale reports that our own writes are not in the informer cache yet.
 var errStale = errors.New("EndpointSlice informer cache is out of date")
@@ -89,7 +85,7 @@ func New(cfg Config) *Controller {
 	mustAdd(epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, cur any) {
-			o, n := asEndpoints(old), asEndpoints(cur)
+			o, n := worker.As[*v1.Endpoints](old), worker.As[*v1.Endpoints](cur)
 			if shouldMirror(o) || shouldMirror(n) {
 				c.enqueue(cur)
 			}
@@ -99,7 +95,7 @@ func New(cfg Config) *Controller {
 	mustAdd(svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, cur any) {
-			o, n := asService(old), asService(cur)
+			o, n := worker.As[*v1.Service](old), worker.As[*v1.Service](cur)
 			if o != nil && n != nil && (o.Spec.Selector == nil) != (n.Spec.Selector == nil) {
 				c.enqueue(cur)
 			}
@@ -107,9 +103,11 @@ func New(cfg Config) *Controller {
 		DeleteFunc: c.enqueue,
 	}))
 	mustAdd(sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onSlice(nil, asSlice(obj)) },
-		UpdateFunc: func(old, cur any) { c.onSlice(asSlice(old), asSlice(cur)) },
-		DeleteFunc: func(obj any) { c.onSliceDelete(asSlice(obj)) },
+		AddFunc: func(obj any) { c.onSlice(nil, worker.As[*discovery.EndpointSlice](obj)) },
+		UpdateFunc: func(old, cur any) {
+			c.onSlice(worker.As[*discovery.EndpointSlice](old), worker.As[*discovery.EndpointSlice](cur))
+		},
+		DeleteFunc: func(obj any) { c.onSliceDelete(worker.As[*discovery.EndpointSlice](obj)) },
 	}))
 	return c
 }
@@ -121,45 +119,14 @@ func mustAdd(_ cache.ResourceEventHandlerRegistration, err error) {
 }
 
 // Run waits for the caches, then syncs with the given number of workers
-// until ctx is cancelled.
+// until ctx is cancelled; it returns once they all returned.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	c.logger.Info("starting controller", "workers", workers)
-	defer c.logger.Info("stopping controller")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	worker.Loop{Kind: "EndpointSlices mirrored from Endpoints", Queue: c.queue, Synced: c.synced, Sync: c.sync,
+		MaxRetries: worker.DefaultMaxRetries, Expected: func(err error) bool { return errors.Is(err, errStale) }, Logger: c.logger}.Run(ctx, workers)
 }
 
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
-	if err == nil {
-		c.queue.Forget(key)
-		return true
-	}
-	if c.queue.NumRequeues(key) < maxRetries {
-		c.logger.Info("error mirroring Endpoints, retrying", "endpoints", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.logger.Error("retry budget exceeded, dropping Endpoints", "endpoints", key, "err", err)
-	c.queue.Forget(key)
-	return true
-}
+// HasSynced reports whether the caches the controller reads are filled.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
 
 // sync mirrors one Endpoints object (namespace/name).
 func (c *Controller) sync(ctx context.Context, key string) error {
@@ -317,26 +284,4 @@ func (c *Controller) enqueueSlice(s *discovery.EndpointSlice) {
 
 func sliceKey(s *discovery.EndpointSlice) string {
 	return s.Namespace + "/" + s.Labels[discovery.LabelServiceName]
-}
-
-func unwrap(obj any) any {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return obj
-}
-
-func asEndpoints(obj any) *v1.Endpoints {
-	ep, _ := unwrap(obj).(*v1.Endpoints)
-	return ep
-}
-
-func asService(obj any) *v1.Service {
-	svc, _ := unwrap(obj).(*v1.Service)
-	return svc
-}
-
-func asSlice(obj any) *discovery.EndpointSlice {
-	s, _ := unwrap(obj).(*discovery.EndpointSlice)
-	return s
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // defaultResyncDiscovery is how often resources are re-discovered when
@@ -97,7 +100,9 @@ func New(cfg Config) *Collector {
 
 // Run discovers resources, starts their monitors, waits for them to sync,
 // runs workers workers per queue and re-discovers every ResyncDiscovery.
-// It blocks until ctx ends, then stops everything it started.
+// It blocks until ctx ends, then stops everything it started and returns
+// once every worker returned. Like upstream, an object is retried for as
+// long as it fails: giving up would leave garbage behind for good.
 func (c *Collector) Run(ctx context.Context, workers int) {
 	defer c.stopMonitors()
 	defer c.attemptToDelete.ShutDown()
@@ -111,32 +116,25 @@ func (c *Collector) Run(ctx context.Context, workers int) {
 	}
 	c.log.Info("started", "workers", workers, "resources", len(c.monitors))
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.processNext(ctx, c.attemptToDelete, c.processAttemptToDelete) {
-			}
-		})
-		wg.Go(func() {
-			for c.processNext(ctx, c.attemptToOrphan, c.processAttemptToOrphan) {
-			}
-		})
+	defer wg.Wait()
+	for _, l := range []worker.TypedLoop[types.UID]{
+		{Kind: "object to delete", Queue: c.attemptToDelete, Sync: c.processAttemptToDelete, MaxRetries: math.MaxInt, Logger: c.log},
+		{Kind: "object to orphan", Queue: c.attemptToOrphan, Sync: c.processAttemptToOrphan, MaxRetries: math.MaxInt, Logger: c.log},
+	} {
+		wg.Go(func() { l.Run(ctx, workers) })
 	}
 	ticker := time.NewTicker(c.resync)
 	defer ticker.Stop()
-loop:
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return
 		case <-ticker.C:
 			if err := c.syncResources(ctx); err != nil {
 				c.log.Warn("discovery incomplete", "err", err)
 			}
 		}
 	}
-	c.attemptToDelete.ShutDown()
-	c.attemptToOrphan.ShutDown()
-	wg.Wait()
 }
 
 // syncResources re-reads discovery, updates the mapper and starts or stops
@@ -190,11 +188,8 @@ func (c *Collector) startMonitor(ctx context.Context, ri resourceInfo) *monitor 
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
 		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			m, ok := obj.(*metav1.PartialObjectMetadata)
-			if !ok {
+			m := worker.As[*metav1.PartialObjectMetadata](obj)
+			if m == nil {
 				return
 			}
 			c.mu.Lock()
@@ -237,23 +232,6 @@ func (c *Collector) schedule(w work) {
 	for _, uid := range w.attemptToOrphan {
 		c.attemptToOrphan.Add(uid)
 	}
-}
-
-// processNext runs one item of q through process, requeueing it with
-// backoff on error; it returns false once q is shut down.
-func (c *Collector) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[types.UID], process func(context.Context, types.UID) error) bool {
-	uid, quit := q.Get()
-	if quit {
-		return false
-	}
-	defer q.Done(uid)
-	if err := process(ctx, uid); err != nil {
-		c.log.Warn("retrying", "uid", uid, "err", err)
-		q.AddRateLimited(uid)
-		return true
-	}
-	q.Forget(uid)
-	return true
 }
 
 // snapshot is a copy of a node and its dependents, safe to use unlocked.

@@ -149,6 +149,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	worker.Loop{Kind: "HorizontalPodAutoscaler", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: math.MaxInt, Logger: c.log}.Run(ctx, workers)
 }
 
+// HasSynced reports whether the caches the controller reads are filled: the
+// controller manager starts Run once they are.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
+
 // hpaChanged syncs a new HPA or a changed spec at once; a status write (the controller's
 // own) waits for the period, or the controller would chase its own writes.
 func (c *Controller) hpaChanged(old, cur any) {

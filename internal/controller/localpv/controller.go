@@ -32,6 +32,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Work queue keys are a kind prefix and the object's cache key.
@@ -98,7 +100,7 @@ func New(cfg Config) *Controller {
 		client: cfg.Client, pvRoot: cfg.PVRoot, log: cfg.Logger, recorder: cfg.Recorder,
 		claims: pvcInf.Lister(), volumes: pvInf.Lister(), classes: scInf.Lister(),
 		synced: []cache.InformerSynced{pvcInf.Informer().HasSynced, pvInf.Informer().HasSynced, scInf.Informer().HasSynced},
-		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		queue:  worker.NewQueue("localpv", nil),
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -126,11 +128,8 @@ func New(cfg Config) *Controller {
 
 // enqueueClaim queues a claim, and on deletion its volume.
 func (c *Controller) enqueueClaim(obj interface{}) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	claim, ok := obj.(*v1.PersistentVolumeClaim)
-	if !ok {
+	claim := worker.As[*v1.PersistentVolumeClaim](obj)
+	if claim == nil {
 		return
 	}
 	c.queue.Add(claimKeyPrefix + claim.Namespace + "/" + claim.Name)
@@ -139,11 +138,8 @@ func (c *Controller) enqueueClaim(obj interface{}) {
 
 // enqueueVolume queues a volume and the claim it names.
 func (c *Controller) enqueueVolume(obj interface{}) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pv, ok := obj.(*v1.PersistentVolume)
-	if !ok {
+	pv := worker.As[*v1.PersistentVolume](obj)
+	if pv == nil {
 		return
 	}
 	c.queue.Add(volumeKeyPrefix + pv.Name)
@@ -163,34 +159,15 @@ func (c *Controller) enqueueAllClaims() {
 	}
 }
 
-// Run processes claims and volumes until ctx ends.
+// Run processes claims and volumes until ctx ends; it returns once the
+// sync under way returned.
 func (c *Controller) Run(ctx context.Context) {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	go func() {
-		for c.next(ctx) {
-		}
-	}()
-	<-ctx.Done()
+	worker.Loop{Kind: "local volume", Queue: c.queue, Synced: c.synced, Sync: c.sync,
+		MaxRetries: worker.DefaultMaxRetries, Logger: c.log}.Run(ctx, 1)
 }
 
-// next handles one queued key; it returns false once the queue shuts down.
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		c.log.Warn("local volume sync failed; retrying", "key", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
+// HasSynced reports whether the caches the controller reads are filled.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
 
 // sync dispatches a queue key.
 func (c *Controller) sync(ctx context.Context, key string) error {

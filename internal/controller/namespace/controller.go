@@ -6,11 +6,12 @@ package namespace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -25,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // finalizerEstimateSeconds is how long Kubernetes assumes the finalizers on
@@ -106,47 +109,26 @@ func (c *Controller) enqueue(obj any) {
 }
 
 // Run starts the informer and workers sync workers, and blocks until ctx
-// ends; it then stops them and returns.
+// ends; it then stops them and returns once they all returned. A namespace is
+// retried for as long as it exists: its content may take any time to go.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
-		return
-	}
-	c.log.Info("started", "workers", workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	worker.Loop{Kind: "namespace", Queue: c.queue, Synced: []cache.InformerSynced{c.informer.HasSynced}, Sync: c.syncKey,
+		MaxRetries: math.MaxInt, Expected: func(err error) bool { return errors.Is(err, errContentRemains) }, Logger: c.log}.Run(ctx, workers)
 }
 
-// processNext handles one queued namespace; it returns false once the
-// queue is shut down.
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
+// errContentRemains requeues a namespace whose content is still going away.
+var errContentRemains = errors.New("content remains")
+
+// syncKey is sync for the loop: content still going away is an expected
+// error, retried with backoff.
+func (c *Controller) syncKey(ctx context.Context, name string) error {
 	wait, err := c.sync(ctx, name)
-	switch {
-	case err != nil:
-		c.log.Error("sync failed", "namespace", name, "err", err)
-		c.queue.AddRateLimited(name)
-	case wait:
-		c.log.Debug("content remains", "namespace", name)
-		c.queue.AddRateLimited(name)
-	default:
-		c.queue.Forget(name)
+	if err == nil && wait {
+		return errContentRemains
 	}
-	return true
+	return err
 }
 
 // sync makes one pass over namespace name: it marks it Terminating,

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // DefaultClusterCIDR is the tranche pod network, used when Config leaves
@@ -110,10 +112,8 @@ func New(cfg Config) *Controller {
 		log:      log.With("controller", "nodeipam"),
 		nodes:    inf.Lister(),
 		synced:   inf.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeipam"}),
-		set: set,
+		queue:    worker.NewQueue("nodeipam", nil),
+		set:      set,
 	}
 	// Registration fails only on a stopped informer, which this one is not.
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -127,35 +127,29 @@ func New(cfg Config) *Controller {
 // enqueue records a node to look at: any change may be a node that needs
 // a subnet, one whose subnet was set elsewhere, or one that went away.
 func (c *Controller) enqueue(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if n, ok := obj.(*v1.Node); ok {
+	if n := worker.As[*v1.Node](obj); n != nil {
 		c.queue.Add(n.Name)
 	}
 }
 
 // Run waits for the node cache, takes over the subnets nodes already have,
-// then assigns subnets until ctx ends.
+// then assigns subnets until ctx ends; it returns once the sync under way
+// returned.
 func (c *Controller) Run(ctx context.Context) {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return
-	}
+	worker.Loop{Kind: "node pod CIDR", Queue: c.queue, Synced: []cache.InformerSynced{c.synced}, Start: c.start, Sync: c.sync,
+		MaxRetries: worker.DefaultMaxRetries, Logger: c.log}.Run(ctx, 1)
+}
+
+// HasSynced reports whether the node cache is filled.
+func (c *Controller) HasSynced() bool { return c.synced() }
+
+// start takes over the subnets nodes already have before any node is synced.
+func (c *Controller) start(context.Context) error {
 	if err := c.occupyExisting(); err != nil {
-		c.log.Error("reading existing node subnets", "err", err)
-		return
+		return fmt.Errorf("reading existing node subnets: %w", err)
 	}
 	c.log.Info("started", "clusterCIDR", c.set.cluster, "nodeMaskSize", c.set.mask)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for c.processNext(ctx) {
-		}
-	}()
-	<-ctx.Done()
-	c.queue.ShutDown()
-	<-done
+	return nil
 }
 
 // occupyExisting records the subnets of every node in the cache, so that
@@ -182,23 +176,6 @@ func (c *Controller) occupy(node *v1.Node) bool {
 	if others := c.set.occupy(node.Name, cidrs); len(others) > 0 {
 		c.log.Warn("node pod CIDR overlaps other nodes' subnets", "node", node.Name, "podCIDRs", node.Spec.PodCIDRs, "others", others)
 	}
-	return true
-}
-
-// processNext handles one queued node; it returns false once the queue is
-// shut down.
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		c.log.Warn("assigning pod CIDR", "node", name, "err", err)
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
 	return true
 }
 

@@ -23,6 +23,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -39,6 +40,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Defaults for Config's zero values: kube-controller-manager's
@@ -164,9 +167,7 @@ func New(cfg Config) *Controller {
 	if c.period <= 0 {
 		c.period = DefaultMonitorPeriod
 	}
-	c.evictQueue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "node_lifecycle_eviction", Clock: c.clock})
+	c.evictQueue = worker.NewQueue("node_lifecycle_eviction", c.clock)
 
 	nodeInf := cfg.Informers.Core().V1().Nodes()
 	leaseInf := cfg.Informers.Coordination().V1().Leases()
@@ -201,17 +202,17 @@ func New(cfg Config) *Controller {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if n := asNode(obj); n != nil {
+			if n := worker.As[*v1.Node](obj); n != nil {
 				c.evictQueue.Add(n.Name)
 			}
 		},
 	})
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.onPod(nil, asPod(obj)) },
+		AddFunc: func(obj any) { c.onPod(nil, worker.As[*v1.Pod](obj)) },
 		UpdateFunc: func(old, cur any) {
-			c.onPod(asPod(old), asPod(cur))
+			c.onPod(worker.As[*v1.Pod](old), worker.As[*v1.Pod](cur))
 		},
-		DeleteFunc: func(obj any) { c.onPod(asPod(obj), nil) },
+		DeleteFunc: func(obj any) { c.onPod(worker.As[*v1.Pod](obj), nil) },
 	})
 	return c
 }
@@ -231,33 +232,36 @@ func (c *Controller) onPod(old, cur *v1.Pod) {
 }
 
 // Run waits for the caches, then monitors node health every monitor
-// period and processes evictions until ctx ends.
+// period and processes evictions until ctx ends; it returns once the
+// eviction worker returned. A node's evictions are retried for as long as
+// they fail: giving up would leave pods on a dead node until its next event.
 func (c *Controller) Run(ctx context.Context) {
-	defer c.evictQueue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		c.evictQueue.ShutDown()
 		return
 	}
 	c.started = c.clock.Now()
 	c.log.Info("started", "gracePeriod", c.grace, "monitorPeriod", c.period)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for c.processNextEviction(ctx) {
-		}
-	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		worker.Loop{Kind: "node evictions", Queue: c.evictQueue, Sync: c.syncEvictions,
+			MaxRetries: math.MaxInt, Logger: c.log}.Run(ctx, 1)
+	})
 	ticker := c.clock.NewTicker(c.period)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			c.evictQueue.ShutDown()
-			<-done
 			return
 		case <-ticker.C():
 			c.monitor(ctx)
 		}
 	}
 }
+
+// HasSynced reports whether the caches the controller reads are filled.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
 
 // monitor checks the health of every node once.
 func (c *Controller) monitor(ctx context.Context) {
@@ -344,23 +348,6 @@ func (c *Controller) markPodsNotReady(ctx context.Context, node string, now time
 		c.recorder.Event(pod, v1.EventTypeWarning, reasonNodeNotReady, "Node is not ready")
 	}
 	return errors.Join(errs...)
-}
-
-// processNextEviction handles one queued node; it returns false once the
-// queue is shut down.
-func (c *Controller) processNextEviction(ctx context.Context) bool {
-	name, quit := c.evictQueue.Get()
-	if quit {
-		return false
-	}
-	defer c.evictQueue.Done(name)
-	if err := c.syncEvictions(ctx, name); err != nil {
-		c.log.Warn("evicting pods", "node", name, "err", err)
-		c.evictQueue.AddRateLimited(name)
-		return true
-	}
-	c.evictQueue.Forget(name)
-	return true
 }
 
 // syncEvictions applies evictions to the pods on node: deletes those due,
@@ -542,22 +529,4 @@ func hasDisruptionTarget(pod *v1.Pod) bool {
 // events to.
 func nodeRef(node *v1.Node) *v1.ObjectReference {
 	return &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
-}
-
-// asNode unwraps informer delete notifications.
-func asNode(obj any) *v1.Node {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	n, _ := obj.(*v1.Node)
-	return n
-}
-
-// asPod unwraps informer delete notifications.
-func asPod(obj any) *v1.Pod {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	p, _ := obj.(*v1.Pod)
-	return p
 }

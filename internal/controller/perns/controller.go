@@ -10,16 +10,21 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Kind says which object a Controller keeps and how.
 type Kind struct {
 	// Name is the object's name in every namespace.
 	Name string
+	// QueueName names the controller's queue in the workqueue metrics.
+	QueueName string
 	// Informer watches the objects; its events on Name requeue the namespace.
 	Informer cache.SharedIndexInformer
 	// Ensure creates or corrects the object in namespace ns; it is called for every
@@ -42,7 +47,7 @@ func New(f informers.SharedInformerFactory, kind Kind, log *slog.Logger) *Contro
 	c := &Controller{
 		kind: kind, namespaces: nsInf.Lister(),
 		synced: []cache.InformerSynced{nsInf.Informer().HasSynced, kind.Informer.HasSynced},
-		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		queue:  worker.NewQueue(kind.QueueName, nil),
 		log:    log,
 	}
 	_, _ = nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -50,13 +55,7 @@ func New(f informers.SharedInformerFactory, kind Kind, log *slog.Logger) *Contro
 		UpdateFunc: func(_, obj interface{}) { c.enqueueNamespace(obj) },
 	})
 	onObject := func(obj interface{}) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if m, ok := obj.(interface {
-			GetName() string
-			GetNamespace() string
-		}); ok && m.GetName() == kind.Name {
+		if m := worker.As[metav1.Object](obj); m != nil && m.GetName() == kind.Name {
 			c.queue.Add(m.GetNamespace())
 		}
 	}
@@ -73,33 +72,15 @@ func (c *Controller) enqueueNamespace(obj interface{}) {
 	}
 }
 
-// Run processes namespaces until ctx ends.
+// Run processes namespaces until ctx ends; it returns once the sync under
+// way returned.
 func (c *Controller) Run(ctx context.Context) {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	go func() {
-		for c.next(ctx) {
-		}
-	}()
-	<-ctx.Done()
+	worker.Loop{Kind: "namespace's " + c.kind.Name, Queue: c.queue, Synced: c.synced, Sync: c.sync,
+		MaxRetries: worker.DefaultMaxRetries, Logger: c.log}.Run(ctx, 1)
 }
 
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		c.log.Warn("keeping object in namespace", "object", c.kind.Name, "namespace", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
+// HasSynced reports whether the caches the controller reads are filled.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
 
 func (c *Controller) sync(ctx context.Context, ns string) error {
 	nsObj, err := c.namespaces.Get(ns)

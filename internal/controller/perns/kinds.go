@@ -25,8 +25,9 @@ const rootCADescription = "Contains a CA bundle that can be used to verify the k
 func ServiceAccounts(client kubernetes.Interface, f informers.SharedInformerFactory, log *slog.Logger) *Controller {
 	lister := f.Core().V1().ServiceAccounts().Lister()
 	return New(f, Kind{
-		Name:     DefaultServiceAccount,
-		Informer: f.Core().V1().ServiceAccounts().Informer(),
+		Name:      DefaultServiceAccount,
+		QueueName: "serviceaccount",
+		Informer:  f.Core().V1().ServiceAccounts().Informer(),
 		Ensure: func(ctx context.Context, ns string) error {
 			if _, err := lister.ServiceAccounts(ns).Get(DefaultServiceAccount); err == nil {
 				return nil
@@ -49,8 +50,9 @@ func RootCA(client kubernetes.Interface, f informers.SharedInformerFactory, caPE
 		}
 	}
 	return New(f, Kind{
-		Name:     RootCAConfigMap,
-		Informer: f.Core().V1().ConfigMaps().Informer(),
+		Name:      RootCAConfigMap,
+		QueueName: "root_ca_cert_publisher",
+		Informer:  f.Core().V1().ConfigMaps().Informer(),
 		Ensure: func(ctx context.Context, ns string) error {
 			cur, err := lister.ConfigMaps(ns).Get(RootCAConfigMap)
 			if apierrors.IsNotFound(err) {

@@ -28,6 +28,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Defaults for Config's zero values. The period and threshold are
@@ -127,18 +129,11 @@ func New(cfg Config) *Controller {
 // nodeDeleted starts the node's quarantine now, so that its pods go one
 // quarantine later rather than up to a period after that.
 func (c *Controller) nodeDeleted(obj any) {
-	name := ""
-	switch o := obj.(type) {
-	case *v1.Node:
-		name = o.Name
-	case cache.DeletedFinalStateUnknown:
-		if n, ok := o.Obj.(*v1.Node); ok {
-			name = n.Name
-		}
-	}
-	if name == "" {
+	node := worker.As[*v1.Node](obj)
+	if node == nil {
 		return
 	}
+	name := node.Name
 	c.mu.Lock()
 	if _, ok := c.missing[name]; !ok {
 		c.missing[name] = c.clock.Now()

@@ -135,6 +135,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	worker.Loop{Kind: c.owners.kind().Kind, Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: math.MaxInt, Logger: c.log}.Run(ctx, workers)
 }
 
+// HasSynced reports whether the caches the controller reads are filled: the
+// controller manager starts Run once they are.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
+
 func (c *Controller) enqueueRS(obj any) {
 	key, err := cache.MetaNamespaceKeyFunc(obj)
 	if err != nil {
@@ -245,15 +249,9 @@ func (c *Controller) updatePod(oldObj, curObj any) {
 }
 
 func (c *Controller) deletePod(obj any) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
-		if !isTomb {
-			return
-		}
-		if pod, ok = tomb.Obj.(*v1.Pod); !ok {
-			return
-		}
+	pod := worker.As[*v1.Pod](obj)
+	if pod == nil {
+		return
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil {

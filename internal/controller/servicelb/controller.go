@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -111,20 +112,17 @@ func New(cfg Config) *Controller {
 		log:      log,
 		services: inf.Lister(),
 		synced:   inf.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "servicelb"}),
-		written: map[types.NamespacedName]pendingWrite{},
+		queue:    worker.NewQueue("servicelb", nil),
+		written:  map[types.NamespacedName]pendingWrite{},
 	}
 	// Registration fails only on a stopped informer, which this one is not.
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueue(nil, obj) },
 		UpdateFunc: c.enqueue,
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
+			if svc := worker.As[*v1.Service](obj); svc != nil {
+				c.enqueue(nil, svc)
 			}
-			c.enqueue(nil, obj)
 		},
 	})
 	return c
@@ -142,12 +140,15 @@ func (c *Controller) enqueue(old, obj any) {
 	}
 }
 
-// Run waits for the Service cache, then keeps addresses assigned until ctx ends.
+// Run waits for the Service cache, then keeps addresses assigned until ctx ends;
+// it returns once the sync under way returned.
 func (c *Controller) Run(ctx context.Context) {
 	c.log.Info("load-balancer pool", "pool", c.pool.String(), "class", LoadBalancerClass)
 	c.queue.Add(syncKey)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	if c.pool.host != nil {
-		go func() {
+		wg.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
@@ -156,17 +157,20 @@ func (c *Controller) Run(ctx context.Context) {
 					c.queue.Add(syncKey)
 				}
 			}
-		}()
+		})
 	}
 	worker.Loop{
 		Kind:       "load-balancer pool",
 		Queue:      c.queue,
 		Synced:     []cache.InformerSynced{c.synced},
 		Sync:       func(ctx context.Context, _ string) error { return c.sync(ctx) },
-		MaxRetries: 15,
+		MaxRetries: worker.DefaultMaxRetries,
 		Logger:     c.log,
 	}.Run(ctx, 1)
 }
+
+// HasSynced reports whether the Service cache is filled.
+func (c *Controller) HasSynced() bool { return c.synced() }
 
 // sync computes the plan over every Service in the cache and writes the statuses that
 // differ from it; Events tell what changed since the previous plan.

@@ -107,6 +107,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	worker.Loop{Kind: "StatefulSet", Queue: c.queue, Synced: c.synced, Sync: c.sync, MaxRetries: maxRetries, Logger: c.logger}.Run(ctx, workers)
 }
 
+// HasSynced reports whether the caches the controller reads are filled: the
+// controller manager starts Run once they are.
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
+
 func (c *Controller) enqueue(obj any) { worker.Enqueue(c.queue, obj) }
 
 // onPod wakes the owning set, or every matching one for an orphan.

@@ -39,6 +39,16 @@ func NewQueue(name string, clk clock.WithTicker) workqueue.TypedRateLimitingInte
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk})
 }
 
+// AllSynced reports whether every cache in synced is filled: a controller's HasSynced.
+func AllSynced(synced []cache.InformerSynced) bool {
+	for _, f := range synced {
+		if !f() {
+			return false
+		}
+	}
+	return true
+}
+
 // Watch makes handle see every object inf adds, updates (the new version) or deletes
 // (possibly a cache.DeletedFinalStateUnknown). It panics when the informer refuses the
 // handler, which only happens once it has been stopped: a wiring mistake at start-up.
@@ -74,15 +84,22 @@ func Enqueue(q workqueue.TypedInterface[string], obj any) {
 	}
 }
 
+// As is what an informer event handler calls on the object it gets: obj as a T, with a
+// cache.DeletedFinalStateUnknown tombstone (a delete the informer saw only by relisting)
+// opened; the zero T when obj is neither a T nor a tombstone holding one.
+func As[T any](obj any) T {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	v, _ := obj.(T)
+	return v
+}
+
 // Pods unpacks the two sides of a WatchChanges pod event, opening a tombstone: old and
 // cur are nil for an add and a delete respectively, and pod is whichever is known (cur
 // first). pod is nil when neither side is a pod.
 func Pods(old, cur any) (oldPod, curPod, pod *v1.Pod) {
-	oldPod, _ = old.(*v1.Pod)
-	curPod, _ = cur.(*v1.Pod)
-	if t, ok := old.(cache.DeletedFinalStateUnknown); ok {
-		oldPod, _ = t.Obj.(*v1.Pod)
-	}
+	oldPod, curPod = As[*v1.Pod](old), As[*v1.Pod](cur)
 	pod = curPod
 	if pod == nil {
 		pod = oldPod
