@@ -199,7 +199,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Verb = strings.ToLower(r.Method)
 	}
 	if s.cfg.Guard != nil {
-		if create, ok := upgradeCreateCheck(req); ok {
+		if create, ok := s.upgradeCreateCheck(req); ok {
 			// On a copy: the guard consumes the request's impersonation headers.
 			if _, err := s.cfg.Guard.Check(r.Clone(r.Context()), create); err != nil {
 				writeError(w, s.log, err)
@@ -302,8 +302,8 @@ func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r 
 	if h := s.cfg.Extra[key]; h != nil {
 		return h(ctx, w, r, req)
 	}
-	if h := streamHandlers[key]; h != nil {
-		return h(s, ctx, w, r, ri, e)
+	if h := e.res.FindHandler(ri.Subresource); h != nil {
+		return s.serveHandler(ctx, w, r, ri, e, h)
 	}
 	switch {
 	case ri.Subresource == "status" && e.res.Status != nil, e.res.Subresources[ri.Subresource] != nil:
@@ -324,12 +324,6 @@ func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r 
 		case "patch":
 			return s.patch(ctx, w, r, ri, e)
 		}
-	case key == "pods/binding" && ri.Verb == "create":
-		return s.bindPod(ctx, w, r, ri, e)
-	case key == "pods/eviction" && ri.Verb == "create":
-		return s.evictPod(ctx, w, r, ri, e)
-	case key == "namespaces/finalize" && ri.Verb == "update":
-		return s.finalizeNamespace(ctx, w, r, ri, e)
 	default:
 		return notFoundPath()
 	}

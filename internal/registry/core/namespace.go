@@ -77,8 +77,10 @@ func NamespaceResource() registry.Resource {
 			}
 			return nsValidateFinalizers(ns.Spec.Finalizers)
 		},
-		Status:  &registry.StatusStrategy{ValidateUpdate: nsValidateStatusUpdate},
-		Columns: nsColumns,
+		Status:   &registry.StatusStrategy{ValidateUpdate: nsValidateStatusUpdate},
+		Handlers: NamespaceHandlers(),
+		Delete:   NamespaceDeleteStrategy(),
+		Columns:  nsColumns,
 		Row: func(obj runtime.Object, now time.Time) []interface{} {
 			ns, ok := obj.(*v1.Namespace)
 			if !ok || ns == nil {

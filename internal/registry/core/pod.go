@@ -63,9 +63,11 @@ func PodResource() registry.Resource {
 				ValidateUpdate:   podValidateEphemeralContainersUpdate,
 			},
 		},
-		Columns: podColumns,
-		Row:     podRow,
-		Fields:  podFields,
+		Handlers: PodHandlers(),
+		Delete:   PodDeleteStrategy(),
+		Columns:  podColumns,
+		Row:      podRow,
+		Fields:   podFields,
 	}
 }
 

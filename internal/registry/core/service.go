@@ -58,6 +58,7 @@ func ServiceResource() registry.Resource {
 				return ValidateServiceStatus(svcFrom(obj))
 			},
 		},
+		Handlers: ServiceHandlers(),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Type", Type: "string", Description: v1.ServiceSpec{}.SwaggerDoc()["type"]},
