@@ -71,10 +71,21 @@ func (s Strategy[T]) Apply(r Resource) Resource {
 	return r
 }
 
+// as returns obj as a T, and false for another type or a nil pointer: the one type
+// assertion every typed hook goes through.
+func as[T runtime.Object](obj runtime.Object) (T, bool) {
+	var zero T
+	t, ok := obj.(T)
+	if !ok || any(t) == any(zero) {
+		return zero, false
+	}
+	return t, true
+}
+
 // Hook adapts a hook on T to one on runtime.Object; another type is left alone.
 func Hook[T runtime.Object](f func(T)) func(runtime.Object) {
 	return func(obj runtime.Object) {
-		if t, ok := obj.(T); ok {
+		if t, ok := as[T](obj); ok {
 			f(t)
 		}
 	}
@@ -83,8 +94,8 @@ func Hook[T runtime.Object](f func(T)) func(runtime.Object) {
 // HookUpdate adapts a hook on an object and the one it replaces.
 func HookUpdate[T runtime.Object](f func(obj, old T)) func(obj, old runtime.Object) {
 	return func(obj, old runtime.Object) {
-		t, ok1 := obj.(T)
-		o, ok2 := old.(T)
+		t, ok1 := as[T](obj)
+		o, ok2 := as[T](old)
 		if ok1 && ok2 {
 			f(t, o)
 		}
@@ -94,7 +105,7 @@ func HookUpdate[T runtime.Object](f func(obj, old T)) func(obj, old runtime.Obje
 // Func adapts a function of T; another type gets R's zero value.
 func Func[T runtime.Object, R any](f func(T) R) func(runtime.Object) R {
 	return func(obj runtime.Object) R {
-		t, ok := obj.(T)
+		t, ok := as[T](obj)
 		if !ok {
 			var zero R
 			return zero
@@ -106,7 +117,7 @@ func Func[T runtime.Object, R any](f func(T) R) func(runtime.Object) R {
 // FuncWith adapts a function of T and another argument.
 func FuncWith[T runtime.Object, A, R any](f func(T, A) R) func(runtime.Object, A) R {
 	return func(obj runtime.Object, a A) R {
-		t, ok := obj.(T)
+		t, ok := as[T](obj)
 		if !ok {
 			var zero R
 			return zero
@@ -119,8 +130,8 @@ func FuncWith[T runtime.Object, A, R any](f func(T, A) R) func(runtime.Object, A
 // (a create's warnings), which f gets as the zero T.
 func FuncUpdate[T runtime.Object, R any](f func(obj, old T) R) func(obj, old runtime.Object) R {
 	return func(obj, old runtime.Object) R {
-		t, ok := obj.(T)
-		o, okOld := old.(T)
+		t, ok := as[T](obj)
+		o, okOld := as[T](old)
 		if !ok || (!okOld && old != nil) {
 			var zero R
 			return zero
@@ -129,10 +140,27 @@ func FuncUpdate[T runtime.Object, R any](f func(obj, old T) R) func(obj, old run
 	}
 }
 
+// Scale adapts typed replica accessors to a ScaleStrategy.
+func Scale[T runtime.Object](get func(T) (specReplicas, statusReplicas int32, selector string), set func(T, int32)) *ScaleStrategy {
+	return &ScaleStrategy{
+		Get: func(obj runtime.Object) (int32, int32, string) {
+			if t, ok := as[T](obj); ok {
+				return get(t)
+			}
+			return 0, 0, ""
+		},
+		Set: func(obj runtime.Object, replicas int32) {
+			if t, ok := as[T](obj); ok {
+				set(t, replicas)
+			}
+		},
+	}
+}
+
 // Mutate adapts a typed update step for Objects.Update.
 func Mutate[T runtime.Object](f func(T) (T, error)) func(runtime.Object) (runtime.Object, error) {
 	return func(obj runtime.Object) (runtime.Object, error) {
-		t, ok := obj.(T)
+		t, ok := as[T](obj)
 		if !ok {
 			var want T
 			return nil, apierrors.NewInternalError(fmt.Errorf("expected %T, got %T", want, obj))
