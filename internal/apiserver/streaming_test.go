@@ -32,4 +32,3 @@ func TestUpgradeCreateCheck(t *testing.T) {
 		}
 	}
 }
-

@@ -1,7 +1,3 @@
-// Package registry describes the resources the API server serves. Each API group has a
-// package below this one (core, apps, batch, ...) that returns its Resources: identity,
-// defaulting, validation, table columns and selectable fields. The generic handlers in
-// internal/apiserver do everything else (storage, metadata, resourceVersion, patch, watch).
 package registry
 
 import (
