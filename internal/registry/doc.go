@@ -17,7 +17,8 @@
 //     PrepareForCreate, PrepareForUpdate, Default, Validate, ValidateUpdate, Warnings.
 //     Write them for the Go type and adapt them once: registry.Hook, HookUpdate, Func,
 //     FuncUpdate, FuncWith and Scale, or a whole Strategy[T] with Apply. The adapters
-//     hold the only type assertion; hooks never see another type or a nil object.
+//     hold the only type assertion; hooks never see another type or a nil object
+//     (except a create's Warnings, whose old object is the nil T).
 //   - Status, Scale and Subresources: the status subresource's strategy, the
 //     autoscaling/v1 Scale accessors, and subresources that write one part of the
 //     object (pods/ephemeralcontainers). The generic handlers serve get, update and

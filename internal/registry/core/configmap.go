@@ -22,37 +22,24 @@ const cmMaxSize = 1 * 1024 * 1024
 // immutability, and kubectl's NAME DATA AGE table.
 func ConfigMapResource() registry.Resource {
 	return registry.Resource{
-		GVK:        schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-		Plural:     "configmaps",
-		Singular:   "configmap",
-		ShortNames: []string{"cm"},
-		Namespaced: true,
-		New:        func() runtime.Object { return &v1.ConfigMap{} },
-		NewList:    func() runtime.Object { return &v1.ConfigMapList{} },
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateConfigMap(cmFrom(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidateConfigMapUpdate(cmFrom(obj), cmFrom(old))
-		},
+		GVK:            schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		Plural:         "configmaps",
+		Singular:       "configmap",
+		ShortNames:     []string{"cm"},
+		Namespaced:     true,
+		New:            func() runtime.Object { return &v1.ConfigMap{} },
+		NewList:        func() runtime.Object { return &v1.ConfigMapList{} },
+		Validate:       registry.Func(ValidateConfigMap),
+		ValidateUpdate: registry.FuncUpdate(ValidateConfigMapUpdate),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Data", Type: "string", Description: v1.ConfigMap{}.SwaggerDoc()["data"]},
 			registry.AgeColumn,
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			cm := cmFrom(obj)
-			if cm == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(cm *v1.ConfigMap, now time.Time) []interface{} {
 			return []interface{}{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), registry.HumanAge(cm.CreationTimestamp, now)}
-		},
+		}),
 	}
-}
-
-func cmFrom(obj runtime.Object) *v1.ConfigMap {
-	cm, _ := obj.(*v1.ConfigMap)
-	return cm
 }
 
 // ValidateConfigMap checks keys (valid config keys, none in both data and binaryData)
