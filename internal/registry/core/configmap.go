@@ -21,25 +21,26 @@ const cmMaxSize = 1 * 1024 * 1024
 // ConfigMapResource returns the core/v1 ConfigMap resource: key and size validation,
 // immutability, and kubectl's NAME DATA AGE table.
 func ConfigMapResource() registry.Resource {
-	return registry.Resource{
-		GVK:            schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-		Plural:         "configmaps",
-		Singular:       "configmap",
-		ShortNames:     []string{"cm"},
-		Namespaced:     true,
-		New:            func() runtime.Object { return &v1.ConfigMap{} },
-		NewList:        func() runtime.Object { return &v1.ConfigMapList{} },
-		Validate:       registry.Func(ValidateConfigMap),
-		ValidateUpdate: registry.FuncUpdate(ValidateConfigMapUpdate),
+	return registry.Strategy[*v1.ConfigMap]{
+		Validate:       ValidateConfigMap,
+		ValidateUpdate: ValidateConfigMapUpdate,
+		Row: func(cm *v1.ConfigMap, now time.Time) []interface{} {
+			return []interface{}{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), registry.HumanAge(cm.CreationTimestamp, now)}
+		},
+	}.Apply(registry.Resource{
+		GVK:        schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		Plural:     "configmaps",
+		Singular:   "configmap",
+		ShortNames: []string{"cm"},
+		Namespaced: true,
+		New:        func() runtime.Object { return &v1.ConfigMap{} },
+		NewList:    func() runtime.Object { return &v1.ConfigMapList{} },
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Data", Type: "string", Description: v1.ConfigMap{}.SwaggerDoc()["data"]},
 			registry.AgeColumn,
 		},
-		Row: registry.FuncWith(func(cm *v1.ConfigMap, now time.Time) []interface{} {
-			return []interface{}{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), registry.HumanAge(cm.CreationTimestamp, now)}
-		}),
-	}
+	})
 }
 
 // ValidateConfigMap checks keys (valid config keys, none in both data and binaryData)
