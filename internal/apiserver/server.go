@@ -42,9 +42,11 @@ type Config struct {
 	Guard Guard
 	// OpenAPI serves /openapi/v2 and /openapi/v3; nil means 404.
 	OpenAPI http.Handler
-	// Extra handles subresources the generic handlers do not (pods/log, exec,
-	// serviceaccounts/token, ...), keyed "resource/subresource" with the group prefix
-	// for non-core groups ("pods/log").
+	// Extra handles subresources that need more than the registry can give
+	// (serviceaccounts/token signs with the server's key) and collections served by
+	// code outside the API server (reviews), keyed "resource/subresource" with the
+	// group prefix for non-core groups, or by the plural alone. It takes precedence
+	// over the resource's registry.Handlers.
 	Extra map[string]SubresourceHandler
 	// Computed serves the resources marked registry.Resource.Computed (never stored),
 	// keyed by group/version/resource: the handler gets every request for the resource
