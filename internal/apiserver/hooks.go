@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -30,7 +31,7 @@ func (o objects) Get(ctx context.Context, ns, name string) (runtime.Object, erro
 func (o objects) GetOf(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (runtime.Object, error) {
 	e := o.s.byGVR[gvr]
 	if e == nil {
-		return nil, apierrors.NewInternalError(errNotServed(gvr))
+		return nil, apierrors.NewInternalError(fmt.Errorf("%s are not served", gvr.Resource))
 	}
 	obj, _, err := e.store.get(ctx, ns, name)
 	return obj, err
