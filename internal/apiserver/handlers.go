@@ -699,6 +699,7 @@ func (s *Server) shouldDeleteNow(e *entry, obj runtime.Object) bool {
 	if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
 		return false
 	}
-	// A pod waits for its node unless its grace period has been set to zero.
+	// The resource may hold it longer: a namespace for its spec finalizers, a pod for
+	// its node unless its grace period has been set to zero.
 	return !finalizing(e, obj) && !awaitsGrace(e, obj)
 }
