@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tranche/tranche/internal/storage"
 )
@@ -55,8 +54,6 @@ func (s *Server) releaseOps(ctx context.Context, e *entry, obj runtime.Object) [
 	}
 	return ops
 }
-
-func validateQualifiedName(s string) []string { return validation.IsQualifiedName(s) }
 
 // Validator is a validating admission step, as Kubernetes' validating admission plugins
 // (PodSecurity): it sees a create or update after defaulting, validation and the

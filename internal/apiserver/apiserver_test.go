@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/tranche/tranche/internal/registry"
+	"github.com/tranche/tranche/internal/registry/core"
 	"github.com/tranche/tranche/internal/storage/memory"
 )
 
@@ -43,7 +44,9 @@ func testResources() []registry.Resource {
 					ns.Spec.Finalizers = []v1.FinalizerName{v1.FinalizerKubernetes}
 				}
 			},
-			Status: &registry.StatusStrategy{},
+			Status:   &registry.StatusStrategy{},
+			Handlers: core.NamespaceHandlers(),
+			Delete:   core.NamespaceDeleteStrategy(),
 		},
 		{
 			GVK: v1.SchemeGroupVersion.WithKind("ConfigMap"), Plural: "configmaps", Singular: "configmap", Namespaced: true,
@@ -67,6 +70,8 @@ func testResources() []registry.Resource {
 			PrepareForCreate: func(obj runtime.Object) { obj.(*v1.Pod).Status = v1.PodStatus{Phase: v1.PodPending} },
 			Status:           &registry.StatusStrategy{},
 			Subresources:     map[string]*registry.SubresourceStrategy{"ephemeralcontainers": testEphemeralStrategy()},
+			Handlers:         core.PodHandlers(),
+			Delete:           core.PodDeleteStrategy(),
 			Fields: func(obj runtime.Object) fields.Set {
 				p := obj.(*v1.Pod)
 				return fields.Set{"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase)}

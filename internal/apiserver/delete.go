@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,7 +139,7 @@ func (s *Server) deleteObject(ctx context.Context, e *entry, ns, name string, op
 		om, _ := meta.Accessor(obj)
 		grace := s.gracePeriod(e, current, opts)
 		finalizers := withPropagationFinalizer(om.GetFinalizers(), opts)
-		mustWait := len(finalizers) > 0 || hasSpecFinalizers(obj) || grace > 0
+		mustWait := len(finalizers) > 0 || finalizing(e, obj) || grace > 0
 		if mustWait {
 			changed := false
 			if !equalStrings(finalizers, om.GetFinalizers()) {
@@ -160,8 +159,7 @@ func (s *Server) deleteObject(ctx context.Context, e *entry, ns, name string, op
 				om.SetDeletionGracePeriodSeconds(&grace)
 				changed = true
 			}
-			if nsObj, ok := obj.(*v1.Namespace); ok && nsObj.Status.Phase != v1.NamespaceTerminating {
-				nsObj.Status.Phase = v1.NamespaceTerminating
+			if d := e.res.Delete; d != nil && d.MarkDeleting != nil && d.MarkDeleting(obj) {
 				changed = true
 			}
 			if !changed || dry {
@@ -198,39 +196,27 @@ func (s *Server) deleteObject(ctx context.Context, e *entry, ns, name string, op
 	}
 }
 
-// gracePeriod is the time a deletion waits for: only pods running on a node wait.
+// gracePeriod is the time a deletion waits for, as the resource's delete strategy
+// says (pods on a node); 0 without one.
 func (s *Server) gracePeriod(e *entry, obj runtime.Object, opts *metav1.DeleteOptions) int64 {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || e.res.GVK.Group != "" {
-		return 0
+	if d := e.res.Delete; d != nil && d.GracePeriod != nil {
+		return d.GracePeriod(obj, opts)
 	}
-	if !podBoundAndRunning(pod) {
-		return 0
-	}
-	if opts.GracePeriodSeconds != nil {
-		return *opts.GracePeriodSeconds
-	}
-	if pod.DeletionGracePeriodSeconds != nil {
-		return *pod.DeletionGracePeriodSeconds
-	}
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
-		return *pod.Spec.TerminationGracePeriodSeconds
-	}
-	return v1.DefaultTerminationGracePeriodSeconds
+	return 0
 }
 
-func podBoundAndRunning(obj runtime.Object) bool {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return false
-	}
-	return pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
+// finalizing reports whether an object waits for more than its metadata.finalizers
+// (a namespace's spec.finalizers).
+func finalizing(e *entry, obj runtime.Object) bool {
+	d := e.res.Delete
+	return d != nil && d.Finalizing != nil && d.Finalizing(obj)
 }
 
-// hasSpecFinalizers reports whether a namespace still waits for its content to go.
-func hasSpecFinalizers(obj runtime.Object) bool {
-	ns, ok := obj.(*v1.Namespace)
-	return ok && len(ns.Spec.Finalizers) > 0
+// awaitsGrace reports whether an object marked for deletion still waits for its grace
+// period to end (a pod its node has not stopped yet).
+func awaitsGrace(e *entry, obj runtime.Object) bool {
+	d := e.res.Delete
+	return d != nil && d.AwaitsGrace != nil && d.AwaitsGrace(obj)
 }
 
 // withPropagationFinalizer adds the finalizer that asks the garbage collector for

@@ -33,17 +33,15 @@ func subresourcesOf(e *entry) []subresource {
 	for _, name := range slices.Sorted(maps.Keys(e.res.Subresources)) {
 		out = append(out, subresource{name, gvk, []string{"get", "patch", "update"}})
 	}
-	if gvk.Group == "" {
-		switch e.res.Plural {
-		case "pods":
-			out = append(out,
-				subresource{"binding", schema.GroupVersionKind{Version: "v1", Kind: "Binding"}, []string{"create"}},
-				subresource{"eviction", schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, []string{"create"}})
-		case "namespaces":
-			out = append(out, subresource{"finalize", gvk, []string{"update"}})
-		case "serviceaccounts":
-			out = append(out, subresource{"token", schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"}, []string{"create"}})
+	for _, h := range e.res.Handlers {
+		if h.Hidden {
+			continue
 		}
+		kind := h.Kind
+		if kind.Empty() {
+			kind = gvk
+		}
+		out = append(out, subresource{h.Name, kind, h.Verbs})
 	}
 	return out
 }

@@ -651,9 +651,9 @@ func (s *Server) prepareUpdate(e *entry, obj, current runtime.Object, sub string
 			return apierrors.NewInternalError(err)
 		}
 	}
-	if sub == "finalize" || sub == "binding" {
-		// finalizeNamespace changed spec.finalizers only and validated them, bindPod
-		// set spec.nodeName once: the ordinary update strategy forbids both.
+	if h := e.res.FindHandler(sub); h != nil && h.OwnsValidation {
+		// The handler changed one part and validated it (namespaces/finalize,
+		// pods/binding): the ordinary update strategy forbids such changes.
 		return nil
 	}
 	if err := s.runUpdateStrategy(e, obj, current, status, e.res.Subresources[sub]); err != nil {
@@ -699,14 +699,7 @@ func (s *Server) shouldDeleteNow(e *entry, obj runtime.Object) bool {
 	if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
 		return false
 	}
-	if hasSpecFinalizers(obj) {
-		return false
-	}
-	// A pod waits for its node unless its grace period has been set to zero.
-	if e.res.GVK.Kind == "Pod" && e.res.GVK.Group == "" {
-		if g := m.GetDeletionGracePeriodSeconds(); g != nil && *g > 0 && podBoundAndRunning(obj) {
-			return false
-		}
-	}
-	return true
+	// The resource may hold it longer: a namespace for its spec finalizers, a pod for
+	// its node unless its grace period has been set to zero.
+	return !finalizing(e, obj) && !awaitsGrace(e, obj)
 }

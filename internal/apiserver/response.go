@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tranche/tranche/internal/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -77,9 +78,7 @@ func addWarnings(w http.ResponseWriter, warnings []string) {
 }
 
 // successStatus is the Status returned by deletes of collections.
-func successStatus() *metav1.Status {
-	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess}
-}
+func successStatus() *metav1.Status { return registry.SuccessStatus() }
 
 // unsupportedMediaType is the 415 for a body type the server does not take.
 func unsupportedMediaType(mt string) error {

@@ -42,9 +42,11 @@ type Config struct {
 	Guard Guard
 	// OpenAPI serves /openapi/v2 and /openapi/v3; nil means 404.
 	OpenAPI http.Handler
-	// Extra handles subresources the generic handlers do not (pods/log, exec,
-	// serviceaccounts/token, ...), keyed "resource/subresource" with the group prefix
-	// for non-core groups ("pods/log").
+	// Extra handles subresources that need more than the registry can give
+	// (serviceaccounts/token signs with the server's key) and collections served by
+	// code outside the API server (reviews), keyed "resource/subresource" with the
+	// group prefix for non-core groups, or by the plural alone. It takes precedence
+	// over the resource's registry.Handlers.
 	Extra map[string]SubresourceHandler
 	// Computed serves the resources marked registry.Resource.Computed (never stored),
 	// keyed by group/version/resource: the handler gets every request for the resource
@@ -199,7 +201,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Verb = strings.ToLower(r.Method)
 	}
 	if s.cfg.Guard != nil {
-		if create, ok := upgradeCreateCheck(req); ok {
+		if create, ok := s.upgradeCreateCheck(req); ok {
 			// On a copy: the guard consumes the request's impersonation headers.
 			if _, err := s.cfg.Guard.Check(r.Clone(r.Context()), create); err != nil {
 				writeError(w, s.log, err)
@@ -302,8 +304,8 @@ func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r 
 	if h := s.cfg.Extra[key]; h != nil {
 		return h(ctx, w, r, req)
 	}
-	if h := streamHandlers[key]; h != nil {
-		return h(s, ctx, w, r, ri, e)
+	if h := e.res.FindHandler(ri.Subresource); h != nil {
+		return s.serveHandler(ctx, w, r, ri, e, h)
 	}
 	switch {
 	case ri.Subresource == "status" && e.res.Status != nil, e.res.Subresources[ri.Subresource] != nil:
@@ -324,12 +326,6 @@ func (s *Server) serveSubresource(ctx context.Context, w http.ResponseWriter, r 
 		case "patch":
 			return s.patch(ctx, w, r, ri, e)
 		}
-	case key == "pods/binding" && ri.Verb == "create":
-		return s.bindPod(ctx, w, r, ri, e)
-	case key == "pods/eviction" && ri.Verb == "create":
-		return s.evictPod(ctx, w, r, ri, e)
-	case key == "namespaces/finalize" && ri.Verb == "update":
-		return s.finalizeNamespace(ctx, w, r, ri, e)
 	default:
 		return notFoundPath()
 	}

@@ -1,7 +1,3 @@
-// Package registry describes the resources the API server serves. Each API group has a
-// package below this one (core, apps, batch, ...) that returns its Resources: identity,
-// defaulting, validation, table columns and selectable fields. The generic handlers in
-// internal/apiserver do everything else (storage, metadata, resourceVersion, patch, watch).
 package registry
 
 import (
@@ -68,6 +64,13 @@ type Resource struct {
 	// Subresources are subresources that show the whole object and write one part of
 	// it (pods/ephemeralcontainers), keyed by name; each serves get, update and patch.
 	Subresources map[string]*SubresourceStrategy
+	// Handlers are subresources served by code of the resource's own (binding,
+	// eviction, finalize, streaming and proxies), listed in discovery in this order
+	// after status, scale and Subresources.
+	Handlers []Handler
+	// Delete is set when deletion depends on the object (graceful deletion, spec
+	// finalizers); nil deletes when metadata.finalizers allow.
+	Delete *DeleteStrategy
 
 	// Columns and Row give the table kubectl prints: Row returns one cell per column, in
 	// order, including the -o wide columns (Priority 1). Nil Columns means the default

@@ -26,38 +26,25 @@ func ControllerRevisionResource() registry.Resource {
 		Namespaced: true,
 		New:        func() runtime.Object { return &appsv1.ControllerRevision{} },
 		NewList:    func() runtime.Object { return &appsv1.ControllerRevisionList{} },
-		Validate: func(obj runtime.Object) field.ErrorList {
-			r, ok := obj.(*appsv1.ControllerRevision)
-			if !ok || r == nil {
-				return nil
-			}
+		Validate: registry.Func(func(r *appsv1.ControllerRevision) field.ErrorList {
 			return validateControllerRevision(r)
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			r, ok := obj.(*appsv1.ControllerRevision)
-			o, okOld := old.(*appsv1.ControllerRevision)
-			if !ok || !okOld || r == nil || o == nil {
-				return nil
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(r, o *appsv1.ControllerRevision) field.ErrorList {
 			errs := validateControllerRevision(r)
 			if !sameRevisionData(r.Data, o.Data) {
 				errs = append(errs, field.Invalid(field.NewPath("data"), r.Data, apimachineryvalidation.FieldImmutableErrorMsg))
 			}
 			return errs
-		},
+		}),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			stringColumn("Controller", "Controller of the object"),
 			stringColumn("Revision", appsv1.ControllerRevision{}.SwaggerDoc()["revision"]),
 			registry.AgeColumn,
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			r, ok := obj.(*appsv1.ControllerRevision)
-			if !ok || r == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(r *appsv1.ControllerRevision, now time.Time) []interface{} {
 			return []interface{}{r.Name, revisionController(r), r.Revision, ageCell(r.ObjectMeta, now)}
-		},
+		}),
 	}
 }
 

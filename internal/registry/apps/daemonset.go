@@ -34,56 +34,33 @@ func DaemonSetResource() registry.Resource {
 		New:             func() runtime.Object { return &appsv1.DaemonSet{} },
 		NewList:         func() runtime.Object { return &appsv1.DaemonSetList{} },
 		TrackGeneration: true,
-		PrepareForCreate: func(obj runtime.Object) {
-			if ds, ok := obj.(*appsv1.DaemonSet); ok && ds != nil {
-				ds.Status = appsv1.DaemonSetStatus{}
-				setTemplateGeneration(ds, 1)
-			}
-		},
-		PrepareForUpdate: func(obj, old runtime.Object) {
-			ds, ok := obj.(*appsv1.DaemonSet)
-			o, okOld := old.(*appsv1.DaemonSet)
-			if !ok || !okOld || ds == nil || o == nil {
-				return
-			}
+		PrepareForCreate: registry.Hook(func(ds *appsv1.DaemonSet) {
+			ds.Status = appsv1.DaemonSetStatus{}
+			setTemplateGeneration(ds, 1)
+		}),
+		PrepareForUpdate: registry.HookUpdate(func(ds, o *appsv1.DaemonSet) {
 			// The template generation is the server's: it follows template changes only.
 			gen := templateGeneration(o)
 			if !apiequality.Semantic.DeepEqual(ds.Spec.Template, o.Spec.Template) {
 				gen++
 			}
 			setTemplateGeneration(ds, gen)
-		},
-		Default: func(obj runtime.Object) {
-			if ds, ok := obj.(*appsv1.DaemonSet); ok && ds != nil {
-				DefaultDaemonSet(ds)
-			}
-		},
-		Validate: func(obj runtime.Object) field.ErrorList {
-			ds, ok := obj.(*appsv1.DaemonSet)
-			if !ok || ds == nil {
-				return nil
-			}
+		}),
+		Default: registry.Hook(func(ds *appsv1.DaemonSet) {
+			DefaultDaemonSet(ds)
+		}),
+		Validate: registry.Func(func(ds *appsv1.DaemonSet) field.ErrorList {
 			return validateDaemonSetSpec(&ds.Spec, field.NewPath("spec"))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			ds, ok := obj.(*appsv1.DaemonSet)
-			o, okOld := old.(*appsv1.DaemonSet)
-			if !ok || !okOld || ds == nil || o == nil {
-				return nil
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(ds, o *appsv1.DaemonSet) field.ErrorList {
 			errs := validateDaemonSetSpec(&ds.Spec, field.NewPath("spec"))
 			return append(errs, apimachineryvalidation.ValidateImmutableField(ds.Spec.Selector, o.Spec.Selector, field.NewPath("spec", "selector"))...)
-		},
+		}),
 		Status: &registry.StatusStrategy{
-			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-				ds, ok := obj.(*appsv1.DaemonSet)
-				o, okOld := old.(*appsv1.DaemonSet)
-				if !ok || !okOld || ds == nil || o == nil {
-					return nil
-				}
+			ValidateUpdate: registry.FuncUpdate(func(ds, o *appsv1.DaemonSet) field.ErrorList {
 				errs := validateDaemonSetStatus(&ds.Status, field.NewPath("status"))
 				return append(errs, collisionCountErrors(ds.Status.CollisionCount, o.Status.CollisionCount)...)
-			},
+			}),
 		},
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
@@ -98,11 +75,7 @@ func DaemonSetResource() registry.Resource {
 			imagesColumn,
 			selectorColumn(daemonSetSpecDoc["selector"]),
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			ds, ok := obj.(*appsv1.DaemonSet)
-			if !ok || ds == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(ds *appsv1.DaemonSet, now time.Time) []interface{} {
 			names, images := containerCells(ds.Spec.Template.Spec.Containers)
 			return []interface{}{
 				ds.Name,
@@ -115,7 +88,7 @@ func DaemonSetResource() registry.Resource {
 				ageCell(ds.ObjectMeta, now),
 				names, images, metav1.FormatLabelSelector(ds.Spec.Selector),
 			}
-		},
+		}),
 	}
 }
 

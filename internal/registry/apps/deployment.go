@@ -27,57 +27,28 @@ func DeploymentResource() registry.Resource {
 		New:             func() runtime.Object { return &appsv1.Deployment{} },
 		NewList:         func() runtime.Object { return &appsv1.DeploymentList{} },
 		TrackGeneration: true,
-		PrepareForCreate: func(obj runtime.Object) {
-			if d, ok := obj.(*appsv1.Deployment); ok && d != nil {
-				d.Status = appsv1.DeploymentStatus{}
-			}
-		},
-		Default: func(obj runtime.Object) {
-			if d, ok := obj.(*appsv1.Deployment); ok && d != nil {
-				DefaultDeployment(d)
-			}
-		},
-		Validate: func(obj runtime.Object) field.ErrorList {
-			d, ok := obj.(*appsv1.Deployment)
-			if !ok || d == nil {
-				return nil
-			}
+		PrepareForCreate: registry.Hook(func(d *appsv1.Deployment) {
+			d.Status = appsv1.DeploymentStatus{}
+		}),
+		Default: registry.Hook(func(d *appsv1.Deployment) {
+			DefaultDeployment(d)
+		}),
+		Validate: registry.Func(func(d *appsv1.Deployment) field.ErrorList {
 			return validateDeploymentSpec(&d.Spec, field.NewPath("spec"))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			d, ok := obj.(*appsv1.Deployment)
-			o, okOld := old.(*appsv1.Deployment)
-			if !ok || !okOld || d == nil || o == nil {
-				return nil
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(d, o *appsv1.Deployment) field.ErrorList {
 			errs := validateDeploymentSpec(&d.Spec, field.NewPath("spec"))
 			return append(errs, apimachineryvalidation.ValidateImmutableField(d.Spec.Selector, o.Spec.Selector, field.NewPath("spec", "selector"))...)
-		},
+		}),
 		Status: &registry.StatusStrategy{
-			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-				d, ok := obj.(*appsv1.Deployment)
-				o, okOld := old.(*appsv1.Deployment)
-				if !ok || !okOld || d == nil || o == nil {
-					return nil
-				}
+			ValidateUpdate: registry.FuncUpdate(func(d, o *appsv1.Deployment) field.ErrorList {
 				errs := validateDeploymentStatus(&d.Status, field.NewPath("status"))
 				return append(errs, collisionCountErrors(d.Status.CollisionCount, o.Status.CollisionCount)...)
-			},
+			}),
 		},
-		Scale: &registry.ScaleStrategy{
-			Get: func(obj runtime.Object) (int32, int32, string) {
-				d, ok := obj.(*appsv1.Deployment)
-				if !ok || d == nil {
-					return 0, 0, ""
-				}
-				return deref32(d.Spec.Replicas), d.Status.Replicas, scaleSelector(d.Spec.Selector)
-			},
-			Set: func(obj runtime.Object, replicas int32) {
-				if d, ok := obj.(*appsv1.Deployment); ok && d != nil {
-					d.Spec.Replicas = &replicas
-				}
-			},
-		},
+		Scale: registry.Scale(func(d *appsv1.Deployment) (int32, int32, string) {
+			return deref32(d.Spec.Replicas), d.Status.Replicas, scaleSelector(d.Spec.Selector)
+		}, func(d *appsv1.Deployment, replicas int32) { d.Spec.Replicas = &replicas }),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			stringColumn("Ready", "Number of the pod with ready state"),
@@ -88,11 +59,7 @@ func DeploymentResource() registry.Resource {
 			imagesColumn,
 			selectorColumn(deploymentSpecDoc["selector"]),
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			d, ok := obj.(*appsv1.Deployment)
-			if !ok || d == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(d *appsv1.Deployment, now time.Time) []interface{} {
 			names, images := containerCells(d.Spec.Template.Spec.Containers)
 			return []interface{}{
 				d.Name,
@@ -102,7 +69,7 @@ func DeploymentResource() registry.Resource {
 				ageCell(d.ObjectMeta, now),
 				names, images, selectorString(d.Spec.Selector),
 			}
-		},
+		}),
 	}
 }
 

@@ -28,55 +28,27 @@ func ReplicaSetResource() registry.Resource {
 		New:             func() runtime.Object { return &appsv1.ReplicaSet{} },
 		NewList:         func() runtime.Object { return &appsv1.ReplicaSetList{} },
 		TrackGeneration: true,
-		PrepareForCreate: func(obj runtime.Object) {
-			if rs, ok := obj.(*appsv1.ReplicaSet); ok && rs != nil {
-				rs.Status = appsv1.ReplicaSetStatus{}
-			}
-		},
-		Default: func(obj runtime.Object) {
-			if rs, ok := obj.(*appsv1.ReplicaSet); ok && rs != nil {
-				DefaultReplicaSet(rs)
-			}
-		},
-		Validate: func(obj runtime.Object) field.ErrorList {
-			rs, ok := obj.(*appsv1.ReplicaSet)
-			if !ok || rs == nil {
-				return nil
-			}
+		PrepareForCreate: registry.Hook(func(rs *appsv1.ReplicaSet) {
+			rs.Status = appsv1.ReplicaSetStatus{}
+		}),
+		Default: registry.Hook(func(rs *appsv1.ReplicaSet) {
+			DefaultReplicaSet(rs)
+		}),
+		Validate: registry.Func(func(rs *appsv1.ReplicaSet) field.ErrorList {
 			return validateReplicaSetSpec(&rs.Spec, field.NewPath("spec"))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			rs, ok := obj.(*appsv1.ReplicaSet)
-			o, okOld := old.(*appsv1.ReplicaSet)
-			if !ok || !okOld || rs == nil || o == nil {
-				return nil
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(rs, o *appsv1.ReplicaSet) field.ErrorList {
 			errs := validateReplicaSetSpec(&rs.Spec, field.NewPath("spec"))
 			return append(errs, apimachineryvalidation.ValidateImmutableField(rs.Spec.Selector, o.Spec.Selector, field.NewPath("spec", "selector"))...)
-		},
+		}),
 		Status: &registry.StatusStrategy{
-			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-				rs, ok := obj.(*appsv1.ReplicaSet)
-				if !ok || rs == nil {
-					return nil
-				}
+			ValidateUpdate: registry.FuncUpdate(func(rs, _ *appsv1.ReplicaSet) field.ErrorList {
 				return validateReplicaSetStatus(&rs.Status, field.NewPath("status"))
-			},
+			}),
 		},
-		Scale: &registry.ScaleStrategy{
-			Get: func(obj runtime.Object) (int32, int32, string) {
-				rs, ok := obj.(*appsv1.ReplicaSet)
-				if !ok || rs == nil {
-					return 0, 0, ""
-				}
-				return deref32(rs.Spec.Replicas), rs.Status.Replicas, scaleSelector(rs.Spec.Selector)
-			},
-			Set: func(obj runtime.Object, replicas int32) {
-				if rs, ok := obj.(*appsv1.ReplicaSet); ok && rs != nil {
-					rs.Spec.Replicas = &replicas
-				}
-			},
-		},
+		Scale: registry.Scale(func(rs *appsv1.ReplicaSet) (int32, int32, string) {
+			return deref32(rs.Spec.Replicas), rs.Status.Replicas, scaleSelector(rs.Spec.Selector)
+		}, func(rs *appsv1.ReplicaSet, replicas int32) { rs.Spec.Replicas = &replicas }),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			intColumn("Desired", replicaSetSpecDoc["replicas"]),
@@ -87,11 +59,7 @@ func ReplicaSetResource() registry.Resource {
 			imagesColumn,
 			selectorColumn(replicaSetSpecDoc["selector"]),
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			rs, ok := obj.(*appsv1.ReplicaSet)
-			if !ok || rs == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(rs *appsv1.ReplicaSet, now time.Time) []interface{} {
 			names, images := containerCells(rs.Spec.Template.Spec.Containers)
 			return []interface{}{
 				rs.Name,
@@ -101,14 +69,10 @@ func ReplicaSetResource() registry.Resource {
 				ageCell(rs.ObjectMeta, now),
 				names, images, metav1.FormatLabelSelector(rs.Spec.Selector),
 			}
-		},
-		Fields: func(obj runtime.Object) fields.Set {
-			rs, ok := obj.(*appsv1.ReplicaSet)
-			if !ok || rs == nil {
-				return nil
-			}
+		}),
+		Fields: registry.Func(func(rs *appsv1.ReplicaSet) fields.Set {
 			return fields.Set{"status.replicas": strconv.Itoa(int(rs.Status.Replicas))}
-		},
+		}),
 	}
 }
 

@@ -35,17 +35,13 @@ func StatefulSetResource() registry.Resource {
 		NewList:         func() runtime.Object { return &appsv1.StatefulSetList{} },
 		NameValidation:  apimachineryvalidation.NameIsDNSLabel,
 		TrackGeneration: true,
-		PrepareForCreate: func(obj runtime.Object) {
-			if s, ok := obj.(*appsv1.StatefulSet); ok && s != nil {
-				s.Status = appsv1.StatefulSetStatus{}
-			}
-		},
-		Default: func(obj runtime.Object) {
-			if s, ok := obj.(*appsv1.StatefulSet); ok && s != nil {
-				DefaultStatefulSet(s)
-				setClaimTemplateTypes(&s.Spec)
-			}
-		},
+		PrepareForCreate: registry.Hook(func(s *appsv1.StatefulSet) {
+			s.Status = appsv1.StatefulSetStatus{}
+		}),
+		Default: registry.Hook(func(s *appsv1.StatefulSet) {
+			DefaultStatefulSet(s)
+			setClaimTemplateTypes(&s.Spec)
+		}),
 		// Stored in protobuf, the claim templates lose their apiVersion and kind (an
 		// embedded TypeMeta has no protobuf field); kube-apiserver sets them on every
 		// statefulset it serves (apps/v1 conversion, kubernetes#87583), and clients
@@ -61,46 +57,21 @@ func StatefulSetResource() registry.Resource {
 				return obj
 			},
 		},
-		Validate: func(obj runtime.Object) field.ErrorList {
-			s, ok := obj.(*appsv1.StatefulSet)
-			if !ok || s == nil {
-				return nil
-			}
+		Validate: registry.Func(func(s *appsv1.StatefulSet) field.ErrorList {
 			return validateStatefulSetSpec(&s.Spec, field.NewPath("spec"))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			s, ok := obj.(*appsv1.StatefulSet)
-			o, okOld := old.(*appsv1.StatefulSet)
-			if !ok || !okOld || s == nil || o == nil {
-				return nil
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(s, o *appsv1.StatefulSet) field.ErrorList {
 			return validateStatefulSetUpdate(s, o)
-		},
+		}),
 		Status: &registry.StatusStrategy{
-			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-				s, ok := obj.(*appsv1.StatefulSet)
-				o, okOld := old.(*appsv1.StatefulSet)
-				if !ok || !okOld || s == nil || o == nil {
-					return nil
-				}
+			ValidateUpdate: registry.FuncUpdate(func(s, o *appsv1.StatefulSet) field.ErrorList {
 				errs := validateStatefulSetStatus(&s.Status, field.NewPath("status"))
 				return append(errs, collisionCountErrors(s.Status.CollisionCount, o.Status.CollisionCount)...)
-			},
+			}),
 		},
-		Scale: &registry.ScaleStrategy{
-			Get: func(obj runtime.Object) (int32, int32, string) {
-				s, ok := obj.(*appsv1.StatefulSet)
-				if !ok || s == nil {
-					return 0, 0, ""
-				}
-				return deref32(s.Spec.Replicas), s.Status.Replicas, scaleSelector(s.Spec.Selector)
-			},
-			Set: func(obj runtime.Object, replicas int32) {
-				if s, ok := obj.(*appsv1.StatefulSet); ok && s != nil {
-					s.Spec.Replicas = &replicas
-				}
-			},
-		},
+		Scale: registry.Scale(func(s *appsv1.StatefulSet) (int32, int32, string) {
+			return deref32(s.Spec.Replicas), s.Status.Replicas, scaleSelector(s.Spec.Selector)
+		}, func(s *appsv1.StatefulSet, replicas int32) { s.Spec.Replicas = &replicas }),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			stringColumn("Ready", "Number of the pod with ready state"),
@@ -108,11 +79,7 @@ func StatefulSetResource() registry.Resource {
 			containersColumn,
 			imagesColumn,
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			s, ok := obj.(*appsv1.StatefulSet)
-			if !ok || s == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(s *appsv1.StatefulSet, now time.Time) []interface{} {
 			names, images := containerCells(s.Spec.Template.Spec.Containers)
 			return []interface{}{
 				s.Name,
@@ -120,7 +87,7 @@ func StatefulSetResource() registry.Resource {
 				ageCell(s.ObjectMeta, now),
 				names, images,
 			}
-		},
+		}),
 	}
 }
 

@@ -29,16 +29,12 @@ func HorizontalPodAutoscalerResource() registry.Resource {
 		New:             func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
 		NewList:         func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscalerList{} },
 		TrackGeneration: true,
-		PrepareForCreate: func(obj runtime.Object) {
-			if h := hpaFrom(obj); h != nil {
-				h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
-			}
-		},
-		Default: func(obj runtime.Object) {
-			if h := hpaFrom(obj); h != nil {
-				DefaultHorizontalPodAutoscaler(h)
-			}
-		},
+		PrepareForCreate: registry.Hook(func(h *autoscalingv2.HorizontalPodAutoscaler) {
+			h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
+		}),
+		Default: registry.Hook(func(h *autoscalingv2.HorizontalPodAutoscaler) {
+			DefaultHorizontalPodAutoscaler(h)
+		}),
 		Validate: func(obj runtime.Object) field.ErrorList {
 			if h := hpaFrom(obj); h != nil {
 				return ValidateHorizontalPodAutoscaler(h, nil)

@@ -33,43 +33,29 @@ func CronJobResource() registry.Resource {
 		New:             func() runtime.Object { return &batchv1.CronJob{} },
 		NewList:         func() runtime.Object { return &batchv1.CronJobList{} },
 		TrackGeneration: true,
-		PrepareForCreate: func(obj runtime.Object) {
-			if c, ok := obj.(*batchv1.CronJob); ok && c != nil {
-				c.Status = batchv1.CronJobStatus{}
-			}
-		},
-		Default: func(obj runtime.Object) {
-			if c, ok := obj.(*batchv1.CronJob); ok && c != nil {
-				DefaultCronJob(c)
-			}
-		},
-		Validate: func(obj runtime.Object) field.ErrorList {
-			c, ok := obj.(*batchv1.CronJob)
-			if !ok || c == nil {
-				return nil
-			}
+		PrepareForCreate: registry.Hook(func(c *batchv1.CronJob) {
+			c.Status = batchv1.CronJobStatus{}
+		}),
+		Default: registry.Hook(func(c *batchv1.CronJob) {
+			DefaultCronJob(c)
+		}),
+		Validate: registry.Func(func(c *batchv1.CronJob) field.ErrorList {
 			errs := validateCronJobSpec(&c.Spec, nil, field.NewPath("spec"))
 			if len(c.Name) > maxCronJobNameLength {
 				errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), c.Name, fmt.Sprintf("must be no more than %d characters", maxCronJobNameLength)))
 			}
 			return errs
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			c, ok := obj.(*batchv1.CronJob)
-			o, okOld := old.(*batchv1.CronJob)
-			if !ok || !okOld || c == nil || o == nil {
-				return nil
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(c, o *batchv1.CronJob) field.ErrorList {
 			// The name length limit is not rechecked, so older long-named CronJobs stay editable.
 			return validateCronJobSpec(&c.Spec, &o.Spec, field.NewPath("spec"))
-		},
-		Warnings: func(obj, old runtime.Object) []string {
-			c, ok := obj.(*batchv1.CronJob)
-			if !ok || c == nil || old != nil {
+		}),
+		Warnings: registry.FuncUpdate(func(c, old *batchv1.CronJob) []string {
+			if old != nil {
 				return nil
 			}
 			return nameWarnings(c.Name)
-		},
+		}),
 		Status: &registry.StatusStrategy{},
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
@@ -83,11 +69,7 @@ func CronJobResource() registry.Resource {
 			imagesColumn,
 			{Name: "Selector", Type: "string", Priority: 1, Description: batchv1.JobSpec{}.SwaggerDoc()["selector"]},
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			c, ok := obj.(*batchv1.CronJob)
-			if !ok || c == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(c *batchv1.CronJob, now time.Time) []interface{} {
 			last := "<none>"
 			if c.Status.LastScheduleTime != nil {
 				last = registry.HumanAge(*c.Status.LastScheduleTime, now)
@@ -108,7 +90,7 @@ func CronJobResource() registry.Resource {
 				registry.HumanAge(c.CreationTimestamp, now),
 				names, images, metav1.FormatLabelSelector(c.Spec.JobTemplate.Spec.Selector),
 			}
-		},
+		}),
 	}
 }
 

@@ -41,53 +41,33 @@ func JobResource() registry.Resource {
 		New:             func() runtime.Object { return &batchv1.Job{} },
 		NewList:         func() runtime.Object { return &batchv1.JobList{} },
 		TrackGeneration: true,
-		PrepareForCreate: func(obj runtime.Object) {
-			j, ok := obj.(*batchv1.Job)
-			if !ok || j == nil {
-				return
-			}
+		PrepareForCreate: registry.Hook(func(j *batchv1.Job) {
 			j.Status = batchv1.JobStatus{}
 			if j.Spec.ManualSelector == nil || !*j.Spec.ManualSelector {
 				generateSelector(j)
 			}
-		},
-		Default: func(obj runtime.Object) {
-			if j, ok := obj.(*batchv1.Job); ok && j != nil {
-				DefaultJob(j)
-			}
-		},
-		Validate: func(obj runtime.Object) field.ErrorList {
-			j, ok := obj.(*batchv1.Job)
-			if !ok || j == nil {
-				return nil
-			}
+		}),
+		Default: registry.Hook(func(j *batchv1.Job) {
+			DefaultJob(j)
+		}),
+		Validate: registry.Func(func(j *batchv1.Job) field.ErrorList {
 			return validateJob(j, jobOptions{requirePrefixedLabels: true})
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			j, ok := obj.(*batchv1.Job)
-			o, okOld := old.(*batchv1.Job)
-			if !ok || !okOld || j == nil || o == nil {
-				return nil
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(j, o *batchv1.Job) field.ErrorList {
 			opts := updateOptions(o)
 			errs := validateJob(j, opts)
 			return append(errs, validateJobSpecUpdate(&j.Spec, &o.Spec, field.NewPath("spec"), opts)...)
-		},
-		Warnings: func(obj, old runtime.Object) []string {
-			j, ok := obj.(*batchv1.Job)
-			if !ok || j == nil || old != nil {
+		}),
+		Warnings: registry.FuncUpdate(func(j, old *batchv1.Job) []string {
+			if old != nil {
 				return nil
 			}
 			return nameWarnings(j.Name)
-		},
+		}),
 		Status: &registry.StatusStrategy{
-			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-				j, ok := obj.(*batchv1.Job)
-				if !ok || j == nil {
-					return nil
-				}
+			ValidateUpdate: registry.FuncUpdate(func(j, _ *batchv1.Job) field.ErrorList {
 				return validateJobStatus(&j.Status, field.NewPath("status"))
-			},
+			}),
 		},
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
@@ -99,25 +79,17 @@ func JobResource() registry.Resource {
 			imagesColumn,
 			{Name: "Selector", Type: "string", Priority: 1, Description: batchv1.JobSpec{}.SwaggerDoc()["selector"]},
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			j, ok := obj.(*batchv1.Job)
-			if !ok || j == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(j *batchv1.Job, now time.Time) []interface{} {
 			names, images := containerCells(j.Spec.Template.Spec.Containers)
 			return []interface{}{
 				j.Name, jobStatusCell(j), completionsCell(j), durationCell(j, now),
 				registry.HumanAge(j.CreationTimestamp, now),
 				names, images, metav1.FormatLabelSelector(j.Spec.Selector),
 			}
-		},
-		Fields: func(obj runtime.Object) fields.Set {
-			j, ok := obj.(*batchv1.Job)
-			if !ok || j == nil {
-				return nil
-			}
+		}),
+		Fields: registry.Func(func(j *batchv1.Job) fields.Set {
 			return fields.Set{"status.successful": strconv.Itoa(int(j.Status.Succeeded))}
-		},
+		}),
 	}
 }
 

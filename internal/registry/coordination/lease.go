@@ -24,18 +24,14 @@ var validStrategies = []coordinationv1.CoordinatedLeaseStrategy{coordinationv1.O
 // validation, and the NAME HOLDER AGE table.
 func LeaseResource() registry.Resource {
 	return registry.Resource{
-		GVK:        coordinationv1.SchemeGroupVersion.WithKind("Lease"),
-		Plural:     "leases",
-		Singular:   "lease",
-		Namespaced: true,
-		New:        func() runtime.Object { return &coordinationv1.Lease{} },
-		NewList:    func() runtime.Object { return &coordinationv1.LeaseList{} },
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateLease(asLease(obj))
-		},
-		ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-			return ValidateLease(asLease(obj))
-		},
+		GVK:            coordinationv1.SchemeGroupVersion.WithKind("Lease"),
+		Plural:         "leases",
+		Singular:       "lease",
+		Namespaced:     true,
+		New:            func() runtime.Object { return &coordinationv1.Lease{} },
+		NewList:        func() runtime.Object { return &coordinationv1.LeaseList{} },
+		Validate:       registry.Func(ValidateLease),
+		ValidateUpdate: registry.FuncUpdate(func(obj, _ *coordinationv1.Lease) field.ErrorList { return ValidateLease(obj) }),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]},

@@ -21,7 +21,13 @@ const cmMaxSize = 1 * 1024 * 1024
 // ConfigMapResource returns the core/v1 ConfigMap resource: key and size validation,
 // immutability, and kubectl's NAME DATA AGE table.
 func ConfigMapResource() registry.Resource {
-	return registry.Resource{
+	return registry.Strategy[*v1.ConfigMap]{
+		Validate:       ValidateConfigMap,
+		ValidateUpdate: ValidateConfigMapUpdate,
+		Row: func(cm *v1.ConfigMap, now time.Time) []interface{} {
+			return []interface{}{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), registry.HumanAge(cm.CreationTimestamp, now)}
+		},
+	}.Apply(registry.Resource{
 		GVK:        schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 		Plural:     "configmaps",
 		Singular:   "configmap",
@@ -29,30 +35,12 @@ func ConfigMapResource() registry.Resource {
 		Namespaced: true,
 		New:        func() runtime.Object { return &v1.ConfigMap{} },
 		NewList:    func() runtime.Object { return &v1.ConfigMapList{} },
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateConfigMap(cmFrom(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidateConfigMapUpdate(cmFrom(obj), cmFrom(old))
-		},
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Data", Type: "string", Description: v1.ConfigMap{}.SwaggerDoc()["data"]},
 			registry.AgeColumn,
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			cm := cmFrom(obj)
-			if cm == nil {
-				return nil
-			}
-			return []interface{}{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), registry.HumanAge(cm.CreationTimestamp, now)}
-		},
-	}
-}
-
-func cmFrom(obj runtime.Object) *v1.ConfigMap {
-	cm, _ := obj.(*v1.ConfigMap)
-	return cm
+	})
 }
 
 // ValidateConfigMap checks keys (valid config keys, none in both data and binaryData)

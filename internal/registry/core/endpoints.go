@@ -31,35 +31,20 @@ func EndpointsResource() registry.Resource {
 		DeprecationWarning: "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice",
 		New:                func() runtime.Object { return &v1.Endpoints{} },
 		NewList:            func() runtime.Object { return &v1.EndpointsList{} },
-		Default: func(obj runtime.Object) {
-			if ep := epFrom(obj); ep != nil {
-				epDefault(ep)
-			}
-		},
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateEndpoints(epFrom(obj))
-		},
-		ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-			return ValidateEndpoints(epFrom(obj))
-		},
+		Default: registry.Hook(func(ep *v1.Endpoints) {
+			epDefault(ep)
+		}),
+		Validate:       registry.Func(ValidateEndpoints),
+		ValidateUpdate: registry.FuncUpdate(func(obj, _ *v1.Endpoints) field.ErrorList { return ValidateEndpoints(obj) }),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Endpoints", Type: "string", Description: v1.Endpoints{}.SwaggerDoc()["subsets"]},
 			registry.AgeColumn,
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			ep := epFrom(obj)
-			if ep == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(ep *v1.Endpoints, now time.Time) []interface{} {
 			return []interface{}{ep.Name, epFormat(ep), registry.HumanAge(ep.CreationTimestamp, now)}
-		},
+		}),
 	}
-}
-
-func epFrom(obj runtime.Object) *v1.Endpoints {
-	ep, _ := obj.(*v1.Endpoints)
-	return ep
 }
 
 // epDefault sets port protocols to TCP, as Kubernetes' defaulter does.

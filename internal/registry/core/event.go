@@ -44,13 +44,9 @@ func EventResource() registry.Resource {
 			return ValidateEventUpdate(eventFrom(obj), eventFrom(old), false)
 		},
 		Columns: EventColumns(),
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			ev := eventFrom(obj)
-			if ev == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(ev *v1.Event, now time.Time) []interface{} {
 			return EventRow(ev, now)
-		},
+		}),
 		Fields: func(obj runtime.Object) fields.Set {
 			return EventFields(eventFrom(obj))
 		},

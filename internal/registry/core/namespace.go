@@ -41,11 +41,7 @@ func NamespaceResource() registry.Resource {
 		New:            func() runtime.Object { return &v1.Namespace{} },
 		NewList:        func() runtime.Object { return &v1.NamespaceList{} },
 		NameValidation: apivalidation.NameIsDNSLabel,
-		PrepareForCreate: func(obj runtime.Object) {
-			ns, ok := obj.(*v1.Namespace)
-			if !ok || ns == nil {
-				return
-			}
+		PrepareForCreate: registry.Hook(func(ns *v1.Namespace) {
 			ns.Status = v1.NamespaceStatus{Phase: v1.NamespaceActive}
 			for _, f := range ns.Spec.Finalizers {
 				if f == v1.FinalizerKubernetes {
@@ -53,56 +49,33 @@ func NamespaceResource() registry.Resource {
 				}
 			}
 			ns.Spec.Finalizers = append(ns.Spec.Finalizers, v1.FinalizerKubernetes)
-		},
-		PrepareForUpdate: func(obj, oldObj runtime.Object) {
-			ns, ok1 := obj.(*v1.Namespace)
-			old, ok2 := oldObj.(*v1.Namespace)
-			if !ok1 || !ok2 || ns == nil || old == nil {
-				return
-			}
+		}),
+		PrepareForUpdate: registry.HookUpdate(func(ns, old *v1.Namespace) {
 			ns.Spec.Finalizers = old.Spec.Finalizers
-		},
-		Default: nsDefault,
-		Validate: func(obj runtime.Object) field.ErrorList {
-			ns, ok := obj.(*v1.Namespace)
-			if !ok || ns == nil {
-				return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Namespace, got %T", obj))}
-			}
+		}),
+		Default: registry.Hook(nsDefault),
+		Validate: registry.Func(func(ns *v1.Namespace) field.ErrorList {
 			return nsValidateFinalizers(ns.Spec.Finalizers)
-		},
-		ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-			ns, ok := obj.(*v1.Namespace)
-			if !ok || ns == nil {
-				return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Namespace, got %T", obj))}
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(ns, _ *v1.Namespace) field.ErrorList {
 			return nsValidateFinalizers(ns.Spec.Finalizers)
-		},
-		Status:  &registry.StatusStrategy{ValidateUpdate: nsValidateStatusUpdate},
-		Columns: nsColumns,
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			ns, ok := obj.(*v1.Namespace)
-			if !ok || ns == nil {
-				return nil
-			}
+		}),
+		Status:   &registry.StatusStrategy{ValidateUpdate: registry.FuncUpdate(nsValidateStatusUpdate)},
+		Handlers: NamespaceHandlers(),
+		Delete:   NamespaceDeleteStrategy(),
+		Columns:  nsColumns,
+		Row: registry.FuncWith(func(ns *v1.Namespace, now time.Time) []interface{} {
 			return []interface{}{ns.Name, string(ns.Status.Phase), registry.HumanAge(ns.CreationTimestamp, now)}
-		},
-		Fields: func(obj runtime.Object) fields.Set {
-			ns, ok := obj.(*v1.Namespace)
-			if !ok || ns == nil {
-				return fields.Set{}
-			}
+		}),
+		Fields: registry.Func(func(ns *v1.Namespace) fields.Set {
 			return fields.Set{"metadata.name": ns.Name, "status.phase": string(ns.Status.Phase)}
-		},
+		}),
 	}
 }
 
 // nsDefault sets the kubernetes.io/metadata.name label (on every write, so it cannot be
 // changed or removed) and an empty phase to Active.
-func nsDefault(obj runtime.Object) {
-	ns, ok := obj.(*v1.Namespace)
-	if !ok || ns == nil {
-		return
-	}
+func nsDefault(ns *v1.Namespace) {
 	if ns.Name != "" {
 		if ns.Labels == nil {
 			ns.Labels = map[string]string{}
@@ -139,11 +112,7 @@ func nsValidateFinalizers(finalizers []v1.FinalizerName) field.ErrorList {
 
 // nsValidateStatusUpdate: the phase is Active while the namespace lives and Terminating
 // once it is being deleted.
-func nsValidateStatusUpdate(obj, _ runtime.Object) field.ErrorList {
-	ns, ok := obj.(*v1.Namespace)
-	if !ok || ns == nil {
-		return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Namespace, got %T", obj))}
-	}
+func nsValidateStatusUpdate(ns, _ *v1.Namespace) field.ErrorList {
 	if ns.DeletionTimestamp.IsZero() {
 		if ns.Status.Phase != v1.NamespaceActive {
 			return field.ErrorList{field.Invalid(field.NewPath("status", "Phase"), ns.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty")}

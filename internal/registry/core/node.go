@@ -1,7 +1,6 @@
 package core
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -53,42 +52,28 @@ func NodeResource() registry.Resource {
 		Namespaced: false,
 		New:        func() runtime.Object { return &v1.Node{} },
 		NewList:    func() runtime.Object { return &v1.NodeList{} },
-		Default:    nodeDefault,
-		Validate: func(obj runtime.Object) field.ErrorList {
-			node, ok := obj.(*v1.Node)
-			if !ok || node == nil {
-				return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Node, got %T", obj))}
-			}
+		Default:    registry.Hook(nodeDefault),
+		Validate: registry.Func(func(node *v1.Node) field.ErrorList {
 			return nodeValidate(node)
-		},
-		ValidateUpdate: nodeValidateUpdate,
+		}),
+		ValidateUpdate: registry.FuncUpdate(nodeValidateUpdate),
 		Status: &registry.StatusStrategy{
-			PrepareForUpdate: func(obj, _ runtime.Object) {
-				if node, ok := obj.(*v1.Node); ok && node != nil {
-					nodeDefaultStatus(&node.Status)
-				}
-			},
-			ValidateUpdate: nodeValidateUpdate,
+			PrepareForUpdate: registry.HookUpdate(func(node, _ *v1.Node) {
+				nodeDefaultStatus(&node.Status)
+			}),
+			ValidateUpdate: registry.FuncUpdate(nodeValidateUpdate),
 		},
 		Columns: nodeColumns,
-		Row:     nodeRow,
-		Fields: func(obj runtime.Object) fields.Set {
-			node, ok := obj.(*v1.Node)
-			if !ok || node == nil {
-				return fields.Set{}
-			}
+		Row:     registry.FuncWith(nodeRow),
+		Fields: registry.Func(func(node *v1.Node) fields.Set {
 			return fields.Set{"spec.unschedulable": strconv.FormatBool(node.Spec.Unschedulable)}
-		},
+		}),
 	}
 }
 
 // nodeDefault keeps podCIDR and podCIDRs consistent as a real API server's conversion
 // does (the singular field wins when they differ) and defaults allocatable to capacity.
-func nodeDefault(obj runtime.Object) {
-	node, ok := obj.(*v1.Node)
-	if !ok || node == nil {
-		return
-	}
+func nodeDefault(node *v1.Node) {
 	if c := node.Spec.PodCIDR; c != "" && (len(node.Spec.PodCIDRs) == 0 || node.Spec.PodCIDRs[0] != c) {
 		node.Spec.PodCIDRs = []string{c}
 	}
@@ -164,12 +149,7 @@ func nodeValidateTaints(taints []v1.Taint, fldPath *field.Path) field.ErrorList 
 
 // nodeValidateUpdate is the node's rules plus: no duplicate addresses, and podCIDRs and
 // providerID only go from unset to set.
-func nodeValidateUpdate(obj, oldObj runtime.Object) field.ErrorList {
-	node, ok1 := obj.(*v1.Node)
-	old, ok2 := oldObj.(*v1.Node)
-	if !ok1 || !ok2 || node == nil || old == nil {
-		return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Node, got %T and %T", obj, oldObj))}
-	}
+func nodeValidateUpdate(node, old *v1.Node) field.ErrorList {
 	allErrs := nodeValidate(node)
 	seen := map[v1.NodeAddress]bool{}
 	for i, a := range node.Status.Addresses {
@@ -196,11 +176,7 @@ func nodeValidateUpdate(obj, oldObj runtime.Object) field.ErrorList {
 // nodeRow prints STATUS from the Ready condition ("Ready", "NotReady", or "Unknown" when
 // the node never reported one) plus ",SchedulingDisabled" for a cordoned node, and ROLES
 // from the node-role.kubernetes.io/* labels.
-func nodeRow(obj runtime.Object, now time.Time) []interface{} {
-	node, ok := obj.(*v1.Node)
-	if !ok || node == nil {
-		return nil
-	}
+func nodeRow(node *v1.Node, now time.Time) []interface{} {
 	var status []string
 	for _, c := range node.Status.Conditions {
 		if c.Type != v1.NodeReady {

@@ -42,19 +42,13 @@ func PersistentVolumeResource() registry.Resource {
 		Namespaced: false,
 		New:        func() runtime.Object { return &v1.PersistentVolume{} },
 		NewList:    func() runtime.Object { return &v1.PersistentVolumeList{} },
-		PrepareForCreate: func(obj runtime.Object) {
-			if pv := pvFrom(obj); pv != nil {
-				pv.Status = v1.PersistentVolumeStatus{}
-			}
-		},
-		Default: func(obj runtime.Object) { DefaultPersistentVolume(pvFrom(obj)) },
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidatePersistentVolume(pvFrom(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidatePersistentVolumeUpdate(pvFrom(obj), pvFrom(old))
-		},
-		Status: &registry.StatusStrategy{},
+		PrepareForCreate: registry.Hook(func(pv *v1.PersistentVolume) {
+			pv.Status = v1.PersistentVolumeStatus{}
+		}),
+		Default:        registry.Hook(DefaultPersistentVolume),
+		Validate:       registry.Func(ValidatePersistentVolume),
+		ValidateUpdate: registry.FuncUpdate(ValidatePersistentVolumeUpdate),
+		Status:         &registry.StatusStrategy{},
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Capacity", Type: "string", Description: v1.PersistentVolumeSpec{}.SwaggerDoc()["capacity"]},
@@ -68,19 +62,10 @@ func PersistentVolumeResource() registry.Resource {
 			registry.AgeColumn,
 			{Name: "VolumeMode", Type: "string", Priority: 1, Description: v1.PersistentVolumeSpec{}.SwaggerDoc()["volumeMode"]},
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			pv := pvFrom(obj)
-			if pv == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(pv *v1.PersistentVolume, now time.Time) []interface{} {
 			return pvRow(pv, now)
-		},
+		}),
 	}
-}
-
-func pvFrom(obj runtime.Object) *v1.PersistentVolume {
-	pv, _ := obj.(*v1.PersistentVolume)
-	return pv
 }
 
 // DefaultPersistentVolume sets phase Pending, reclaim policy Retain, volume mode

@@ -29,22 +29,16 @@ func PersistentVolumeClaimResource() registry.Resource {
 		Namespaced: true,
 		New:        func() runtime.Object { return &v1.PersistentVolumeClaim{} },
 		NewList:    func() runtime.Object { return &v1.PersistentVolumeClaimList{} },
-		PrepareForCreate: func(obj runtime.Object) {
-			if pvc := pvcFrom(obj); pvc != nil {
-				pvc.Status = v1.PersistentVolumeClaimStatus{}
-			}
-		},
-		Default: func(obj runtime.Object) { DefaultPersistentVolumeClaim(pvcFrom(obj)) },
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidatePersistentVolumeClaim(pvcFrom(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidatePersistentVolumeClaimUpdate(pvcFrom(obj), pvcFrom(old))
-		},
+		PrepareForCreate: registry.Hook(func(pvc *v1.PersistentVolumeClaim) {
+			pvc.Status = v1.PersistentVolumeClaimStatus{}
+		}),
+		Default:        registry.Hook(DefaultPersistentVolumeClaim),
+		Validate:       registry.Func(ValidatePersistentVolumeClaim),
+		ValidateUpdate: registry.FuncUpdate(ValidatePersistentVolumeClaimUpdate),
 		Status: &registry.StatusStrategy{
-			ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-				return ValidatePersistentVolumeClaimStatus(pvcFrom(obj))
-			},
+			ValidateUpdate: registry.FuncUpdate(func(obj, _ *v1.PersistentVolumeClaim) field.ErrorList {
+				return ValidatePersistentVolumeClaimStatus(obj)
+			}),
 		},
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
@@ -57,19 +51,10 @@ func PersistentVolumeClaimResource() registry.Resource {
 			registry.AgeColumn,
 			{Name: "VolumeMode", Type: "string", Priority: 1, Description: v1.PersistentVolumeClaimSpec{}.SwaggerDoc()["volumeMode"]},
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			pvc := pvcFrom(obj)
-			if pvc == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(pvc *v1.PersistentVolumeClaim, now time.Time) []interface{} {
 			return pvcRow(pvc, now)
-		},
+		}),
 	}
-}
-
-func pvcFrom(obj runtime.Object) *v1.PersistentVolumeClaim {
-	pvc, _ := obj.(*v1.PersistentVolumeClaim)
-	return pvc
 }
 
 // DefaultPersistentVolumeClaim sets phase Pending and volume mode Filesystem.

@@ -45,35 +45,31 @@ func PodResource() registry.Resource {
 		Namespaced:       true,
 		New:              func() runtime.Object { return &v1.Pod{} },
 		NewList:          func() runtime.Object { return &v1.PodList{} },
-		PrepareForCreate: podPrepareForCreate,
-		Default:          podDefault,
-		Validate:         podValidateCreate,
-		ValidateUpdate:   podValidateUpdate,
+		PrepareForCreate: registry.Hook(podPrepareForCreate),
+		Default:          registry.Hook(podDefault),
+		Validate:         registry.Func(podValidateCreate),
+		ValidateUpdate:   registry.FuncUpdate(podValidateUpdate),
 		Status: &registry.StatusStrategy{
-			PrepareForUpdate: func(obj, _ runtime.Object) {
-				if pod, ok := obj.(*v1.Pod); ok && pod != nil {
-					podNormalizeStatusIPs(&pod.Status)
-				}
-			},
-			ValidateUpdate: podValidateStatusUpdate,
+			PrepareForUpdate: registry.HookUpdate(func(pod, _ *v1.Pod) {
+				podNormalizeStatusIPs(&pod.Status)
+			}),
+			ValidateUpdate: registry.FuncUpdate(podValidateStatusUpdate),
 		},
 		Subresources: map[string]*registry.SubresourceStrategy{
 			"ephemeralcontainers": {
-				PrepareForUpdate: podEphemeralPrepareForUpdate,
-				ValidateUpdate:   podValidateEphemeralContainersUpdate,
+				PrepareForUpdate: registry.HookUpdate(podEphemeralPrepareForUpdate),
+				ValidateUpdate:   registry.FuncUpdate(podValidateEphemeralContainersUpdate),
 			},
 		},
-		Columns: podColumns,
-		Row:     podRow,
-		Fields:  podFields,
+		Handlers: PodHandlers(),
+		Delete:   PodDeleteStrategy(),
+		Columns:  podColumns,
+		Row:      registry.FuncWith(podRow),
+		Fields:   registry.Func(podFields),
 	}
 }
 
-func podFields(obj runtime.Object) fields.Set {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod == nil {
-		return fields.Set{}
-	}
+func podFields(pod *v1.Pod) fields.Set {
 	podIP := ""
 	ips := make([]string, 0, len(pod.Status.PodIPs))
 	for _, ip := range pod.Status.PodIPs {
@@ -96,11 +92,7 @@ func podFields(obj runtime.Object) fields.Set {
 }
 
 // podDefault runs DefaultPodSpec and the defaults Kubernetes applies to Pod objects only.
-func podDefault(obj runtime.Object) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod == nil {
-		return
-	}
+func podDefault(pod *v1.Pod) {
 	DefaultPodSpec(&pod.Spec)
 	if pod.Spec.EnableServiceLinks == nil {
 		enable := v1.DefaultEnableServiceLinks
@@ -153,11 +145,7 @@ func podNormalizeStatusIPs(s *v1.PodStatus) {
 	}
 }
 
-func podPrepareForCreate(obj runtime.Object) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod == nil {
-		return
-	}
+func podPrepareForCreate(pod *v1.Pod) {
 	// Defaults first: the QoS class depends on requests defaulted from limits, which a
 	// real API server applies while decoding, before the strategy runs.
 	podDefault(pod)
@@ -278,11 +266,7 @@ func podValidateSpecForPod(pod *v1.Pod) field.ErrorList {
 	return allErrs
 }
 
-func podValidateCreate(obj runtime.Object) field.ErrorList {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod == nil {
-		return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Pod, got %T", obj))}
-	}
+func podValidateCreate(pod *v1.Pod) field.ErrorList {
 	specPath := field.NewPath("spec")
 	allErrs := podValidateSpecForPod(pod)
 	if len(pod.Spec.EphemeralContainers) > 0 {
@@ -297,12 +281,7 @@ func podValidateCreate(obj runtime.Object) field.ErrorList {
 // podValidateUpdate allows only the mutations Kubernetes allows on a pod spec; everything
 // else is one Forbidden error with a diff, in Kubernetes' words. spec.nodeName is not in
 // the list, so it changes only through the binding subresource.
-func podValidateUpdate(obj, oldObj runtime.Object) field.ErrorList {
-	pod, ok1 := obj.(*v1.Pod)
-	old, ok2 := oldObj.(*v1.Pod)
-	if !ok1 || !ok2 || pod == nil || old == nil {
-		return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Pod, got %T and %T", obj, oldObj))}
-	}
+func podValidateUpdate(pod, old *v1.Pod) field.ErrorList {
 	specPath := field.NewPath("spec")
 	allErrs := podValidateSpecForPod(pod)
 
@@ -362,12 +341,7 @@ func podValidateUpdate(obj, oldObj runtime.Object) field.ErrorList {
 // podEphemeralPrepareForUpdate keeps everything of the stored pod but the
 // ephemeral containers (and the client's resourceVersion precondition): a write
 // through pods/ephemeralcontainers changes nothing else, whatever else it carries.
-func podEphemeralPrepareForUpdate(obj, oldObj runtime.Object) {
-	pod, ok1 := obj.(*v1.Pod)
-	old, ok2 := oldObj.(*v1.Pod)
-	if !ok1 || !ok2 || pod == nil || old == nil {
-		return
-	}
+func podEphemeralPrepareForUpdate(pod, old *v1.Pod) {
 	kept := old.DeepCopy()
 	kept.ResourceVersion = pod.ResourceVersion
 	kept.Spec.EphemeralContainers = pod.Spec.EphemeralContainers
@@ -378,12 +352,7 @@ func podEphemeralPrepareForUpdate(obj, oldObj runtime.Object) {
 // as Kubernetes does: the pod must still be valid (which checks every ephemeral
 // container), a static pod's mirror takes none, and the existing ones stay as they
 // are; matched by name, since a patch need not keep their order.
-func podValidateEphemeralContainersUpdate(obj, oldObj runtime.Object) field.ErrorList {
-	pod, ok1 := obj.(*v1.Pod)
-	old, ok2 := oldObj.(*v1.Pod)
-	if !ok1 || !ok2 || pod == nil || old == nil {
-		return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Pod, got %T and %T", obj, oldObj))}
-	}
+func podValidateEphemeralContainersUpdate(pod, old *v1.Pod) field.ErrorList {
 	if _, mirror := old.Annotations[v1.MirrorPodAnnotationKey]; mirror {
 		return field.ErrorList{field.Forbidden(field.NewPath(""), "static pods do not support ephemeral containers")}
 	}
@@ -451,12 +420,7 @@ func podValidateNodeSelectorAdditions(sel, old map[string]string, fldPath *field
 // podValidateStatusUpdate checks a status write: condition types, nominated node, an
 // unchanged QoS class, phase values, consistent pod and host IPs, and no terminated
 // container coming back when the restart policy forbids it (an ephemeral one never).
-func podValidateStatusUpdate(obj, oldObj runtime.Object) field.ErrorList {
-	pod, ok1 := obj.(*v1.Pod)
-	old, ok2 := oldObj.(*v1.Pod)
-	if !ok1 || !ok2 || pod == nil || old == nil {
-		return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected *v1.Pod, got %T and %T", obj, oldObj))}
-	}
+func podValidateStatusUpdate(pod, old *v1.Pod) field.ErrorList {
 	allErrs := field.ErrorList{}
 	statusPath := field.NewPath("status")
 	system := sets.New(v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady)

@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/tranche/tranche/internal/registry"
 )
@@ -34,11 +33,7 @@ var podColumns = []metav1.TableColumnDefinition{
 // not finished ("Init:1/2", "Init:CrashLoopBackOff", "Init:Error"), then by the last
 // regular container's waiting or terminated reason ("ContainerCreating", "Completed",
 // "ExitCode:1"), and by Terminating (or Unknown on a lost node) once the pod is deleted.
-func podRow(obj runtime.Object, now time.Time) []interface{} {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod == nil {
-		return nil
-	}
+func podRow(pod *v1.Pod, now time.Time) []interface{} {
 	restarts, sidecarRestarts := 0, 0
 	total := len(pod.Spec.Containers)
 	ready := 0

@@ -37,54 +37,27 @@ func ReplicationControllerResource() registry.Resource {
 		New:             func() runtime.Object { return &v1.ReplicationController{} },
 		NewList:         func() runtime.Object { return &v1.ReplicationControllerList{} },
 		TrackGeneration: true,
-		PrepareForCreate: func(obj runtime.Object) {
-			if rc, ok := obj.(*v1.ReplicationController); ok && rc != nil {
-				rc.Status = v1.ReplicationControllerStatus{}
-			}
-		},
-		Default: func(obj runtime.Object) {
-			if rc, ok := obj.(*v1.ReplicationController); ok && rc != nil {
-				DefaultReplicationController(rc)
-			}
-		},
-		Validate: func(obj runtime.Object) field.ErrorList {
-			rc, ok := obj.(*v1.ReplicationController)
-			if !ok || rc == nil {
-				return nil
-			}
+		PrepareForCreate: registry.Hook(func(rc *v1.ReplicationController) {
+			rc.Status = v1.ReplicationControllerStatus{}
+		}),
+		Default: registry.Hook(func(rc *v1.ReplicationController) {
+			DefaultReplicationController(rc)
+		}),
+		Validate: registry.Func(func(rc *v1.ReplicationController) field.ErrorList {
 			return ValidateReplicationControllerSpec(&rc.Spec, field.NewPath("spec"))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			rc, ok := obj.(*v1.ReplicationController)
-			if !ok || rc == nil {
-				return nil
-			}
+		}),
+		ValidateUpdate: registry.FuncUpdate(func(rc, _ *v1.ReplicationController) field.ErrorList {
 			// Unlike a ReplicaSet's, a ReplicationController's selector may change.
 			return ValidateReplicationControllerSpec(&rc.Spec, field.NewPath("spec"))
-		},
+		}),
 		Status: &registry.StatusStrategy{
-			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-				rc, ok := obj.(*v1.ReplicationController)
-				if !ok || rc == nil {
-					return nil
-				}
+			ValidateUpdate: registry.FuncUpdate(func(rc, _ *v1.ReplicationController) field.ErrorList {
 				return ValidateReplicationControllerStatus(&rc.Status, field.NewPath("status"))
-			},
+			}),
 		},
-		Scale: &registry.ScaleStrategy{
-			Get: func(obj runtime.Object) (int32, int32, string) {
-				rc, ok := obj.(*v1.ReplicationController)
-				if !ok || rc == nil {
-					return 0, 0, ""
-				}
-				return deref32(rc.Spec.Replicas), rc.Status.Replicas, labels.SelectorFromSet(rc.Spec.Selector).String()
-			},
-			Set: func(obj runtime.Object, replicas int32) {
-				if rc, ok := obj.(*v1.ReplicationController); ok && rc != nil {
-					rc.Spec.Replicas = &replicas
-				}
-			},
-		},
+		Scale: registry.Scale(func(rc *v1.ReplicationController) (int32, int32, string) {
+			return deref32(rc.Spec.Replicas), rc.Status.Replicas, labels.SelectorFromSet(rc.Spec.Selector).String()
+		}, func(rc *v1.ReplicationController, replicas int32) { rc.Spec.Replicas = &replicas }),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Desired", Type: "integer", Description: rcSpecDoc["replicas"]},
@@ -95,11 +68,7 @@ func ReplicationControllerResource() registry.Resource {
 			{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template."},
 			{Name: "Selector", Type: "string", Priority: 1, Description: rcSpecDoc["selector"]},
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			rc, ok := obj.(*v1.ReplicationController)
-			if !ok || rc == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(rc *v1.ReplicationController, now time.Time) []interface{} {
 			var names, images []string
 			if rc.Spec.Template != nil {
 				for _, c := range rc.Spec.Template.Spec.Containers {
@@ -114,14 +83,10 @@ func ReplicationControllerResource() registry.Resource {
 				registry.HumanAge(rc.CreationTimestamp, now),
 				strings.Join(names, ","), strings.Join(images, ","), labels.FormatLabels(rc.Spec.Selector),
 			}
-		},
-		Fields: func(obj runtime.Object) fields.Set {
-			rc, ok := obj.(*v1.ReplicationController)
-			if !ok || rc == nil {
-				return nil
-			}
+		}),
+		Fields: registry.Func(func(rc *v1.ReplicationController) fields.Set {
 			return fields.Set{"status.replicas": strconv.Itoa(int(rc.Status.Replicas))}
-		},
+		}),
 	}
 }
 

@@ -22,45 +22,28 @@ import (
 // kubectl's NAME TYPE DATA AGE table.
 func SecretResource() registry.Resource {
 	return registry.Resource{
-		GVK:        schema.GroupVersionKind{Version: "v1", Kind: "Secret"},
-		Plural:     "secrets",
-		Singular:   "secret",
-		Namespaced: true,
-		New:        func() runtime.Object { return &v1.Secret{} },
-		NewList:    func() runtime.Object { return &v1.SecretList{} },
-		Default:    func(obj runtime.Object) { DefaultSecret(secretFrom(obj)) },
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateSecret(secretFrom(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidateSecretUpdate(secretFrom(obj), secretFrom(old))
-		},
+		GVK:            schema.GroupVersionKind{Version: "v1", Kind: "Secret"},
+		Plural:         "secrets",
+		Singular:       "secret",
+		Namespaced:     true,
+		New:            func() runtime.Object { return &v1.Secret{} },
+		NewList:        func() runtime.Object { return &v1.SecretList{} },
+		Default:        registry.Hook(DefaultSecret),
+		Validate:       registry.Func(ValidateSecret),
+		ValidateUpdate: registry.FuncUpdate(ValidateSecretUpdate),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Type", Type: "string", Description: v1.Secret{}.SwaggerDoc()["type"]},
 			{Name: "Data", Type: "string", Description: v1.Secret{}.SwaggerDoc()["data"]},
 			registry.AgeColumn,
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			s := secretFrom(obj)
-			if s == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(s *v1.Secret, now time.Time) []interface{} {
 			return []interface{}{s.Name, string(s.Type), int64(len(s.Data)), registry.HumanAge(s.CreationTimestamp, now)}
-		},
-		Fields: func(obj runtime.Object) fields.Set {
-			s := secretFrom(obj)
-			if s == nil {
-				return fields.Set{}
-			}
+		}),
+		Fields: registry.Func(func(s *v1.Secret) fields.Set {
 			return fields.Set{"type": string(s.Type)}
-		},
+		}),
 	}
-}
-
-func secretFrom(obj runtime.Object) *v1.Secret {
-	s, _ := obj.(*v1.Secret)
-	return s
 }
 
 // DefaultSecret folds stringData into data (stringData wins, and is never stored, as

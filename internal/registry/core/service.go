@@ -38,26 +38,19 @@ func ServiceResource() registry.Resource {
 		NameValidation:   apivalidation.NameIsDNS1035Label,
 		PrepareForCreate: svcPrepareForCreate,
 		PrepareForUpdate: svcPrepareForUpdate,
-		Default:          func(obj runtime.Object) { DefaultService(svcFrom(obj)) },
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateService(svcFrom(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidateServiceUpdate(svcFrom(obj), svcFrom(old))
-		},
+		Default:          registry.Hook(DefaultService),
+		Validate:         registry.Func(ValidateService),
+		ValidateUpdate:   registry.FuncUpdate(ValidateServiceUpdate),
 		Warnings: func(obj, old runtime.Object) []string {
 			return ServiceWarnings(svcFrom(obj))
 		},
 		Status: &registry.StatusStrategy{
-			PrepareForUpdate: func(obj, old runtime.Object) {
-				if s := svcFrom(obj); s != nil {
-					svcDefaultIPMode(s)
-				}
-			},
-			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-				return ValidateServiceStatus(svcFrom(obj))
-			},
+			PrepareForUpdate: registry.HookUpdate(func(s, _ *v1.Service) {
+				svcDefaultIPMode(s)
+			}),
+			ValidateUpdate: registry.FuncUpdate(func(obj, _ *v1.Service) field.ErrorList { return ValidateServiceStatus(obj) }),
 		},
+		Handlers: ServiceHandlers(),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Type", Type: "string", Description: v1.ServiceSpec{}.SwaggerDoc()["type"]},
@@ -67,20 +60,12 @@ func ServiceResource() registry.Resource {
 			registry.AgeColumn,
 			{Name: "Selector", Type: "string", Priority: 1, Description: v1.ServiceSpec{}.SwaggerDoc()["selector"]},
 		},
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			s := svcFrom(obj)
-			if s == nil {
-				return nil
-			}
+		Row: registry.FuncWith(func(s *v1.Service, now time.Time) []interface{} {
 			return svcRow(s, now)
-		},
-		Fields: func(obj runtime.Object) fields.Set {
-			s := svcFrom(obj)
-			if s == nil {
-				return fields.Set{}
-			}
+		}),
+		Fields: registry.Func(func(s *v1.Service) fields.Set {
 			return fields.Set{"spec.clusterIP": s.Spec.ClusterIP, "spec.type": string(s.Spec.Type)}
-		},
+		}),
 	}
 }
 

@@ -35,106 +35,167 @@ func svcIn(v string, list []string) bool {
 }
 
 // ValidateService checks a Service's spec the way Kubernetes' ValidateService does
-// (metadata is the handlers' job). A nil service has nothing to check.
+// (metadata is the handlers' job), as a sequence of named steps whose errors come in
+// Kubernetes' order. A nil service has nothing to check.
 func ValidateService(svc *v1.Service) field.ErrorList {
 	if svc == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	spec := &svc.Spec
-	specPath := field.NewPath("spec")
-	headless := svcIsHeadless(svc)
+	for _, step := range []func(*v1.Service) field.ErrorList{
+		svcValidateTopologyAnnotations,
+		svcValidateTypeShape,
+		svcValidatePorts,
+		svcValidateSelector,
+		svcValidateSessionAffinity,
+		svcValidateClusterIPs,
+		svcValidateExternalIPs,
+		svcValidateType,
+		svcValidatePortsUnique,
+		svcValidateSourceRanges,
+		svcValidateAllocateNodePorts,
+		svcValidateLoadBalancerClass,
+		svcValidateTrafficPolicies,
+		svcValidateTrafficDistribution,
+	} {
+		errs = append(errs, step(svc)...)
+	}
+	return errs
+}
 
+var svcSpecPath = field.NewPath("spec")
+
+// svcValidateTopologyAnnotations: the deprecated topology-aware-hints annotation and
+// its successor must agree when both are set.
+func svcValidateTopologyAnnotations(svc *v1.Service) field.ErrorList {
 	hints, hintsSet := svc.Annotations[v1.DeprecatedAnnotationTopologyAwareHints]
 	mode, modeSet := svc.Annotations[v1.AnnotationTopologyMode]
 	if hintsSet && modeSet && hints != mode {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1.AnnotationTopologyMode), mode,
-			fmt.Sprintf("must match annotations[%s] when both are specified", v1.DeprecatedAnnotationTopologyAwareHints)))
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key(v1.AnnotationTopologyMode), mode,
+			fmt.Sprintf("must match annotations[%s] when both are specified", v1.DeprecatedAnnotationTopologyAwareHints))}
 	}
+	return nil
+}
 
+// svcValidateTypeShape checks what the type requires of the rest of the spec: ports
+// unless headless or ExternalName, no headless LoadBalancer or NodePort, and an
+// ExternalName service's name and missing addresses.
+func svcValidateTypeShape(svc *v1.Service) field.ErrorList {
+	var errs field.ErrorList
+	spec := &svc.Spec
+	headless := svcIsHeadless(svc)
 	if len(spec.Ports) == 0 && !headless && spec.Type != v1.ServiceTypeExternalName {
-		errs = append(errs, field.Required(specPath.Child("ports"), ""))
+		errs = append(errs, field.Required(svcSpecPath.Child("ports"), ""))
 	}
 	switch spec.Type {
 	case v1.ServiceTypeLoadBalancer:
 		if headless {
-			errs = append(errs, field.Invalid(specPath.Child("clusterIPs").Index(0), spec.ClusterIPs[0], "may not be set to 'None' for LoadBalancer services"))
+			errs = append(errs, field.Invalid(svcSpecPath.Child("clusterIPs").Index(0), spec.ClusterIPs[0], "may not be set to 'None' for LoadBalancer services"))
 		}
 	case v1.ServiceTypeNodePort:
 		if headless {
-			errs = append(errs, field.Invalid(specPath.Child("clusterIPs").Index(0), spec.ClusterIPs[0], "may not be set to 'None' for NodePort services"))
+			errs = append(errs, field.Invalid(svcSpecPath.Child("clusterIPs").Index(0), spec.ClusterIPs[0], "may not be set to 'None' for NodePort services"))
 		}
 	case v1.ServiceTypeExternalName:
 		// clusterIP is checked too (Kubernetes' conversion keeps the two in step, ours
 		// may not have run), so "None" is refused like any other address.
 		if len(spec.ClusterIPs) > 0 || spec.ClusterIP != "" {
-			errs = append(errs, field.Forbidden(specPath.Child("clusterIPs"), "may not be set for ExternalName services"))
+			errs = append(errs, field.Forbidden(svcSpecPath.Child("clusterIPs"), "may not be set for ExternalName services"))
 		}
 		if len(spec.IPFamilies) > 0 {
-			errs = append(errs, field.Forbidden(specPath.Child("ipFamilies"), "may not be set for ExternalName services"))
+			errs = append(errs, field.Forbidden(svcSpecPath.Child("ipFamilies"), "may not be set for ExternalName services"))
 		}
 		if spec.IPFamilyPolicy != nil {
-			errs = append(errs, field.Forbidden(specPath.Child("ipFamilyPolicy"), "may not be set for ExternalName services"))
+			errs = append(errs, field.Forbidden(svcSpecPath.Child("ipFamilyPolicy"), "may not be set for ExternalName services"))
 		}
 		// A trailing dot marks the CNAME as fully qualified.
 		if cname := strings.TrimSuffix(spec.ExternalName, "."); cname != "" {
 			for _, msg := range utilvalidation.IsDNS1123Subdomain(cname) {
-				errs = append(errs, field.Invalid(specPath.Child("externalName"), cname, msg))
+				errs = append(errs, field.Invalid(svcSpecPath.Child("externalName"), cname, msg))
 			}
 		} else {
-			errs = append(errs, field.Required(specPath.Child("externalName"), ""))
+			errs = append(errs, field.Required(svcSpecPath.Child("externalName"), ""))
 		}
 	}
+	return errs
+}
 
+// svcValidatePorts checks each port on its own (names, numbers, protocol, target).
+func svcValidatePorts(svc *v1.Service) field.ErrorList {
+	var errs field.ErrorList
 	names := map[string]bool{}
-	for i := range spec.Ports {
-		errs = append(errs, svcValidatePort(&spec.Ports[i], len(spec.Ports) > 1, names, specPath.Child("ports").Index(i))...)
+	for i := range svc.Spec.Ports {
+		errs = append(errs, svcValidatePort(&svc.Spec.Ports[i], len(svc.Spec.Ports) > 1, names, svcSpecPath.Child("ports").Index(i))...)
 	}
+	return errs
+}
 
-	if spec.Selector != nil {
-		errs = append(errs, metavalidation.ValidateLabels(spec.Selector, specPath.Child("selector"))...)
+// svcValidateSelector: the selector is a label set.
+func svcValidateSelector(svc *v1.Service) field.ErrorList {
+	if svc.Spec.Selector == nil {
+		return nil
 	}
+	return metavalidation.ValidateLabels(svc.Spec.Selector, svcSpecPath.Child("selector"))
+}
 
+// svcValidateSessionAffinity checks the affinity and its config, which only ClientIP
+// takes.
+func svcValidateSessionAffinity(svc *v1.Service) field.ErrorList {
+	var errs field.ErrorList
+	spec := &svc.Spec
 	switch {
 	case spec.SessionAffinity == "":
-		errs = append(errs, field.Required(specPath.Child("sessionAffinity"), ""))
+		errs = append(errs, field.Required(svcSpecPath.Child("sessionAffinity"), ""))
 	case !svcIn(string(spec.SessionAffinity), svcAffinities):
-		errs = append(errs, field.NotSupported(specPath.Child("sessionAffinity"), spec.SessionAffinity, svcAffinities))
+		errs = append(errs, field.NotSupported(svcSpecPath.Child("sessionAffinity"), spec.SessionAffinity, svcAffinities))
 	}
 	if spec.SessionAffinity == v1.ServiceAffinityClientIP {
-		errs = append(errs, svcValidateAffinityConfig(spec.SessionAffinityConfig, specPath.Child("sessionAffinityConfig"))...)
+		errs = append(errs, svcValidateAffinityConfig(spec.SessionAffinityConfig, svcSpecPath.Child("sessionAffinityConfig"))...)
 	} else if spec.SessionAffinity == v1.ServiceAffinityNone && spec.SessionAffinityConfig != nil {
-		errs = append(errs, field.Forbidden(specPath.Child("sessionAffinityConfig"), "must not be set when session affinity is None"))
+		errs = append(errs, field.Forbidden(svcSpecPath.Child("sessionAffinityConfig"), "must not be set when session affinity is None"))
 	}
+	return errs
+}
 
-	errs = append(errs, svcValidateClusterIPs(svc)...)
-
-	for i, ip := range spec.ExternalIPs {
-		p := specPath.Child("externalIPs").Index(i)
+// svcValidateExternalIPs: each external IP is a valid address and not a special one.
+func svcValidateExternalIPs(svc *v1.Service) field.ErrorList {
+	var errs field.ErrorList
+	for i, ip := range svc.Spec.ExternalIPs {
+		p := svcSpecPath.Child("externalIPs").Index(i)
 		if ipErrs := utilvalidation.IsValidIP(p, ip); len(ipErrs) != 0 {
 			errs = append(errs, ipErrs...)
 		} else {
 			errs = append(errs, svcValidateNonSpecialIP(ip, p)...)
 		}
 	}
+	return errs
+}
 
+// svcValidateType: the type is set and one of the four.
+func svcValidateType(svc *v1.Service) field.ErrorList {
 	switch {
-	case spec.Type == "":
-		errs = append(errs, field.Required(specPath.Child("type"), ""))
-	case !svcIn(string(spec.Type), svcTypes):
-		errs = append(errs, field.NotSupported(specPath.Child("type"), spec.Type, svcTypes))
+	case svc.Spec.Type == "":
+		return field.ErrorList{field.Required(svcSpecPath.Child("type"), "")}
+	case !svcIn(string(svc.Spec.Type), svcTypes):
+		return field.ErrorList{field.NotSupported(svcSpecPath.Child("type"), svc.Spec.Type, svcTypes)}
 	}
+	return nil
+}
 
+// svcValidatePortsUnique checks node ports (valid, not on ClusterIP services, unique
+// per protocol) and that no protocol and port pair repeats.
+func svcValidatePortsUnique(svc *v1.Service) field.ErrorList {
 	type protoPort struct {
 		proto v1.Protocol
 		port  int32
 	}
+	var errs field.ErrorList
 	nodePorts := map[protoPort]bool{}
 	ports := map[protoPort]bool{}
-	for i, p := range spec.Ports {
-		portPath := specPath.Child("ports").Index(i)
+	for i, p := range svc.Spec.Ports {
+		portPath := svcSpecPath.Child("ports").Index(i)
 		if p.NodePort != 0 {
-			if spec.Type == v1.ServiceTypeClusterIP {
+			if svc.Spec.Type == v1.ServiceTypeClusterIP {
 				errs = append(errs, field.Forbidden(portPath.Child("nodePort"), "may not be used when `type` is 'ClusterIP'"))
 			}
 			for _, msg := range utilvalidation.IsValidPortNum(int(p.NodePort)) {
@@ -152,10 +213,17 @@ func ValidateService(svc *v1.Service) field.ErrorList {
 		}
 		ports[key] = true
 	}
+	return errs
+}
 
+// svcValidateSourceRanges checks loadBalancerSourceRanges, or else the annotation of
+// the same meaning: CIDRs, on LoadBalancer services only.
+func svcValidateSourceRanges(svc *v1.Service) field.ErrorList {
+	var errs field.ErrorList
+	spec := &svc.Spec
 	if len(spec.LoadBalancerSourceRanges) > 0 {
 		// Kubernetes names this path with a capital L; clients match on it.
-		p := specPath.Child("LoadBalancerSourceRanges")
+		p := svcSpecPath.Child("LoadBalancerSourceRanges")
 		if spec.Type != v1.ServiceTypeLoadBalancer {
 			errs = append(errs, field.Forbidden(p, "may only be used when `type` is 'LoadBalancer'"))
 		}
@@ -173,20 +241,30 @@ func ValidateService(svc *v1.Service) field.ErrorList {
 			}
 		}
 	}
+	return errs
+}
 
+// svcValidateAllocateNodePorts: allocateLoadBalancerNodePorts is set on LoadBalancer
+// services and only there.
+func svcValidateAllocateNodePorts(svc *v1.Service) field.ErrorList {
+	var errs field.ErrorList
+	spec := &svc.Spec
 	if spec.AllocateLoadBalancerNodePorts != nil && spec.Type != v1.ServiceTypeLoadBalancer {
-		errs = append(errs, field.Forbidden(specPath.Child("allocateLoadBalancerNodePorts"), "may only be used when `type` is 'LoadBalancer'"))
+		errs = append(errs, field.Forbidden(svcSpecPath.Child("allocateLoadBalancerNodePorts"), "may only be used when `type` is 'LoadBalancer'"))
 	}
 	if spec.Type == v1.ServiceTypeLoadBalancer && spec.AllocateLoadBalancerNodePorts == nil {
 		// Kubernetes reports this one without the "spec." prefix.
 		errs = append(errs, field.Required(field.NewPath("allocateLoadBalancerNodePorts"), ""))
 	}
-	errs = append(errs, svcValidateLoadBalancerClass(svc)...)
-	errs = append(errs, svcValidateTrafficPolicies(svc)...)
-	if td := spec.TrafficDistribution; td != nil && !svcIn(*td, svcTrafficDistributions) {
-		errs = append(errs, field.NotSupported(specPath.Child("trafficDistribution"), *td, svcTrafficDistributions))
-	}
 	return errs
+}
+
+// svcValidateTrafficDistribution: a set trafficDistribution is a known one.
+func svcValidateTrafficDistribution(svc *v1.Service) field.ErrorList {
+	if td := svc.Spec.TrafficDistribution; td != nil && !svcIn(*td, svcTrafficDistributions) {
+		return field.ErrorList{field.NotSupported(svcSpecPath.Child("trafficDistribution"), *td, svcTrafficDistributions)}
+	}
+	return nil
 }
 
 // svcDuplicatePort has the field names and order of the internal core.ServicePort key

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +23,9 @@ func ServiceAccountResource() registry.Resource {
 		Namespaced: true,
 		New:        func() runtime.Object { return &v1.ServiceAccount{} },
 		NewList:    func() runtime.Object { return &v1.ServiceAccountList{} },
+		// serviceaccounts/token is served by the API server's configuration (it signs
+		// with the server's key); the resource declares it for discovery.
+		Handlers: []registry.Handler{{Name: "token", Kind: authenticationv1.SchemeGroupVersion.WithKind("TokenRequest"), Verbs: []string{"create"}}},
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Secrets", Type: "string", Description: v1.ServiceAccount{}.SwaggerDoc()["secrets"]},

@@ -54,12 +54,8 @@ func EndpointSliceResource() registry.Resource {
 		PrepareForCreate: prepareForCreate,
 		PrepareForUpdate: prepareForUpdate,
 		Default:          defaultEndpointSlice,
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateEndpointSlice(asSlice(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidateEndpointSliceUpdate(asSlice(obj), asSlice(old))
-		},
+		Validate:         registry.Func(ValidateEndpointSlice),
+		ValidateUpdate:   registry.FuncUpdate(ValidateEndpointSliceUpdate),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "AddressType", Type: "string", Description: discoveryv1.EndpointSlice{}.SwaggerDoc()["addressType"]},

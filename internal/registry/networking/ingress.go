@@ -50,17 +50,11 @@ func IngressResource() registry.Resource {
 		NewList:          func() runtime.Object { return &networkingv1.IngressList{} },
 		TrackGeneration:  true,
 		PrepareForCreate: prepareIngressForCreate,
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateIngress(asIngress(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidateIngressUpdate(asIngress(obj), asIngress(old))
-		},
-		Warnings: ingressWarnings,
+		Validate:         registry.Func(ValidateIngress),
+		ValidateUpdate:   registry.FuncUpdate(ValidateIngressUpdate),
+		Warnings:         ingressWarnings,
 		Status: &registry.StatusStrategy{
-			ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-				return ValidateIngressStatusUpdate(asIngress(obj), asIngress(old))
-			},
+			ValidateUpdate: registry.FuncUpdate(ValidateIngressStatusUpdate),
 		},
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,

@@ -27,18 +27,14 @@ var supportedParameterScopes = []string{
 // NAME CONTROLLER PARAMETERS AGE table.
 func IngressClassResource() registry.Resource {
 	return registry.Resource{
-		GVK:      networkingv1.SchemeGroupVersion.WithKind("IngressClass"),
-		Plural:   "ingressclasses",
-		Singular: "ingressclass",
-		New:      func() runtime.Object { return &networkingv1.IngressClass{} },
-		NewList:  func() runtime.Object { return &networkingv1.IngressClassList{} },
-		Default:  defaultIngressClass,
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateIngressClass(asIngressClass(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidateIngressClassUpdate(asIngressClass(obj), asIngressClass(old))
-		},
+		GVK:            networkingv1.SchemeGroupVersion.WithKind("IngressClass"),
+		Plural:         "ingressclasses",
+		Singular:       "ingressclass",
+		New:            func() runtime.Object { return &networkingv1.IngressClass{} },
+		NewList:        func() runtime.Object { return &networkingv1.IngressClassList{} },
+		Default:        defaultIngressClass,
+		Validate:       registry.Func(ValidateIngressClass),
+		ValidateUpdate: registry.FuncUpdate(ValidateIngressClassUpdate),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Controller", Type: "string", Description: "Controller that is responsible for handling this class"},

@@ -39,11 +39,9 @@ func RoleBindingResource() registry.Resource {
 		New:            func() runtime.Object { return &rbacv1.RoleBinding{} },
 		NewList:        func() runtime.Object { return &rbacv1.RoleBindingList{} },
 		NameValidation: ValidateName,
-		Default: func(obj runtime.Object) {
-			if b := asRoleBinding(obj); b != nil {
-				defaultBinding(&b.RoleRef, b.Subjects)
-			}
-		},
+		Default: registry.Hook(func(b *rbacv1.RoleBinding) {
+			defaultBinding(&b.RoleRef, b.Subjects)
+		}),
 		Validate: func(obj runtime.Object) field.ErrorList {
 			if b := asRoleBinding(obj); b != nil {
 				return validateBinding(&b.RoleRef, b.Subjects, true)
@@ -82,11 +80,9 @@ func ClusterRoleBindingResource() registry.Resource {
 		New:            func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
 		NewList:        func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
 		NameValidation: ValidateName,
-		Default: func(obj runtime.Object) {
-			if b := asClusterRoleBinding(obj); b != nil {
-				defaultBinding(&b.RoleRef, b.Subjects)
-			}
-		},
+		Default: registry.Hook(func(b *rbacv1.ClusterRoleBinding) {
+			defaultBinding(&b.RoleRef, b.Subjects)
+		}),
 		Validate: func(obj runtime.Object) field.ErrorList {
 			if b := asClusterRoleBinding(obj); b != nil {
 				return validateBinding(&b.RoleRef, b.Subjects, false)

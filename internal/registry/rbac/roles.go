@@ -49,13 +49,9 @@ func RoleResource() registry.Resource {
 		New:            func() runtime.Object { return &rbacv1.Role{} },
 		NewList:        func() runtime.Object { return &rbacv1.RoleList{} },
 		NameValidation: ValidateName,
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateRole(asRole(obj))
-		},
-		ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-			return ValidateRole(asRole(obj))
-		},
-		Columns: createdAtColumns,
+		Validate:       registry.Func(ValidateRole),
+		ValidateUpdate: registry.FuncUpdate(func(obj, _ *rbacv1.Role) field.ErrorList { return ValidateRole(obj) }),
+		Columns:        createdAtColumns,
 		Row: func(obj runtime.Object, _ time.Time) []interface{} {
 			if r := asRole(obj); r != nil {
 				return createdAtRow(&r.ObjectMeta)
@@ -76,13 +72,9 @@ func ClusterRoleResource() registry.Resource {
 		New:            func() runtime.Object { return &rbacv1.ClusterRole{} },
 		NewList:        func() runtime.Object { return &rbacv1.ClusterRoleList{} },
 		NameValidation: ValidateName,
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateClusterRole(asClusterRole(obj))
-		},
-		ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-			return ValidateClusterRole(asClusterRole(obj))
-		},
-		Columns: createdAtColumns,
+		Validate:       registry.Func(ValidateClusterRole),
+		ValidateUpdate: registry.FuncUpdate(func(obj, _ *rbacv1.ClusterRole) field.ErrorList { return ValidateClusterRole(obj) }),
+		Columns:        createdAtColumns,
 		Row: func(obj runtime.Object, _ time.Time) []interface{} {
 			if r := asClusterRole(obj); r != nil {
 				return createdAtRow(&r.ObjectMeta)

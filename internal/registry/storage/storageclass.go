@@ -45,19 +45,15 @@ var (
 // NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE table.
 func StorageClassResource() registry.Resource {
 	return registry.Resource{
-		GVK:        storagev1.SchemeGroupVersion.WithKind("StorageClass"),
-		Plural:     "storageclasses",
-		Singular:   "storageclass",
-		ShortNames: []string{"sc"},
-		New:        func() runtime.Object { return &storagev1.StorageClass{} },
-		NewList:    func() runtime.Object { return &storagev1.StorageClassList{} },
-		Default:    defaultStorageClass,
-		Validate: func(obj runtime.Object) field.ErrorList {
-			return ValidateStorageClass(asClass(obj))
-		},
-		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-			return ValidateStorageClassUpdate(asClass(obj), asClass(old))
-		},
+		GVK:            storagev1.SchemeGroupVersion.WithKind("StorageClass"),
+		Plural:         "storageclasses",
+		Singular:       "storageclass",
+		ShortNames:     []string{"sc"},
+		New:            func() runtime.Object { return &storagev1.StorageClass{} },
+		NewList:        func() runtime.Object { return &storagev1.StorageClassList{} },
+		Default:        defaultStorageClass,
+		Validate:       registry.Func(ValidateStorageClass),
+		ValidateUpdate: registry.FuncUpdate(ValidateStorageClassUpdate),
 		Columns: []metav1.TableColumnDefinition{
 			registry.NameColumn,
 			{Name: "Provisioner", Type: "string", Description: storagev1.StorageClass{}.SwaggerDoc()["provisioner"]},
