@@ -78,6 +78,9 @@ type Config struct {
 	// Runc deletes, signals and execs into containers, with the shim's runc state
 	// directory; New finds runc and uses RootDir/runc when it is nil.
 	Runc *runc.Runtime
+	// Runner mounts containers' root file systems and runs their processes; New
+	// uses the real one (NewRunner of Shim and Runc) when it is nil.
+	Runner Runner
 	// PodPidsLimit is the pids.max of every pod's cgroup (kubelet's --pod-max-pids);
 	// 0 or less sets none.
 	PodPidsLimit int64
@@ -163,6 +166,8 @@ type Manager struct {
 	backoff *backoff.Backoff
 	changes chan types.UID
 	runc    *runc.Runtime
+	// run is the I/O edge of starting and ending container instances.
+	run Runner
 	// hostCaps is the agent's capability bounding set: what privileged containers get.
 	hostCaps []string
 
@@ -226,6 +231,9 @@ func New(cfg Config) (*Manager, error) {
 		}
 		cfg.Runc = &runc.Runtime{Binary: bin, Root: filepath.Join(cfg.RootDir, "runc"), Logger: cfg.Logger}
 	}
+	if cfg.Runner == nil {
+		cfg.Runner = NewRunner(cfg.Shim, cfg.Runc)
+	}
 	ips, err := clusternet.NewPodIPs(node.PodCIDR)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: node %q: %w", cfg.NodeName, err)
@@ -236,6 +244,7 @@ func New(cfg Config) (*Manager, error) {
 		backoff: cfg.Backoff,
 		changes: make(chan types.UID, 1024),
 		runc:    cfg.Runc,
+		run:     cfg.Runner,
 		ips:     ips,
 		records: map[types.UID]sandboxRecord{},
 		pods:    map[types.UID]*podState{},
