@@ -96,7 +96,8 @@ func (m *Manager) podDir(uid types.UID) string {
 }
 
 // ensureSandbox gives ps its network namespace, address and /etc files. A namespace left
-// from before an agent restart is rebuilt, keeping the pod's address. ps.mu is held.
+// from before an agent restart is rebuilt, keeping the pod's address. Each step's time
+// is logged at debug level ("pod sandbox created"). ps.mu is held.
 func (m *Manager) ensureSandbox(ps *podState) error {
 	if ps.sandboxReady {
 		return nil
@@ -105,6 +106,7 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 	if pod.Spec.HostNetwork {
 		return m.ensureHostNetwork(ps)
 	}
+	t := newPhases(m.cfg.Clock)
 	name, err := sandboxName(m.cfg.Topology.Prefix, pod.UID)
 	if err != nil {
 		return err
@@ -125,6 +127,7 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 		}
 	}
 	m.mu.Unlock()
+	t.mark("address")
 	ip, err := netip.ParseAddr(rec.IP)
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: bad recorded address %q: %w", pod.Namespace, pod.Name, rec.IP, err)
@@ -140,10 +143,12 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 	if err := netns.Create(rec.NetNS); err != nil {
 		return fmt.Errorf("creating the sandbox of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	t.mark("netns")
 	if _, err := clusternet.AttachPod(m.cfg.Topology, m.cfg.NodeName, rec.NetNS, ip); err != nil {
 		_ = m.deleteNetNS(rec.NetNS)
 		return fmt.Errorf("creating the sandbox of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	t.mark("link")
 	hostname, _, err := podfiles.Hostname(pod, m.cfg.ClusterDomain)
 	if err != nil {
 		return err
@@ -151,10 +156,13 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 	if err := m.writeEtc(pod, ip, hostname); err != nil {
 		return fmt.Errorf("writing /etc files of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	t.mark("etc")
 	if err := m.podNamespaces(ps, hostname); err != nil {
 		return err
 	}
+	t.mark("namespaces")
 	ps.netns, ps.ip, ps.hostname, ps.sandboxReady = rec.NetNS, ip, hostname, true
+	m.cfg.Logger.Debug("pod sandbox created", append([]any{"pod", podID(pod)}, t.attrs()...)...)
 	return nil
 }
 
