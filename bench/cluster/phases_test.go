@@ -21,8 +21,10 @@ var agentPhaseLines = []struct {
 	first bool
 }{
 	{"pod status written", "agent sync of the status that made the pod Ready", []string{"queued", "volumes", "runtime", "write"}, "ready=true", true},
-	{"pod sandbox created", "sandbox", []string{"address", "netns", "link", "etc", "namespaces", "total"}, "", false},
-	{"container started", "container", []string{"env", "image", "plan", "layers", "bundle", "run", "total"}, "", false},
+	// The sandbox's network (netns, link) is made while the rest (etc, namespaces and
+	// the first container's bundle) is; waited is what it added after them.
+	{"pod sandbox created", "sandbox", []string{"address", "etc", "namespaces", "rest", "waited", "total", "netns", "link"}, "", false},
+	{"container started", "container", []string{"env", "image", "plan", "layers", "bundle", "network", "run", "total"}, "", false},
 }
 
 // phaseDurations are the durations of the agents' timed steps, by log message and

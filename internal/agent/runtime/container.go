@@ -203,6 +203,13 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		return
 	}
 
+	// The pod's network is made meanwhile (ensureSandbox): the process needs it.
+	if err := m.awaitNetwork(ps); err != nil {
+		m.removeBundle(plan.dir)
+		return
+	}
+	t.mark("network")
+
 	// A new instance from here on.
 	c.restartCount = restartCount
 	if c.term != nil {

@@ -99,6 +99,9 @@ func (m *Manager) ensurePIDSandbox(ctx context.Context, ps *podState) error {
 	if err := runc.WriteBundle(dir, spec); err != nil {
 		return fail(err)
 	}
+	if err := m.awaitNetwork(ps); err != nil {
+		return fail(err)
+	}
 	pid, err := m.run.Start(context.Background(), shim.StartRequest{ID: id, Bundle: dir})
 	if err != nil {
 		return fail(err)

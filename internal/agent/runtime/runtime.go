@@ -303,8 +303,10 @@ type podState struct {
 	ip              netip.Addr
 	hostname        string
 	sandboxReady    bool
-	startTime       time.Time
-	terminal        bool
+	// network is set while the sandbox's network is being made (awaitNetwork).
+	network   *pendingNetwork
+	startTime time.Time
+	terminal  bool
 	// deadlineArmed is set once a notification for activeDeadlineSeconds is scheduled.
 	deadlineArmed bool
 	containers    map[string]*container
@@ -362,6 +364,17 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]s
 	if err := m.ensureSandbox(ps); err != nil {
 		return m.view(ps), err
 	}
+	view, err := m.syncContainers(ctx, ps)
+	if nerr := m.awaitNetwork(ps); nerr != nil {
+		return m.view(ps), nerr
+	}
+	return view, err
+}
+
+// syncContainers is SyncPod once the sandbox is made (its network may still be in the
+// making: awaitNetwork). ps.mu is held.
+func (m *Manager) syncContainers(ctx context.Context, ps *podState) (status.PodView, error) {
+	pod := ps.pod
 	if !ps.terminal && pod.DeletionTimestamp == nil {
 		if err := m.ensurePIDSandbox(ctx, ps); err != nil {
 			return m.view(ps), err
