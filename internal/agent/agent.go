@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -79,6 +80,15 @@ type Pods struct {
 	// queued is when an informer event first queued a key not yet synced since: the
 	// start of its wait in the queue, which the debug log reports.
 	queued map[string]time.Time
+	// prepared is, per pod, the pod whose volumes were last prepared without error
+	// and their paths (see volumesFor).
+	prepared map[types.UID]preparedVolumes
+}
+
+// preparedVolumes is a pod as its volumes were prepared, and their paths.
+type preparedVolumes struct {
+	pod   *v1.Pod
+	paths map[string]string
 }
 
 // NewPods wires the loop to an informer on the node's pods.
@@ -100,6 +110,7 @@ func NewPods(cfg Config) *Pods {
 		cfg: cfg, log: cfg.Logger, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second)),
 		known: map[string]*v1.Pod{}, byUID: map[types.UID]string{}, queued: map[string]time.Time{},
+		prepared: map[types.UID]preparedVolumes{},
 	}
 	enqueue := func(obj interface{}) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -258,7 +269,7 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 	if p.cfg.Effective != nil {
 		run = p.cfg.Effective(pod)
 	}
-	vols, err := p.cfg.Volumes.Prepare(ctx, run)
+	vols, err := p.volumesFor(ctx, run)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "FailedMount", err.Error())
 		view := status.PodView{SandboxReady: false}
@@ -303,10 +314,35 @@ func (p *Pods) stop(ctx context.Context, pod *v1.Pod, grace time.Duration) error
 func (p *Pods) forget(key string, uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.prepared, uid)
 	if cur := p.known[key]; cur != nil && cur.UID == uid {
 		delete(p.known, key)
 	}
 	delete(p.byUID, uid)
+}
+
+// volumesFor prepares the pod's volumes, or, when they were prepared already for the
+// same spec, labels and annotations (most syncs: the echo of the agent's own status
+// write, resyncs), returns the same paths without asking the API again for the pod's
+// ConfigMaps, Secrets and token. Their contents are kept current by the volumes'
+// periodic refresh, as kubelet's volume manager mounts once and then resyncs.
+func (p *Pods) volumesFor(ctx context.Context, pod *v1.Pod) (map[string]string, error) {
+	p.mu.Lock()
+	prev, ok := p.prepared[pod.UID]
+	p.mu.Unlock()
+	if ok && maps.Equal(prev.pod.Labels, pod.Labels) && maps.Equal(prev.pod.Annotations, pod.Annotations) &&
+		apiequality.Semantic.DeepEqual(prev.pod.Spec, pod.Spec) {
+		return prev.paths, nil
+	}
+	paths, err := p.cfg.Volumes.Prepare(ctx, pod)
+	p.mu.Lock()
+	if err == nil {
+		p.prepared[pod.UID] = preparedVolumes{pod: pod, paths: paths}
+	} else {
+		delete(p.prepared, pod.UID)
+	}
+	p.mu.Unlock()
+	return paths, err
 }
 
 // writeStatus computes the pod's status and writes it when it differs; written is the

@@ -126,3 +126,61 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// countingVolumes counts Prepare calls.
+type countingVolumes struct {
+	mu       sync.Mutex
+	prepared int
+}
+
+func (c *countingVolumes) Prepare(context.Context, *v1.Pod) (map[string]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prepared++
+	return map[string]string{"v": "/vols/v"}, nil
+}
+func (c *countingVolumes) Cleanup(context.Context, *v1.Pod) error { return nil }
+
+func (c *countingVolumes) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.prepared
+}
+
+// TestVolumesPreparedOncePerPodVersion: syncs of an unchanged pod (the echo of the
+// agent's own status write, resyncs, runtime notifications) reuse the prepared
+// volumes; a change of the pod's labels prepares them again (downward API files).
+func TestVolumesPreparedOncePerPodVersion(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "d", UID: "u1", Labels: map[string]string{"a": "1"}},
+		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+	client := fake.NewClientset(pod)
+	rt := newFakeRuntime()
+	vols := &countingVolumes{}
+	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: vols, Resync: time.Hour})
+	go loop.Run(ctx, 1)
+	synced := func() int {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.synced["u1"]
+	}
+	waitFor(t, "the agent's status write back through the watch", func() bool {
+		p, err := loop.lister.Pods("d").Get("p")
+		return err == nil && p.Status.Phase == v1.PodRunning
+	})
+	for range 3 {
+		n := synced()
+		rt.changes <- "u1"
+		waitFor(t, "another sync", func() bool { return synced() > n })
+	}
+	if got := vols.count(); got != 1 {
+		t.Errorf("%d Prepare calls over %d syncs of an unchanged pod, want 1", got, synced())
+	}
+	p, _ := client.CoreV1().Pods("d").Get(ctx, "p", metav1.GetOptions{})
+	p.Labels["a"] = "2"
+	if _, err := client.CoreV1().Pods("d").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the volumes prepared again for the new labels", func() bool { return vols.count() == 2 })
+}
