@@ -21,6 +21,12 @@
 // containerd give it. Exec sessions and exec probes are `runc exec` with the
 // container's own process settings.
 //
+// Starting an instance (start.go) is a pure plan (planContainer: the spec's input,
+// mounts, paths and the shim's request) between gathering its inputs and applying it
+// through a Runner, the I/O edge (rootfs mount, shim and runc calls), which FakeRunner
+// stands in for in tests. The pod's network namespace and veth are made while the rest
+// of its sandbox and its first bundles are (awaitNetwork).
+//
 // The shim outlives the agent. The agent records each pod's containers (ids, restart
 // counts, last states, running instances) in RootDir/pods/<uid>/containers.json; a new
 // agent adopts the instances the shim still runs, with their sandbox, instead of
