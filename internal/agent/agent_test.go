@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -183,4 +184,54 @@ func TestVolumesPreparedOncePerPodVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the volumes prepared again for the new labels", func() bool { return vols.count() == 2 })
+}
+
+// blockingKillRuntime is fakeRuntime whose KillPod blocks until release closes, as a
+// graceful stop waits for its grace period.
+type blockingKillRuntime struct {
+	*fakeRuntime
+	release chan struct{}
+}
+
+func (b blockingKillRuntime) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) error {
+	<-b.release
+	return b.fakeRuntime.KillPod(ctx, pod, grace)
+}
+
+// TestSlowStopsDoNotHoldNewPods: pods in a long graceful stop (four, as many as the
+// agent once had workers) do not keep a new pod from starting.
+func TestSlowStopsDoNotHoldNewPods(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now := metav1.Now()
+	var objs []runtime.Object
+	for i := range 4 {
+		objs = append(objs, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old" + string(rune('a'+i)), Namespace: "d", UID: types.UID("old" + string(rune('a'+i))),
+			DeletionTimestamp: &now, DeletionGracePeriodSeconds: ptrInt64(30)},
+			Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}}})
+	}
+	client := fake.NewClientset(objs...)
+	// The fake clientset drops events sent before a watch exists: know when it does.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(v1.SchemeGroupVersion.WithResource("pods"), action.GetNamespace())
+		once.Do(func() { close(watching) })
+		return true, w, err
+	})
+	rt := blockingKillRuntime{fakeRuntime: newFakeRuntime(), release: make(chan struct{})}
+	defer close(rt.release)
+	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: noVolumes{}, Resync: time.Hour})
+	go loop.Run(ctx, podWorkers)
+	<-watching
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: "d", UID: "new"},
+		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+	if _, err := client.CoreV1().Pods("d").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new pod synced while four pods are stopping", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.synced["new"] > 0
+	})
 }
