@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"net/netip"
@@ -13,8 +15,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	crv1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -163,7 +167,19 @@ func newFakeStartEnv(t *testing.T, pod *v1.Pod) *fakeStartEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := random.Image(512, 1)
+	// One layer with one file, owned by whoever runs the test: unpacking needs no root.
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	if err := tw.WriteHeader(&tar.Header{Name: "bin/app", Mode: 0o755, Size: 2, Uid: os.Getuid(), Gid: os.Getgid(), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte("#!")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, static.NewLayer(layer.Bytes(), types.DockerLayer))
 	if err != nil {
 		t.Fatal(err)
 	}
