@@ -85,15 +85,18 @@ func benchUp(b *testing.B, bin string, rp *report) {
 // processes used by the pods started.
 func benchPodStartup(b *testing.B, bin string, rp *report) {
 	own := runcOwnRun(b)
-	c := benchcluster.Start(b, bin, "bc", upNodes)
+	// At debug level the agents log where each pod's time went (see phases_test.go).
+	c := benchcluster.Start(b, bin, "bc", upNodes, "--log-level", "debug")
 	client := newClient(b, c)
 	var paced, burst []time.Duration
 	var pacedWall, burstWall time.Duration
+	var pacedRound round
 	cpu0 := clusterCPU(c)
 	b.ResetTimer()
 	for i := range b.N {
-		paced, pacedWall = startPods(b, client, fmt.Sprintf("bench-paced-%d", i), pacedInterval)
-		burst, burstWall = startPods(b, client, fmt.Sprintf("bench-burst-%d", i), 0)
+		pacedRound = startPods(b, client, fmt.Sprintf("bench-paced-%d", i), pacedInterval)
+		burstRound := startPods(b, client, fmt.Sprintf("bench-burst-%d", i), 0)
+		paced, pacedWall, burst, burstWall = pacedRound.ready, pacedRound.wall, burstRound.ready, burstRound.wall
 	}
 	b.StopTimer()
 	cpu := clusterCPU(c).sub(cpu0)
@@ -125,17 +128,37 @@ func benchPodStartup(b *testing.B, bin string, rp *report) {
 		ms(pacedWall), ms(paced[len(paced)-1]), pods, creators, ms(burstWall))
 	rp.Note("CPU per pod started: control plane (up) %s, agents %s, container processes %s (runc, its init, the program); %s in all on %d cores",
 		ms(cpu.up/started), ms(cpu.agents/started), ms(cpu.containers/started), ms((cpu.up+cpu.agents+cpu.containers)/started), runtime.NumCPU())
+	slices.Sort(pacedRound.bound)
+	slices.Sort(pacedRound.boundToReady)
+	rp.Note("paced round, p50 per step: create to bound (scheduler, as the watch sees it) %s, bound to Ready %s; runc's own run %s",
+		msFine(percentile(pacedRound.bound, 0.5)), msFine(percentile(pacedRound.boundToReady, 0.5)), msFine(ownP50))
+	phases, err := readAgentPhases(c.Dir, fmt.Sprintf("bench-paced-%d", b.N-1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range phases.notes() {
+		rp.Note("  %s", n)
+	}
+}
+
+// round is what one start-up round measured, per pod (unsorted): from the start of
+// its create request to the moment the watch saw it Ready (ready) and bound to a node
+// (bound), and from then to Ready (boundToReady); and the time from the first create
+// until the last pod was Ready.
+type round struct {
+	ready, bound, boundToReady []time.Duration
+	wall                       time.Duration
 }
 
 // startPods creates pods pods in a new namespace, one every interval from one client,
 // or, when interval is 0, all at once from creators clients, and returns each pod's
-// latency and the time until the last was Ready.
-func startPods(b *testing.B, client kubernetes.Interface, ns string, interval time.Duration) ([]time.Duration, time.Duration) {
+// latencies and the time until the last was Ready.
+func startPods(b *testing.B, client kubernetes.Interface, ns string, interval time.Duration) round {
 	return startPodsN(b, client, ns, pods, interval)
 }
 
 // startPodsN is startPods for n pods.
-func startPodsN(b *testing.B, client kubernetes.Interface, ns string, n int, interval time.Duration) ([]time.Duration, time.Duration) {
+func startPodsN(b *testing.B, client kubernetes.Interface, ns string, n int, interval time.Duration) round {
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -150,6 +173,7 @@ func startPodsN(b *testing.B, client kubernetes.Interface, ns string, n int, int
 	var mu sync.Mutex
 	created := map[string]time.Time{}
 	ready := map[string]time.Time{}
+	bound := map[string]time.Time{}
 	names := make(chan string)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -208,7 +232,13 @@ func startPodsN(b *testing.B, client kubernetes.Interface, ns string, n int, int
 				continue
 			}
 			pod, ok := ev.Object.(*v1.Pod)
-			if !ok || !podReady(pod) {
+			if !ok {
+				continue
+			}
+			if _, seen := bound[pod.Name]; !seen && pod.Spec.NodeName != "" {
+				bound[pod.Name] = time.Now()
+			}
+			if !podReady(pod) {
 				continue
 			}
 			if _, seen := ready[pod.Name]; !seen {
@@ -220,11 +250,17 @@ func startPodsN(b *testing.B, client kubernetes.Interface, ns string, n int, int
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	lat := make([]time.Duration, 0, n)
+	r := round{wall: last.Sub(start)}
 	for name, t := range ready {
-		lat = append(lat, t.Sub(created[name]))
+		r.ready = append(r.ready, t.Sub(created[name]))
+		at := bound[name]
+		if at.IsZero() {
+			at = t // bound and Ready in one event
+		}
+		r.bound = append(r.bound, at.Sub(created[name]))
+		r.boundToReady = append(r.boundToReady, t.Sub(at))
 	}
-	return lat, last.Sub(start)
+	return r
 }
 
 func pausePod(name string) *v1.Pod {

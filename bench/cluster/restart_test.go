@@ -38,7 +38,7 @@ func benchAgentRestart(b *testing.B, bin string, rp *report) {
 	ns := "bench-restart"
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
-	lat, _ := startPodsN(b, client, ns, restartPods, 20*time.Millisecond)
+	lat := startPodsN(b, client, ns, restartPods, 20*time.Millisecond).ready
 	if len(lat) != restartPods {
 		b.Fatalf("%d of %d pods Ready", len(lat), restartPods)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -76,6 +77,18 @@ type Pods struct {
 	known map[string]*v1.Pod
 	// byUID maps runtime change notifications back to keys.
 	byUID map[types.UID]string
+	// queued is when an informer event first queued a key not yet synced since: the
+	// start of its wait in the queue, which the debug log reports.
+	queued map[string]time.Time
+	// prepared is, per pod, the pod whose volumes were last prepared without error
+	// and their paths (see volumesFor).
+	prepared map[types.UID]preparedVolumes
+}
+
+// preparedVolumes is a pod as its volumes were prepared, and their paths.
+type preparedVolumes struct {
+	pod   *v1.Pod
+	paths map[string]string
 }
 
 // NewPods wires the loop to an informer on the node's pods.
@@ -96,14 +109,21 @@ func NewPods(cfg Config) *Pods {
 	p := &Pods{
 		cfg: cfg, log: cfg.Logger, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second)),
-		known: map[string]*v1.Pod{}, byUID: map[types.UID]string{},
+		known: map[string]*v1.Pod{}, byUID: map[types.UID]string{}, queued: map[string]time.Time{},
+		prepared: map[types.UID]preparedVolumes{},
 	}
 	enqueue := func(obj interface{}) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		if pod, ok := obj.(*v1.Pod); ok {
-			p.queue.Add(pod.Namespace + "/" + pod.Name)
+			key := pod.Namespace + "/" + pod.Name
+			p.mu.Lock()
+			if _, ok := p.queued[key]; !ok {
+				p.queued[key] = p.cfg.Clock.Now()
+			}
+			p.mu.Unlock()
+			p.queue.Add(key)
 		}
 	}
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -185,6 +205,14 @@ func (p *Pods) next(ctx context.Context) bool {
 
 // sync converges one pod; it returns a delay after which to look again, if any.
 func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
+	start := p.cfg.Clock.Now()
+	p.mu.Lock()
+	queuedAt, ok := p.queued[key]
+	delete(p.queued, key)
+	p.mu.Unlock()
+	if !ok {
+		queuedAt = start
+	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	pod, err := p.lister.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -241,21 +269,30 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 	if p.cfg.Effective != nil {
 		run = p.cfg.Effective(pod)
 	}
-	vols, err := p.cfg.Volumes.Prepare(ctx, run)
+	vols, err := p.volumesFor(ctx, run)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "FailedMount", err.Error())
 		view := status.PodView{SandboxReady: false}
-		if uerr := p.writeStatus(ctx, pod, view); uerr != nil {
+		if _, uerr := p.writeStatus(ctx, pod, view); uerr != nil {
 			return 0, uerr
 		}
 		return 2 * time.Second, nil
 	}
+	prepared := p.cfg.Clock.Now()
 	view, err := p.cfg.Runtime.SyncPod(ctx, run, vols)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "FailedSync", err.Error())
 	}
-	if uerr := p.writeStatus(ctx, pod, view); uerr != nil {
+	synced := p.cfg.Clock.Now()
+	written, uerr := p.writeStatus(ctx, pod, view)
+	if uerr != nil {
 		return 0, errors.Join(err, uerr)
+	}
+	if written != nil {
+		// Where a status change's time went: waiting in the queue (from the informer
+		// event), volumes, the runtime, the status write.
+		p.log.Debug("pod status written", "pod", key, "phase", written.Phase, "ready", podReady(written), "queued", start.Sub(queuedAt),
+			"volumes", prepared.Sub(start), "runtime", synced.Sub(prepared), "write", p.cfg.Clock.Since(synced))
 	}
 	if err != nil {
 		return 2 * time.Second, nil
@@ -277,26 +314,65 @@ func (p *Pods) stop(ctx context.Context, pod *v1.Pod, grace time.Duration) error
 func (p *Pods) forget(key string, uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.prepared, uid)
 	if cur := p.known[key]; cur != nil && cur.UID == uid {
 		delete(p.known, key)
 	}
 	delete(p.byUID, uid)
 }
 
-// writeStatus computes the pod's status and writes it when it differs.
-func (p *Pods) writeStatus(ctx context.Context, pod *v1.Pod, view status.PodView) error {
+// volumesFor prepares the pod's volumes, or, when they were prepared already for the
+// same spec, labels and annotations (most syncs: the echo of the agent's own status
+// write, resyncs), returns the same paths without asking the API again for the pod's
+// ConfigMaps, Secrets and token. Their contents are kept current by the volumes'
+// periodic refresh, as kubelet's volume manager mounts once and then resyncs.
+func (p *Pods) volumesFor(ctx context.Context, pod *v1.Pod) (map[string]string, error) {
+	p.mu.Lock()
+	prev, ok := p.prepared[pod.UID]
+	p.mu.Unlock()
+	if ok && maps.Equal(prev.pod.Labels, pod.Labels) && maps.Equal(prev.pod.Annotations, pod.Annotations) &&
+		apiequality.Semantic.DeepEqual(prev.pod.Spec, pod.Spec) {
+		return prev.paths, nil
+	}
+	paths, err := p.cfg.Volumes.Prepare(ctx, pod)
+	p.mu.Lock()
+	if err == nil {
+		p.prepared[pod.UID] = preparedVolumes{pod: pod, paths: paths}
+	} else {
+		delete(p.prepared, pod.UID)
+	}
+	p.mu.Unlock()
+	return paths, err
+}
+
+// writeStatus computes the pod's status and writes it when it differs; written is the
+// status the API server took, nil when none was written.
+func (p *Pods) writeStatus(ctx context.Context, pod *v1.Pod, view status.PodView) (written *v1.PodStatus, err error) {
 	st := status.Compute(pod, view, p.cfg.Clock.Now())
 	if apiequality.Semantic.DeepEqual(st, pod.Status) {
-		return nil
+		return nil, nil
 	}
 	next := pod.DeepCopy()
 	next.Status = st
-	_, err := p.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	_, err = p.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// The informer brings the newer object; the sync runs again then.
-		return nil
+		return nil, nil
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return &next.Status, nil
+}
+
+// podReady reports whether st's Ready condition is True.
+func podReady(st *v1.PodStatus) bool {
+	for _, c := range st.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (p *Pods) event(pod *v1.Pod, typ, reason, msg string) {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -125,4 +126,112 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// countingVolumes counts Prepare calls.
+type countingVolumes struct {
+	mu       sync.Mutex
+	prepared int
+}
+
+func (c *countingVolumes) Prepare(context.Context, *v1.Pod) (map[string]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prepared++
+	return map[string]string{"v": "/vols/v"}, nil
+}
+func (c *countingVolumes) Cleanup(context.Context, *v1.Pod) error { return nil }
+
+func (c *countingVolumes) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.prepared
+}
+
+// TestVolumesPreparedOncePerPodVersion: syncs of an unchanged pod (the echo of the
+// agent's own status write, resyncs, runtime notifications) reuse the prepared
+// volumes; a change of the pod's labels prepares them again (downward API files).
+func TestVolumesPreparedOncePerPodVersion(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "d", UID: "u1", Labels: map[string]string{"a": "1"}},
+		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+	client := fake.NewClientset(pod)
+	rt := newFakeRuntime()
+	vols := &countingVolumes{}
+	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: vols, Resync: time.Hour})
+	go loop.Run(ctx, 1)
+	synced := func() int {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.synced["u1"]
+	}
+	waitFor(t, "the agent's status write back through the watch", func() bool {
+		p, err := loop.lister.Pods("d").Get("p")
+		return err == nil && p.Status.Phase == v1.PodRunning
+	})
+	for range 3 {
+		n := synced()
+		rt.changes <- "u1"
+		waitFor(t, "another sync", func() bool { return synced() > n })
+	}
+	if got := vols.count(); got != 1 {
+		t.Errorf("%d Prepare calls over %d syncs of an unchanged pod, want 1", got, synced())
+	}
+	p, _ := client.CoreV1().Pods("d").Get(ctx, "p", metav1.GetOptions{})
+	p.Labels["a"] = "2"
+	if _, err := client.CoreV1().Pods("d").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the volumes prepared again for the new labels", func() bool { return vols.count() == 2 })
+}
+
+// blockingKillRuntime is fakeRuntime whose KillPod blocks until release closes, as a
+// graceful stop waits for its grace period.
+type blockingKillRuntime struct {
+	*fakeRuntime
+	release chan struct{}
+}
+
+func (b blockingKillRuntime) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) error {
+	<-b.release
+	return b.fakeRuntime.KillPod(ctx, pod, grace)
+}
+
+// TestSlowStopsDoNotHoldNewPods: pods in a long graceful stop (four, as many as the
+// agent once had workers) do not keep a new pod from starting.
+func TestSlowStopsDoNotHoldNewPods(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now := metav1.Now()
+	var objs []runtime.Object
+	for i := range 4 {
+		objs = append(objs, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old" + string(rune('a'+i)), Namespace: "d", UID: types.UID("old" + string(rune('a'+i))),
+			DeletionTimestamp: &now, DeletionGracePeriodSeconds: ptrInt64(30)},
+			Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}}})
+	}
+	client := fake.NewClientset(objs...)
+	// The fake clientset drops events sent before a watch exists: know when it does.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(v1.SchemeGroupVersion.WithResource("pods"), action.GetNamespace())
+		once.Do(func() { close(watching) })
+		return true, w, err
+	})
+	rt := blockingKillRuntime{fakeRuntime: newFakeRuntime(), release: make(chan struct{})}
+	defer close(rt.release)
+	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: noVolumes{}, Resync: time.Hour})
+	go loop.Run(ctx, podWorkers)
+	<-watching
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: "d", UID: "new"},
+		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+	if _, err := client.CoreV1().Pods("d").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new pod synced while four pods are stopping", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.synced["new"] > 0
+	})
 }

@@ -169,9 +169,16 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if cfg.Ready != nil {
 		close(cfg.Ready)
 	}
-	loop.Run(ctx, 4)
+	loop.Run(ctx, podWorkers)
 	return nil
 }
+
+// podWorkers is how many pods the agent syncs at once. A sync can take long: a pod's
+// graceful stop waits up to its grace period, a first start may build its image, and
+// under CPU pressure `runc run` takes seconds; with few workers, pods queue behind those
+// (kubelet has a worker per pod). More than the pods a node starts at once at 10 pods/s
+// on 3 nodes, few enough that a burst does not run dozens of runc processes at a time.
+const podWorkers = 16
 
 // effectivePod adds what Kubernetes' ServiceAccount admission would have: the
 // "default" account and the kube-api-access projected volume mounted in every container.

@@ -90,8 +90,10 @@ const (
 )
 
 // WriteBundle writes spec as dir/config.json for `runc run --bundle dir`, creating dir.
-// The file is replaced atomically (written beside it, synced, renamed), so runc never
-// reads half a spec, and a bundle is never left with a torn config after a crash.
+// The file is replaced atomically (written beside it, renamed), so runc and an agent
+// adopting the container never read half a spec. It is not synced to disk: that would
+// cost every container start a disk flush to guard against a power loss, after which
+// no container of the bundle runs any more and its bundle is removed as stale.
 func WriteBundle(dir string, spec *specs.Spec) error {
 	data, err := json.MarshalIndent(spec, "", "\t")
 	if err != nil {
@@ -106,9 +108,6 @@ func WriteBundle(dir string, spec *specs.Spec) error {
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -148,10 +148,12 @@ func (m *Manager) ensureRunning(ctx context.Context, ps *podState, c *container,
 // root file system over its layers, an OCI bundle, and `runc run`. Failures before a
 // process exists leave c waiting with kubelet's reason (InvalidImageName, ErrImagePull,
 // CreateContainerConfigError, CreateContainerError); a program that cannot be executed
-// is an instance that ended at once with StartError, as containerd reports it. ps.mu is
-// held.
+// is an instance that ended at once with StartError, as containerd reports it. What
+// runs is planContainer's (pure); the I/O goes through m.run. Each step's time is
+// logged at debug level ("container started"). ps.mu is held.
 func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v1.Container) {
 	pod := ps.pod
+	t := newPhases(m.cfg.Clock)
 	cpu, mem := nodeResources()
 	pe := podEnv{pod: pod, podIPs: []string{ps.ip.String()}, hostIPs: []string{m.node.Underlay.String()}, hostname: ps.hostname, nodeCPU: cpu, nodeMemory: mem}
 	if m.cfg.Services != nil {
@@ -166,14 +168,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		m.waitWith(ps, c, "CreateContainerConfigError", err.Error())
 		return
 	}
-	expanded := spec.DeepCopy()
-	lookup := environLookup(env)
-	for i := range expanded.Command {
-		expanded.Command[i] = expand(expanded.Command[i], lookup)
-	}
-	for i := range expanded.Args {
-		expanded.Args[i] = expand(expanded.Args[i], lookup)
-	}
+	t.mark("env")
 	img, err := m.cfg.Images.Ensure(ctx, spec.Image)
 	if err != nil {
 		m.imageFailed(ps, c, spec, err)
@@ -185,12 +180,20 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		c.created = true
 		m.cfg.Logger.Info("container image", "pod", pod.Namespace+"/"+pod.Name, "container", spec.Name, "image", c.image, "imageID", c.imageID)
 	}
+	t.mark("image")
 	id := newID()
-	dir := m.bundleDir(id)
-	cdir := filepath.Join(m.podDir(pod.UID), "containers", spec.Name)
-	ociSpec, err := m.bundle(ctx, ps, expanded, env, img, id, dir, cdir)
+	restartCount := c.restartCount
+	if c.id != "" {
+		restartCount++
+	}
+	in := planInput{pod: pod, container: spec, env: env, image: img.Config.Config, id: id, restartCount: restartCount,
+		bundleDir: m.bundleDir(id), containerDir: filepath.Join(m.podDir(pod.UID), "containers", spec.Name),
+		etcDir: filepath.Join(m.podDir(pod.UID), "etc"), netNS: netns.Path(ps.netns), ipcNS: ps.ipcNS, utsNS: ps.utsNS,
+		pidNS: pidNS(ps), hostname: ps.hostname, podCgroup: m.podCgroup(pod.UID), nodeMemory: mem.Value(),
+		seccompDir: m.cfg.SeccompDir, hostCapabilities: m.hostCaps, cgroup2: runc.Cgroup2(), logs: m.cfg.Logs}
+	plan, err := m.prepare(ctx, ps, spec, img, &in, t)
 	if err != nil {
-		m.removeBundle(dir)
+		m.removeBundle(in.bundleDir)
 		reason := "CreateContainerError"
 		var ce *ocispec.ConfigError
 		if errors.As(err, &ce) {
@@ -200,36 +203,30 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		return
 	}
 
-	// A new instance from here on.
-	if c.id != "" {
-		c.restartCount++
+	// The pod's network is made meanwhile (ensureSandbox): the process needs it.
+	if err := m.awaitNetwork(ps); err != nil {
+		m.removeBundle(plan.dir)
+		return
 	}
+	t.mark("network")
+
+	// A new instance from here on.
+	c.restartCount = restartCount
 	if c.term != nil {
 		c.prevTerm = c.term
 	}
 	c.id, c.term, c.waiting, c.started, c.ready = id, nil, nil, spec.StartupProbe == nil, false
-	fail := func(msg string) {
-		m.removeBundle(dir)
-		m.startFailed(ps, c, msg)
-	}
-	if err := os.MkdirAll(filepath.Join(cdir, "logs"), 0o755); err != nil {
-		fail(err.Error())
-		return
-	}
-	logPath := filepath.Join(cdir, "logs", fmt.Sprintf("%d.log", c.restartCount))
-	m.pruneLogs(filepath.Dir(logPath), int(c.restartCount))
-	// The shim runs the container, owns its stdio and log, and outlives this agent.
-	sc, err := m.cfg.Shim.Start(context.Background(), shim.StartRequest{ID: id, Bundle: dir, LogPath: logPath, Logs: m.cfg.Logs,
-		TTY: spec.TTY, Stdin: spec.Stdin, StdinOnce: spec.StdinOnce})
+	pid, err := m.runPlan(plan, restartCount)
 	if err != nil {
-		fail(err.Error())
+		m.removeBundle(plan.dir)
+		m.startFailed(ps, c, err.Error())
 		return
 	}
+	t.mark("run")
 	pctx, stop := context.WithCancel(ps.ctx)
-	inst := &instance{id: id, initPID: sc.InitPID, process: *ociSpec.Process, dir: dir,
-		cgroup: ociSpec.Linux.CgroupsPath, stopSignal: stopSignal(img.Config.Config.StopSignal),
-		logPath: logPath, termLog: filepath.Join(cdir, id[:16]+terminationLogSuffix),
-		done: make(chan struct{}), stop: stop}
+	inst := &instance{id: id, initPID: pid, process: *plan.spec.Process, dir: plan.dir,
+		cgroup: plan.spec.Linux.CgroupsPath, stopSignal: plan.stopSignal,
+		logPath: plan.logPath, termLog: plan.termLog, done: make(chan struct{}), stop: stop}
 	c.inst, c.startedAt = inst, m.cfg.Clock.Now()
 	m.event(pod, v1.EventTypeNormal, "Created", "Created container: "+spec.Name)
 	m.event(pod, v1.EventTypeNormal, "Started", "Started container "+spec.Name)
@@ -239,6 +236,33 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	m.saveContainers(ps)
 	go m.wait(ps, c, inst, spec)
 	m.startProbes(pctx, ps, c, inst, spec)
+	m.cfg.Logger.Debug("container started", append([]any{"pod", podID(pod), "container", spec.Name}, t.attrs()...)...)
+}
+
+// prepare resolves the container's volumes and PID namespace into in, plans the
+// instance and writes its bundle (root file system and config.json). ps.mu is held.
+func (m *Manager) prepare(ctx context.Context, ps *podState, spec *v1.Container, img imagestore.Image, in *planInput, t *phases) (*containerPlan, error) {
+	var err error
+	if in.volumes, err = m.volumeSources(ps, spec); err != nil {
+		return nil, err
+	}
+	if ns, ok, err := m.ephemeralPIDNS(ps, spec.Name); err != nil {
+		return nil, err
+	} else if ok {
+		in.pidNS = ns
+	}
+	plan := planContainer(*in)
+	t.mark("plan")
+	lowers, err := m.cfg.Images.Store().Lowers(ctx, img)
+	if err != nil {
+		return nil, fmt.Errorf("unpacking image %q: %w", spec.Image, err)
+	}
+	t.mark("layers")
+	if err := m.writeBundle(plan, in.containerDir, spec.Image, lowers); err != nil {
+		return nil, err
+	}
+	t.mark("bundle")
+	return plan, nil
 }
 
 // waitWith leaves c waiting with reason (before any instance of it could be made) and
@@ -310,115 +334,9 @@ func stopSignal(s string) syscall.Signal {
 	return 0
 }
 
-// bundle writes the instance's OCI bundle in dir: its root file system (an overlay of
-// the image's layers with a new upper directory), and config.json for the container's
-// spec, volumes and pod namespaces. A *ocispec.ConfigError is kubelet's
-// CreateContainerConfigError. ps.mu is held.
-func (m *Manager) bundle(ctx context.Context, ps *podState, spec *v1.Container, env []string, img imagestore.Image, id, dir, cdir string) (*specs.Spec, error) {
-	mounts, err := m.mounts(ps, spec, cdir, id)
-	if err != nil {
-		return nil, err
-	}
-	lowers, err := m.cfg.Images.Store().Lowers(ctx, img)
-	if err != nil {
-		return nil, fmt.Errorf("unpacking image %q: %w", spec.Image, err)
-	}
-	rootfs := filepath.Join(dir, "rootfs")
-	if err := imagestore.MountRootfs(lowers, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), rootfs); err != nil {
-		return nil, fmt.Errorf("mounting the root file system of image %q: %w", spec.Image, err)
-	}
-	pidns := pidNS(ps)
-	if ns, ok, err := m.ephemeralPIDNS(ps, spec.Name); err != nil {
-		return nil, err
-	} else if ok {
-		pidns = ns
-	}
-	s, err := ocispec.Spec(ocispec.Input{
-		Pod:              ps.pod,
-		Container:        spec,
-		Image:            img.Config.Config,
-		Rootfs:           rootfs,
-		Env:              env,
-		Mounts:           mounts,
-		NetNS:            netns.Path(ps.netns),
-		IPCNS:            ps.ipcNS,
-		UTSNS:            ps.utsNS,
-		PIDNS:            pidns,
-		Hostname:         ps.hostname,
-		CgroupsPath:      m.podCgroup(ps.pod.UID) + "/" + id,
-		NodeMemory:       totalMemory(),
-		SeccompDir:       m.cfg.SeccompDir,
-		HostCapabilities: m.hostCaps,
-		Cgroup2:          runc.Cgroup2(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	// A tty container's terminal is made by runc in the container's /dev/pts and
-	// handed to the shim, which serves it to attached clients.
-	s.Process.Terminal = spec.TTY
-	if err := runc.WriteBundle(dir, s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // terminationLogSuffix names the file behind a container instance's
 // terminationMessagePath, in the container's directory.
 const terminationLogSuffix = ".termination-log"
-
-// mounts are the bind mounts of a container: the pod's /etc/hosts, /etc/resolv.conf
-// and /etc/hostname, its termination-message file, and its volumes (subPath applied,
-// created when missing as kubelet does). ps.mu is held.
-func (m *Manager) mounts(ps *podState, spec *v1.Container, cdir, id string) ([]ocispec.Mount, error) {
-	etc := filepath.Join(m.podDir(ps.pod.UID), "etc")
-	var out []ocispec.Mount
-	mounted := map[string]bool{}
-	for _, vm := range spec.VolumeMounts {
-		mounted[filepath.Clean(vm.MountPath)] = true
-	}
-	for _, f := range []string{"hosts", "resolv.conf", "hostname"} {
-		if !mounted["/etc/"+f] {
-			out = append(out, ocispec.Mount{Source: filepath.Join(etc, f), Destination: "/etc/" + f, File: true})
-		}
-	}
-	if err := os.MkdirAll(cdir, 0o755); err != nil {
-		return nil, err
-	}
-	pruneTerminationLogs(cdir)
-	termPath := spec.TerminationMessagePath
-	if termPath == "" {
-		termPath = v1.TerminationMessagePathDefault
-	}
-	termLog := filepath.Join(cdir, id[:16]+terminationLogSuffix)
-	if err := os.WriteFile(termLog, nil, 0o666); err != nil {
-		return nil, err
-	}
-	out = append(out, ocispec.Mount{Source: termLog, Destination: termPath, File: true})
-	for _, vm := range spec.VolumeMounts {
-		src, ok := ps.volumes[vm.Name]
-		if !ok {
-			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, spec.Name)
-		}
-		if vm.SubPath != "" {
-			src = filepath.Join(src, vm.SubPath)
-			if _, err := os.Lstat(src); errors.Is(err, os.ErrNotExist) {
-				if err := os.MkdirAll(src, 0o777); err != nil {
-					return nil, fmt.Errorf("creating subPath %q of volume %q: %w", vm.SubPath, vm.Name, err)
-				}
-			}
-		}
-		fi, err := os.Stat(src)
-		if err != nil {
-			return nil, fmt.Errorf("volume %q of container %q: %w", vm.Name, spec.Name, err)
-		}
-		if err := m.fsGroup(ps, vm.Name); err != nil {
-			return nil, fmt.Errorf("giving volume %q to the pod's fsGroup: %w", vm.Name, err)
-		}
-		out = append(out, ocispec.Mount{Source: src, Destination: vm.MountPath, ReadOnly: vm.ReadOnly, File: !fi.IsDir()})
-	}
-	return out, nil
-}
 
 // fsGroup gives the named volume to the pod's fsGroup, once per pod and volume, as
 // kubelet does when it mounts it. ps.mu is held.
@@ -474,7 +392,7 @@ func (m *Manager) bundleDir(id string) string {
 
 // removeBundle unmounts an instance's root file system and removes its bundle.
 func (m *Manager) removeBundle(dir string) {
-	if err := imagestore.UnmountRootfs(filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "rootfs")); err != nil {
+	if err := m.run.UnmountRootfs(filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "rootfs")); err != nil {
 		m.cfg.Logger.Warn("unmounting a container's root file system", "dir", dir, "err", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -516,14 +434,14 @@ func (m *Manager) pruneLogs(dir string, current int) {
 func (m *Manager) wait(ps *podState, c *container, inst *instance, spec *v1.Container) {
 	code := 0
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		sc, err := m.cfg.Shim.Wait(context.Background(), inst.id)
+		exit, err := m.run.Wait(context.Background(), inst.id)
 		if err == nil {
-			code = sc.ExitCode
+			code = exit
 			break
 		}
 		if errors.Is(err, shim.ErrNotFound) {
 			m.cfg.Logger.Warn("the shim lost a container: killing it", "pod", podID(ps.pod), "container", c.name, "id", inst.id)
-			_ = m.runc.Kill(context.Background(), inst.id, syscall.SIGKILL)
+			_ = m.run.Kill(context.Background(), inst.id, syscall.SIGKILL)
 			code = 137
 			break
 		}
@@ -537,10 +455,10 @@ func (m *Manager) wait(ps *podState, c *container, inst *instance, spec *v1.Cont
 		oom = st.OOMKilled(code)
 	}
 	inst.stop()
-	if err := m.runc.Delete(context.Background(), inst.id); err != nil {
+	if err := m.run.Delete(context.Background(), inst.id); err != nil {
 		m.cfg.Logger.Warn("deleting a container", "container", inst.id, "err", err)
 	}
-	_ = m.cfg.Shim.Forget(context.Background(), inst.id)
+	_ = m.run.Forget(context.Background(), inst.id)
 	m.removeBundle(inst.dir)
 	term := &v1.ContainerStateTerminated{ExitCode: int32(code), ContainerID: status.ContainerIDPrefix + inst.id,
 		Message: terminationMessage(inst.termLog, spec, code, inst.logPath)}

@@ -13,7 +13,6 @@ import (
 	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/agent/shim"
-	"github.com/tranche/tranche/internal/imagestore"
 	"github.com/tranche/tranche/internal/netns"
 )
 
@@ -76,7 +75,7 @@ func (m *Manager) ensurePIDSandbox(ctx context.Context, ps *podState) error {
 		return fail(err)
 	}
 	rootfs := filepath.Join(dir, "rootfs")
-	if err := imagestore.MountRootfs(lowers, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), rootfs); err != nil {
+	if err := m.run.MountRootfs(lowers, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), rootfs); err != nil {
 		return fail(err)
 	}
 	spec, err := ocispec.Spec(ocispec.Input{
@@ -100,13 +99,16 @@ func (m *Manager) ensurePIDSandbox(ctx context.Context, ps *podState) error {
 	if err := runc.WriteBundle(dir, spec); err != nil {
 		return fail(err)
 	}
-	sc, err := m.cfg.Shim.Start(context.Background(), shim.StartRequest{ID: id, Bundle: dir})
+	if err := m.awaitNetwork(ps); err != nil {
+		return fail(err)
+	}
+	pid, err := m.run.Start(context.Background(), shim.StartRequest{ID: id, Bundle: dir})
 	if err != nil {
 		return fail(err)
 	}
-	ps.pidSandbox = m.watchPIDSandbox(id, dir, sc.InitPID)
+	ps.pidSandbox = m.watchPIDSandbox(id, dir, pid)
 	m.saveContainers(ps)
-	m.cfg.Logger.Debug("sandbox container started", "pod", podID(pod), "container", id, "pid", sc.InitPID)
+	m.cfg.Logger.Debug("sandbox container started", "pod", podID(pod), "container", id, "pid", pid)
 	return nil
 }
 
@@ -117,7 +119,7 @@ func (m *Manager) watchPIDSandbox(id, dir string, pid int) *pidSandbox {
 	go func() {
 		defer close(sb.done)
 		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-			_, err := m.cfg.Shim.Wait(context.Background(), id)
+			_, err := m.run.Wait(context.Background(), id)
 			if err == nil || errors.Is(err, shim.ErrNotFound) {
 				return
 			}
@@ -133,12 +135,12 @@ func (m *Manager) removePIDSandbox(sb *pidSandbox) {
 	select {
 	case <-sb.done:
 	default:
-		_ = m.runc.Kill(context.Background(), sb.id, syscall.SIGKILL)
+		_ = m.run.Kill(context.Background(), sb.id, syscall.SIGKILL)
 		<-sb.done
 	}
-	if err := m.runc.Delete(context.Background(), sb.id); err != nil {
+	if err := m.run.Delete(context.Background(), sb.id); err != nil {
 		m.cfg.Logger.Warn("deleting a sandbox container", "container", sb.id, "err", err)
 	}
-	_ = m.cfg.Shim.Forget(context.Background(), sb.id)
+	_ = m.run.Forget(context.Background(), sb.id)
 	m.removeBundle(sb.dir)
 }

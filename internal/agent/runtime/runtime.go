@@ -21,6 +21,12 @@
 // containerd give it. Exec sessions and exec probes are `runc exec` with the
 // container's own process settings.
 //
+// Starting an instance (start.go) is a pure plan (planContainer: the spec's input,
+// mounts, paths and the shim's request) between gathering its inputs and applying it
+// through a Runner, the I/O edge (rootfs mount, shim and runc calls), which FakeRunner
+// stands in for in tests. The pod's network namespace and veth are made while the rest
+// of its sandbox and its first bundles are (awaitNetwork).
+//
 // The shim outlives the agent. The agent records each pod's containers (ids, restart
 // counts, last states, running instances) in RootDir/pods/<uid>/containers.json; a new
 // agent adopts the instances the shim still runs, with their sandbox, instead of
@@ -78,6 +84,9 @@ type Config struct {
 	// Runc deletes, signals and execs into containers, with the shim's runc state
 	// directory; New finds runc and uses RootDir/runc when it is nil.
 	Runc *runc.Runtime
+	// Runner mounts containers' root file systems and runs their processes; New
+	// uses the real one (NewRunner of Shim and Runc) when it is nil.
+	Runner Runner
 	// PodPidsLimit is the pids.max of every pod's cgroup (kubelet's --pod-max-pids);
 	// 0 or less sets none.
 	PodPidsLimit int64
@@ -163,6 +172,8 @@ type Manager struct {
 	backoff *backoff.Backoff
 	changes chan types.UID
 	runc    *runc.Runtime
+	// run is the I/O edge of starting and ending container instances.
+	run Runner
 	// hostCaps is the agent's capability bounding set: what privileged containers get.
 	hostCaps []string
 
@@ -226,6 +237,9 @@ func New(cfg Config) (*Manager, error) {
 		}
 		cfg.Runc = &runc.Runtime{Binary: bin, Root: filepath.Join(cfg.RootDir, "runc"), Logger: cfg.Logger}
 	}
+	if cfg.Runner == nil {
+		cfg.Runner = NewRunner(cfg.Shim, cfg.Runc)
+	}
 	ips, err := clusternet.NewPodIPs(node.PodCIDR)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: node %q: %w", cfg.NodeName, err)
@@ -236,6 +250,7 @@ func New(cfg Config) (*Manager, error) {
 		backoff: cfg.Backoff,
 		changes: make(chan types.UID, 1024),
 		runc:    cfg.Runc,
+		run:     cfg.Runner,
 		ips:     ips,
 		records: map[types.UID]sandboxRecord{},
 		pods:    map[types.UID]*podState{},
@@ -294,8 +309,10 @@ type podState struct {
 	ip              netip.Addr
 	hostname        string
 	sandboxReady    bool
-	startTime       time.Time
-	terminal        bool
+	// network is set while the sandbox's network is being made (awaitNetwork).
+	network   *pendingNetwork
+	startTime time.Time
+	terminal  bool
 	// deadlineArmed is set once a notification for activeDeadlineSeconds is scheduled.
 	deadlineArmed bool
 	containers    map[string]*container
@@ -353,6 +370,17 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]s
 	if err := m.ensureSandbox(ps); err != nil {
 		return m.view(ps), err
 	}
+	view, err := m.syncContainers(ctx, ps)
+	if nerr := m.awaitNetwork(ps); nerr != nil {
+		return m.view(ps), nerr
+	}
+	return view, err
+}
+
+// syncContainers is SyncPod once the sandbox is made (its network may still be in the
+// making: awaitNetwork). ps.mu is held.
+func (m *Manager) syncContainers(ctx context.Context, ps *podState) (status.PodView, error) {
+	pod := ps.pod
 	if !ps.terminal && pod.DeletionTimestamp == nil {
 		if err := m.ensurePIDSandbox(ctx, ps); err != nil {
 			return m.view(ps), err

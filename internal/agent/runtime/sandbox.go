@@ -96,7 +96,10 @@ func (m *Manager) podDir(uid types.UID) string {
 }
 
 // ensureSandbox gives ps its network namespace, address and /etc files. A namespace left
-// from before an agent restart is rebuilt, keeping the pod's address. ps.mu is held.
+// from before an agent restart is rebuilt, keeping the pod's address. The network
+// namespace and its link to the node are made in the background while the rest of the
+// sandbox is made and the containers' bundles are written: awaitNetwork waits for them
+// before a process runs in the pod and before SyncPod returns. ps.mu is held.
 func (m *Manager) ensureSandbox(ps *podState) error {
 	if ps.sandboxReady {
 		return nil
@@ -105,7 +108,12 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 	if pod.Spec.HostNetwork {
 		return m.ensureHostNetwork(ps)
 	}
+	t := newPhases(m.cfg.Clock)
 	name, err := sandboxName(m.cfg.Topology.Prefix, pod.UID)
+	if err != nil {
+		return err
+	}
+	hostname, _, err := podfiles.Hostname(pod, m.cfg.ClusterDomain)
 	if err != nil {
 		return err
 	}
@@ -125,6 +133,7 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 		}
 	}
 	m.mu.Unlock()
+	t.mark("address")
 	ip, err := netip.ParseAddr(rec.IP)
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: bad recorded address %q: %w", pod.Namespace, pod.Name, rec.IP, err)
@@ -137,24 +146,73 @@ func (m *Manager) ensureSandbox(ps *podState) error {
 			return err
 		}
 	}
-	if err := netns.Create(rec.NetNS); err != nil {
-		return fmt.Errorf("creating the sandbox of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	if _, err := clusternet.AttachPod(m.cfg.Topology, m.cfg.NodeName, rec.NetNS, ip); err != nil {
-		_ = m.deleteNetNS(rec.NetNS)
-		return fmt.Errorf("creating the sandbox of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	hostname, _, err := podfiles.Hostname(pod, m.cfg.ClusterDomain)
-	if err != nil {
-		return err
-	}
+	net := &pendingNetwork{done: make(chan struct{}), phases: t}
+	go func() {
+		defer close(net.done)
+		n := newPhases(m.cfg.Clock)
+		if err := netns.Create(rec.NetNS); err != nil {
+			net.err = fmt.Errorf("creating the sandbox of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			return
+		}
+		n.mark("netns")
+		if _, err := clusternet.AttachPod(m.cfg.Topology, m.cfg.NodeName, rec.NetNS, ip); err != nil {
+			_ = m.deleteNetNS(rec.NetNS)
+			net.err = fmt.Errorf("creating the sandbox of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			return
+		}
+		n.mark("link")
+		net.took = n.marks
+	}()
+	ps.network = net
 	if err := m.writeEtc(pod, ip, hostname); err != nil {
+		m.awaitNetwork(ps)
 		return fmt.Errorf("writing /etc files of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	t.mark("etc")
 	if err := m.podNamespaces(ps, hostname); err != nil {
+		m.awaitNetwork(ps)
 		return err
 	}
+	t.mark("namespaces")
 	ps.netns, ps.ip, ps.hostname, ps.sandboxReady = rec.NetNS, ip, hostname, true
+	return nil
+}
+
+// pendingNetwork is a pod's network namespace and link being made: done closes when
+// they are, err says why they could not be; took times the steps and phases the rest
+// of the sandbox, for the debug line.
+type pendingNetwork struct {
+	done   chan struct{}
+	err    error
+	took   []any
+	phases *phases
+}
+
+// awaitNetwork waits until the pod's network namespace and link are made, if they
+// are being made; when they could not be, the sandbox is not ready and the error says
+// why, to every caller until the next sync makes it again. ps.mu is held.
+func (m *Manager) awaitNetwork(ps *podState) error {
+	net := ps.network
+	if net == nil {
+		return nil
+	}
+	select {
+	case <-net.done:
+		if net.err != nil {
+			return net.err
+		}
+	default:
+	}
+	t := net.phases
+	t.mark("rest") // the sandbox's other steps and the bundles, until now
+	<-net.done
+	t.mark("waited")
+	if net.err != nil {
+		ps.sandboxReady = false
+		return net.err
+	}
+	ps.network = nil
+	m.cfg.Logger.Debug("pod sandbox created", append(append([]any{"pod", podID(ps.pod)}, net.took...), t.attrs()...)...)
 	return nil
 }
 

@@ -143,7 +143,37 @@ func Compute(pod *v1.Pod, view PodView, now time.Time) v1.PodStatus {
 	}
 
 	s.Conditions = conditions(pod, &s, view.SandboxReady, now)
+	normalizeTimes(&s)
 	return s
+}
+
+// normalizeTimes cuts every time in s to whole seconds, as kubelet's status manager
+// does (normalizeStatus): the API stores times to the second, so a status with finer
+// times never equals the stored one and every sync would write it again.
+func normalizeTimes(s *v1.PodStatus) {
+	cut := func(t *metav1.Time) {
+		if t != nil {
+			*t = t.Rfc3339Copy()
+		}
+	}
+	cut(s.StartTime)
+	for i := range s.Conditions {
+		cut(&s.Conditions[i].LastProbeTime)
+		cut(&s.Conditions[i].LastTransitionTime)
+	}
+	for _, sts := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+		for i := range sts {
+			for _, st := range []*v1.ContainerState{&sts[i].State, &sts[i].LastTerminationState} {
+				if r := st.Running; r != nil {
+					cut(&r.StartedAt)
+				}
+				if t := st.Terminated; t != nil {
+					cut(&t.StartedAt)
+					cut(&t.FinishedAt)
+				}
+			}
+		}
+	}
 }
 
 // containerStatuses builds the statuses of containers in spec order; containers the

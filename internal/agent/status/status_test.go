@@ -1,11 +1,13 @@
 package status
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -429,4 +431,35 @@ func conditionStatuses(s v1.PodStatus) map[v1.PodConditionType]v1.ConditionStatu
 		out[c.Type] = c.Status
 	}
 	return out
+}
+
+// TestComputeIsStableThroughTheAPI: the API keeps times to the second, so a status
+// computed from sub-second times must equal what the API gives back, or the agent
+// writes it again on every sync.
+func TestComputeIsStableThroughTheAPI(t *testing.T) {
+	fine := now.Add(123456789 * time.Nanosecond)
+	pod := makePod(nil)
+	view := makeView(func(v *PodView) {
+		v.StartTime = fine.Add(-time.Minute)
+		run := runningView(true)
+		run.State.Running.StartedAt = metav1.NewTime(fine.Add(-30 * time.Second))
+		run.LastState = terminated(1, "", fine.Add(-40*time.Second))
+		v.Containers = map[string]ContainerView{"app": run}
+	})
+	st := Compute(pod, view, fine)
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored v1.PodStatus
+	if err := json.Unmarshal(data, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(st, stored) {
+		t.Errorf("the computed status differs from what the API stores of it:\n%s", cmp.Diff(stored, st))
+	}
+	pod.Status = stored
+	if again := Compute(pod, view, fine.Add(time.Second)); !apiequality.Semantic.DeepEqual(again, stored) {
+		t.Errorf("recomputed unchanged, the status differs from the stored one:\n%s", cmp.Diff(stored, again))
+	}
 }
