@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The lean path serves the common HTTP/1.1 exchange itself: a keep-alive request with no
@@ -364,7 +366,9 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 			}
 		}
 	}
-	if hosts != 1 || (rq.chunked && rq.contentLength >= 0) {
+	// A Host net/http's server refuses (400 "malformed Host header") would otherwise
+	// reach a backend: it goes to net/http too.
+	if hosts != 1 || !httpguts.ValidHostHeader(string(rq.host)) || (rq.chunked && rq.contentLength >= 0) {
 		return false
 	}
 	for _, t := range lc.tokens {

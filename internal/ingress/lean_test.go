@@ -394,6 +394,8 @@ func TestLeanParse(t *testing.T) {
 		{"absolute form", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", false},
 		{"no Host", "GET / HTTP/1.1\r\n\r\n", false},
 		{"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", false},
+		{"malformed Host", "GET / HTTP/1.1\r\nHost: a<b>\r\n\r\n", false},
+		{"Host with a port", "GET / HTTP/1.1\r\nHost: a:8080\r\n\r\n", true},
 		{"Upgrade", "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", false},
 		{"Expect", "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", false},
 		{"Content-Length and chunked", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", false},
