@@ -325,8 +325,10 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 		return false
 	}
 	rq.target = rest[:sp]
+	// A '#' has no place in a request target: net/http escapes it (%23) for the
+	// backend, which might otherwise read a fragment the routing did not see.
 	for _, c := range rq.target {
-		if c <= ' ' || c == 0x7f {
+		if c <= ' ' || c == 0x7f || c == '#' {
 			return false
 		}
 	}
@@ -346,7 +348,9 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 			if rq.contentLength >= 0 {
 				return false
 			}
-			if rq.contentLength = parseLength(fl.value); rq.contentLength < 0 {
+			// Leading zeros are left to net/http, which sends the backend the
+			// number rewritten, not the bytes received.
+			if rq.contentLength = parseLength(fl.value); rq.contentLength < 0 || (len(fl.value) > 1 && fl.value[0] == '0') {
 				return false
 			}
 		case bytes.EqualFold(fl.name, hdrTransferEncoding):

@@ -406,6 +406,9 @@ func TestLeanParse(t *testing.T) {
 		{"space before the colon", "GET / HTTP/1.1\r\nHost : a\r\n\r\n", false},
 		{"control character in a value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\x01c\r\n\r\n", false},
 		{"space in the target", "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", false},
+		{"fragment in the target", "GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", false},
+		{"Content-Length with leading zeros", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 01\r\n\r\n", false},
+		{"Content-Length zero", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", true},
 		{"lower-case method", "get / HTTP/1.1\r\nHost: a\r\n\r\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
