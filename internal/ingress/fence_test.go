@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/textproto"
 	"slices"
 	"strings"
 	"sync"
@@ -33,7 +35,14 @@ func netHTTPReading(head []byte) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosts, ok := r.Header["Host"]
+	// ReadRequest moves Host out of the header; the server counts the lines.
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
+	_, _ = tp.ReadLine()
+	header, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return nil, err
+	}
+	hosts, ok := header["Host"]
 	switch {
 	case !ok || len(hosts) == 0:
 		return nil, errors.New("missing required Host header")
@@ -42,7 +51,7 @@ func netHTTPReading(head []byte) (*http.Request, error) {
 	case !httpguts.ValidHostHeader(hosts[0]):
 		return nil, errors.New("malformed Host header")
 	}
-	for k, vs := range r.Header {
+	for k, vs := range header {
 		if !httpguts.ValidHeaderFieldName(k) {
 			return nil, errors.New("invalid header name")
 		}
@@ -101,6 +110,46 @@ func FuzzLeanParse(f *testing.F) {
 		}
 		if !rq.chunked && max(rq.contentLength, 0) != r.ContentLength {
 			t.Fatalf("%q: lean Content-Length %d, net/http %d", head, rq.contentLength, r.ContentLength)
+		}
+	})
+}
+
+// FuzzLeanChunked holds the lean path's chunked body reader to net/http's: a body it
+// passes on (as it is) must decode with net/http's chunked reader to as many bytes,
+// its trailer section must read as net/http reads trailers, and nothing may follow.
+func FuzzLeanChunked(f *testing.F) {
+	for _, s := range []string{
+		"0\r\n\r\n",
+		"5\r\nhello\r\n0\r\n\r\n",
+		"3;a=\"b;c\"\r\nabc\r\n00\r\nX-T: 1\r\n\r\n",
+		"3\nabc\r\n0\r\n\r\n",
+		"3\r\nabcd\r\n0\r\n\r\n",
+		"fffffffffffffffff\r\n",
+		"A \t\r\n0123456789\r\n0\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var out bytes.Buffer
+		pp := pipe{dst: bufio.NewWriter(&out), src: bufio.NewReader(bytes.NewReader(body))}
+		total, err := pp.chunked(0)
+		if err != nil {
+			return
+		}
+		_ = pp.dst.Flush()
+		if !bytes.HasPrefix(body, out.Bytes()) {
+			t.Fatalf("%q: passed on %q, not the body as it is", body, out.Bytes())
+		}
+		br := bufio.NewReader(bytes.NewReader(out.Bytes()))
+		data, err := io.ReadAll(httputil.NewChunkedReader(br))
+		if err != nil || int64(len(data)) != total {
+			t.Fatalf("%q: the lean path reads %d bytes, net/http %d (%v)", body, total, len(data), err)
+		}
+		if _, err := textproto.NewReader(br).ReadMIMEHeader(); err != nil {
+			t.Fatalf("%q: the lean path accepts trailers net/http refuses: %v", body, err)
+		}
+		if rest, _ := io.ReadAll(br); len(rest) > 0 {
+			t.Fatalf("%q: the lean path passed on %q after the body's end", body, rest)
 		}
 	})
 }

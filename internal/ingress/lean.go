@@ -296,11 +296,13 @@ func (lc *leanConn) handOff() bool {
 // request is a parsed request head; its slices point into the connection's buffer.
 type request struct {
 	line, method, target []byte
-	host                 []byte
-	contentLength        int64 // -1: none
-	chunked              bool
-	close                bool // Connection: close, or the connection must close after the answer
-	teTrailers           bool
+	// unescaped is the path of a target with escapes, decoded; "" without escapes.
+	unescaped     string
+	host          []byte
+	contentLength int64 // -1: none
+	chunked       bool
+	close         bool // Connection: close, or the connection must close after the answer
+	teTrailers    bool
 	// headLen is how much of the head is still in the buffer (0 once discarded);
 	// bodyDone is set once the body, if any, was read.
 	headLen  int
@@ -325,6 +327,15 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 		return false
 	}
 	rq.target = rest[:sp]
+	if path, _, _ := bytes.Cut(rq.target, []byte{'?'}); bytes.IndexByte(path, '%') >= 0 {
+		// Escapes are decoded for routing as net/http decodes them, and a path it
+		// refuses (a bad escape) goes to it.
+		u, err := url.ParseRequestURI(string(rq.target))
+		if err != nil {
+			return false
+		}
+		rq.unescaped = u.Path
+	}
 	// A '#' has no place in a request target: net/http escapes it (%23) for the
 	// backend, which might otherwise read a fragment the routing did not see.
 	for _, c := range rq.target {
@@ -397,14 +408,10 @@ func (lc *leanConn) exchange(head []byte) error {
 	x := &lc.x
 	*x = exchange{start: time.Now(), client: lc.client, proto: "HTTP/1.1", method: methodString(rq.method)}
 	x.host = lc.str(&lc.lastHost, rq.host)
-	path, _, _ := bytes.Cut(rq.target, []byte{'?'})
-	if bytes.IndexByte(path, '%') >= 0 {
-		u, err := url.ParseRequestURI(string(rq.target))
-		if err != nil {
-			return errHandOff
-		}
-		x.path = u.Path
+	if rq.unescaped != "" {
+		x.path = rq.unescaped
 	} else {
+		path, _, _ := bytes.Cut(rq.target, []byte{'?'})
 		x.path = lc.str(&lc.lastPath, path)
 	}
 	x.ingress, x.backend = p.route(p.table.Load(), x.host, x.path)
