@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 
 	jose "gopkg.in/go-jose/go-jose.v2"
 	"gopkg.in/go-jose/go-jose.v2/cryptosigner"
@@ -84,6 +85,10 @@ type parsedJWT struct {
 func parseJWT(token string) (*parsedJWT, error) {
 	if len(token) > maxTokenSize {
 		return nil, errors.New("token is too large")
+	}
+	// go-jose would also take the JSON serialization; Kubernetes tokens are compact.
+	if strings.Count(token, ".") != 2 {
+		return nil, errors.New("token is not a compact JWS (three dot-separated parts)")
 	}
 	tok, err := jwt.ParseSigned(token)
 	if err != nil {

@@ -214,7 +214,15 @@ func TestServiceAccountTokensIgnoreForeignTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, token := range map[string]string{"static token": "abc123", "other issuer": foreign, "garbage": "a.b.c"} {
+	// The JSON serialization of one of our tokens, which go-jose parses too: not a
+	// Kubernetes token.
+	mine, _, err := mustIssuer(t, key, time.Now()).Issue("t1", "robot", "u", nil, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(mine, ".")
+	jsonJWS := `{"protected":"` + parts[0] + `","payload":"` + parts[1] + `","signature":"` + parts[2] + `"}`
+	for name, token := range map[string]string{"static token": "abc123", "other issuer": foreign, "garbage": "a.b.c", "JSON serialization": jsonJWS} {
 		t.Run(name, func(t *testing.T) {
 			if u, ok, err := auth.AuthenticateToken(token); u != nil || ok || err != nil {
 				t.Fatalf("got (%v, %v, %v), want no answer", u, ok, err)
