@@ -327,6 +327,13 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 		return false
 	}
 	rq.target = rest[:sp]
+	// A '#' has no place in a request target: net/http escapes it (%23) for the
+	// backend, which might otherwise read a fragment the routing did not see.
+	for _, c := range rq.target {
+		if c <= ' ' || c == 0x7f || c == '#' {
+			return false
+		}
+	}
 	if path, _, _ := bytes.Cut(rq.target, []byte{'?'}); bytes.IndexByte(path, '%') >= 0 {
 		// Escapes are decoded for routing as net/http decodes them, and a path it
 		// refuses (a bad escape) goes to it.
@@ -335,13 +342,6 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 			return false
 		}
 		rq.unescaped = u.Path
-	}
-	// A '#' has no place in a request target: net/http escapes it (%23) for the
-	// backend, which might otherwise read a fragment the routing did not see.
-	for _, c := range rq.target {
-		if c <= ' ' || c == 0x7f || c == '#' {
-			return false
-		}
 	}
 	var ok bool
 	if lc.fields, ok = parseFields(head[i+2:len(head)-2], lc.fields[:0]); !ok {

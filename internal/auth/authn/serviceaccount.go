@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"gopkg.in/go-jose/go-jose.v2"
+	jose "gopkg.in/go-jose/go-jose.v2"
 	"gopkg.in/go-jose/go-jose.v2/jwt"
 	"k8s.io/apimachinery/pkg/util/uuid"
 )
