@@ -29,5 +29,9 @@
 // metrics. A client that leaves while its request is in flight gets its backend
 // connection closed, and the request is logged as 499 as nginx does (abort.go; net/http's
 // server cancels the request of the general path); on the lean path an answer head over
-// 64 kB gets 502 (see respHeadMax).
+// 64 kB gets 502 (see respHeadMax). The lean path is fenced by net/http (fence_test.go):
+// what its parser accepts, net/http must read the same way (FuzzLeanParse,
+// FuzzLeanChunked), and the same bytes, smuggling shapes included, must bring the backend
+// the same requests through both paths (TestLeanMatchesNetHTTP); a head net/http would
+// refuse is handed to it, which answers 400.
 package ingress

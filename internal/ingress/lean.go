@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The lean path serves the common HTTP/1.1 exchange itself: a keep-alive request with no
@@ -294,11 +296,13 @@ func (lc *leanConn) handOff() bool {
 // request is a parsed request head; its slices point into the connection's buffer.
 type request struct {
 	line, method, target []byte
-	host                 []byte
-	contentLength        int64 // -1: none
-	chunked              bool
-	close                bool // Connection: close, or the connection must close after the answer
-	teTrailers           bool
+	// unescaped is the path of a target with escapes, decoded; "" without escapes.
+	unescaped     string
+	host          []byte
+	contentLength int64 // -1: none
+	chunked       bool
+	close         bool // Connection: close, or the connection must close after the answer
+	teTrailers    bool
 	// headLen is how much of the head is still in the buffer (0 once discarded);
 	// bodyDone is set once the body, if any, was read.
 	headLen  int
@@ -323,10 +327,21 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 		return false
 	}
 	rq.target = rest[:sp]
+	// A '#' has no place in a request target: net/http escapes it (%23) for the
+	// backend, which might otherwise read a fragment the routing did not see.
 	for _, c := range rq.target {
-		if c <= ' ' || c == 0x7f {
+		if c <= ' ' || c == 0x7f || c == '#' {
 			return false
 		}
+	}
+	if path, _, _ := bytes.Cut(rq.target, []byte{'?'}); bytes.IndexByte(path, '%') >= 0 {
+		// Escapes are decoded for routing as net/http decodes them, and a path it
+		// refuses (a bad escape) goes to it.
+		u, err := url.ParseRequestURI(string(rq.target))
+		if err != nil {
+			return false
+		}
+		rq.unescaped = u.Path
 	}
 	var ok bool
 	if lc.fields, ok = parseFields(head[i+2:len(head)-2], lc.fields[:0]); !ok {
@@ -344,7 +359,9 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 			if rq.contentLength >= 0 {
 				return false
 			}
-			if rq.contentLength = parseLength(fl.value); rq.contentLength < 0 {
+			// Leading zeros are left to net/http, which sends the backend the
+			// number rewritten, not the bytes received.
+			if rq.contentLength = parseLength(fl.value); rq.contentLength < 0 || (len(fl.value) > 1 && fl.value[0] == '0') {
 				return false
 			}
 		case bytes.EqualFold(fl.name, hdrTransferEncoding):
@@ -364,7 +381,9 @@ func (lc *leanConn) parseRequest(head []byte, rq *request) bool {
 			}
 		}
 	}
-	if hosts != 1 || (rq.chunked && rq.contentLength >= 0) {
+	// A Host net/http's server refuses (400 "malformed Host header") would otherwise
+	// reach a backend: it goes to net/http too.
+	if hosts != 1 || !httpguts.ValidHostHeader(string(rq.host)) || (rq.chunked && rq.contentLength >= 0) {
 		return false
 	}
 	for _, t := range lc.tokens {
@@ -389,14 +408,10 @@ func (lc *leanConn) exchange(head []byte) error {
 	x := &lc.x
 	*x = exchange{start: time.Now(), client: lc.client, proto: "HTTP/1.1", method: methodString(rq.method)}
 	x.host = lc.str(&lc.lastHost, rq.host)
-	path, _, _ := bytes.Cut(rq.target, []byte{'?'})
-	if bytes.IndexByte(path, '%') >= 0 {
-		u, err := url.ParseRequestURI(string(rq.target))
-		if err != nil {
-			return errHandOff
-		}
-		x.path = u.Path
+	if rq.unescaped != "" {
+		x.path = rq.unescaped
 	} else {
+		path, _, _ := bytes.Cut(rq.target, []byte{'?'})
 		x.path = lc.str(&lc.lastPath, path)
 	}
 	x.ingress, x.backend = p.route(p.table.Load(), x.host, x.path)

@@ -394,6 +394,8 @@ func TestLeanParse(t *testing.T) {
 		{"absolute form", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", false},
 		{"no Host", "GET / HTTP/1.1\r\n\r\n", false},
 		{"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", false},
+		{"malformed Host", "GET / HTTP/1.1\r\nHost: a<b>\r\n\r\n", false},
+		{"Host with a port", "GET / HTTP/1.1\r\nHost: a:8080\r\n\r\n", true},
 		{"Upgrade", "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", false},
 		{"Expect", "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", false},
 		{"Content-Length and chunked", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", false},
@@ -404,6 +406,9 @@ func TestLeanParse(t *testing.T) {
 		{"space before the colon", "GET / HTTP/1.1\r\nHost : a\r\n\r\n", false},
 		{"control character in a value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\x01c\r\n\r\n", false},
 		{"space in the target", "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", false},
+		{"fragment in the target", "GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", false},
+		{"Content-Length with leading zeros", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 01\r\n\r\n", false},
+		{"Content-Length zero", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", true},
 		{"lower-case method", "get / HTTP/1.1\r\nHost: a\r\n\r\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,48 +51,81 @@ type existing struct {
 // planSync returns the operations that bring the table from st to the desired rules
 // of the changed services, and updates st as if they succeeded. A full plan (ex non-nil:
 // what the kernel table holds) rewrites the skeleton and every service in changed, which
-// must then hold every service, and flushes leftovers found in ex.
+// must then hold every service, and flushes leftovers found in ex; a partial plan
+// writes only what differs from st.
 func planSync(cfg Config, st *tableState, changed map[types.NamespacedName]*serviceRules, ex *existing) *syncPlan {
 	pl := &syncPlan{}
-	tx := &pl.before
-	full := ex != nil
 	names := slices.SortedFunc(maps.Keys(changed), compareNames)
-	elements := 0
-	if full {
-		writeSkeleton(tx, cfg)
-		for _, r := range changed {
-			elements += len(r.elements)
-		}
-		*st = *newTableState(len(changed), elements)
-		for _, c := range ex.chains {
-			st.staleChains[c] = true
-		}
-		for _, s := range ex.sets {
-			st.staleSets[s] = true
-		}
-	}
-
-	// Objects first, so that rules and elements below can refer to any of them (the
-	// shared chains are planShared's).
-	for _, n := range names {
-		for c := range changed[n].chains {
-			tx.Add(&knftables.Chain{Name: c})
-		}
-		for s, timeout := range changed[n].sets {
-			tx.Add(&knftables.Set{Name: s, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.DynamicFlag}, Timeout: &timeout})
-		}
-	}
-
-	// A partial plan remembers what the elements it touches were before, to write
-	// only differences; a full plan writes every element once, in the order services
-	// first use them.
-	var before map[elemKey]elemState
-	shared := false // an element of the full plan is used by two services
-	if full {
-		pl.adds = make([]elemOp, 0, elements)
+	if ex != nil {
+		planFull(pl, cfg, st, changed, names, ex)
 	} else {
-		before = map[elemKey]elemState{}
+		planPartial(pl, cfg, st, changed, names)
 	}
+	return pl
+}
+
+// planFull starts st afresh, with every per-service object found in the kernel stale,
+// and writes the skeleton and every service: each chain flushed and rewritten, each
+// element added once, in the order services first use it.
+func planFull(pl *syncPlan, cfg Config, st *tableState, changed map[types.NamespacedName]*serviceRules, names []types.NamespacedName, ex *existing) {
+	tx := &pl.before
+	writeSkeleton(tx, cfg)
+	elements := 0
+	for _, r := range changed {
+		elements += len(r.elements)
+	}
+	*st = *newTableState(len(changed), elements)
+	for _, c := range ex.chains {
+		st.staleChains[c] = true
+	}
+	for _, s := range ex.sets {
+		st.staleSets[s] = true
+	}
+	addServiceObjects(tx, changed, names)
+
+	pl.adds = make([]elemOp, 0, elements)
+	shared := false // an element is used by two services
+	for _, n := range names {
+		cur := changed[n]
+		for _, c := range slices.Sorted(maps.Keys(cur.chains)) {
+			delete(st.staleChains, c)
+			writeChain(tx, c, cur.chains[c], true)
+		}
+		for _, op := range cur.elements {
+			if _, ok := st.elements[op.key]; ok {
+				shared = true
+			} else {
+				pl.adds = append(pl.adds, op)
+			}
+			useElement(st, op)
+		}
+		keepService(st, n, cur)
+	}
+	// No shared chain was in use in the fresh state: none becomes unused.
+	planShared(tx, cfg, st, nil, changed, names)
+	if shared {
+		// The last service writing a key sets its value.
+		for i := range pl.adds {
+			pl.adds[i].value = st.elements[pl.adds[i].key].value
+		}
+	}
+
+	// Leftovers are flushed now, so that nothing refers to them, and deleted by the
+	// next sync (their sets stay in st.staleSets until then).
+	for _, c := range slices.Sorted(maps.Keys(st.staleChains)) {
+		pl.after.Flush(&knftables.Chain{Name: c})
+	}
+}
+
+// planPartial writes what the changed services need beyond what st says the kernel
+// holds: chains whose rules differ, element deletions and additions from the
+// difference of the elements they touch, shared chains they start or stop using.
+func planPartial(pl *syncPlan, cfg Config, st *tableState, changed map[types.NamespacedName]*serviceRules, names []types.NamespacedName) {
+	tx := &pl.before
+	addServiceObjects(tx, changed, names)
+
+	// What the elements touched were before, to write only differences.
+	before := map[elemKey]elemState{}
 	remember := func(k elemKey) {
 		if _, ok := before[k]; !ok {
 			before[k] = st.elements[k]
@@ -104,26 +137,16 @@ func planSync(cfg Config, st *tableState, changed map[types.NamespacedName]*serv
 	oldShared := map[types.NamespacedName][]picker{}
 	for _, n := range names {
 		old, cur := st.services[n], changed[n]
-		if old != nil {
-			oldShared[n] = old.shared
-		}
 		for _, c := range slices.Sorted(maps.Keys(cur.chains)) {
 			delete(st.staleChains, c)
-			_, had := old.chainsOrNil()[c]
-			if had && slices.Equal(old.chains[c], cur.chains[c]) && !full {
+			rules, had := old.chainsOrNil()[c]
+			if had && slices.Equal(rules, cur.chains[c]) {
 				continue
 			}
-			if had || full {
-				tx.Flush(&knftables.Chain{Name: c})
-			}
-			for _, rule := range cur.chains[c] {
-				tx.Add(&knftables.Rule{Chain: c, Rule: rule})
-			}
-		}
-		for s := range cur.sets {
-			delete(st.staleSets, s)
+			writeChain(tx, c, cur.chains[c], had)
 		}
 		if old != nil {
+			oldShared[n] = old.shared
 			for c := range old.chains {
 				if _, ok := cur.chains[c]; !ok {
 					flushChains = append(flushChains, c)
@@ -136,75 +159,41 @@ func planSync(cfg Config, st *tableState, changed map[types.NamespacedName]*serv
 			}
 			for _, op := range old.elements {
 				remember(op.key)
-				if e, ok := st.elements[op.key]; ok {
-					if e.refs--; e.refs == 0 {
-						delete(st.elements, op.key)
-					} else {
-						st.elements[op.key] = e
-					}
-				}
+				releaseElement(st, op.key)
 			}
 		}
 		for _, op := range cur.elements {
-			if !full {
-				remember(op.key)
-			}
-			e, ok := st.elements[op.key]
-			if full {
-				if ok {
-					shared = true
-				} else {
-					pl.adds = append(pl.adds, op)
-				}
-			}
-			st.elements[op.key] = elemState{value: op.value, refs: e.refs + 1}
+			remember(op.key)
+			useElement(st, op)
 		}
-		if len(cur.chains) == 0 && len(cur.sets) == 0 && len(cur.elements) == 0 {
-			delete(st.services, n)
-		} else {
-			st.services[n] = cur
-		}
+		keepService(st, n, cur)
 	}
-	flushChains = append(flushChains, planShared(tx, cfg, st, oldShared, changed, names, full)...)
+	flushChains = append(flushChains, planShared(tx, cfg, st, oldShared, changed, names)...)
 
-	if shared {
-		// The last service writing a key sets its value.
-		for i := range pl.adds {
-			pl.adds[i].value = st.elements[pl.adds[i].key].value
+	keys := slices.SortedFunc(maps.Keys(before), compareElemKeys)
+	for _, k := range keys {
+		was, now := before[k], st.elements[k]
+		if was.refs > 0 && (now.refs == 0 || now.value != was.value) {
+			pl.deletes = append(pl.deletes, elemOp{k, was.value})
 		}
 	}
-	if !full {
-		keys := slices.SortedFunc(maps.Keys(before), compareElemKeys)
-		for _, k := range keys {
-			was, now := before[k], st.elements[k]
-			if was.refs > 0 && (now.refs == 0 || now.value != was.value) {
-				pl.deletes = append(pl.deletes, elemOp{k, was.value})
-			}
-		}
-		for _, k := range keys {
-			was, now := before[k], st.elements[k]
-			if now.refs > 0 && (was.refs == 0 || now.value != was.value) {
-				pl.adds = append(pl.adds, elemOp{k, now.value})
-			}
+	for _, k := range keys {
+		was, now := before[k], st.elements[k]
+		if now.refs > 0 && (was.refs == 0 || now.value != was.value) {
+			pl.adds = append(pl.adds, elemOp{k, now.value})
 		}
 	}
-	tx = &pl.after
 
 	// Objects flushed by the previous sync and still unused go now; objects this sync
 	// stops using are flushed now and deleted by the next sync.
+	tx = &pl.after
 	for _, c := range slices.Sorted(maps.Keys(st.staleChains)) {
-		if !full {
-			tx.Delete(&knftables.Chain{Name: c})
-			delete(st.staleChains, c)
-		} else {
-			tx.Flush(&knftables.Chain{Name: c})
-		}
+		tx.Delete(&knftables.Chain{Name: c})
+		delete(st.staleChains, c)
 	}
 	for _, s := range slices.Sorted(maps.Keys(st.staleSets)) {
-		if !full {
-			tx.Delete(&knftables.Set{Name: s})
-			delete(st.staleSets, s)
-		}
+		tx.Delete(&knftables.Set{Name: s})
+		delete(st.staleSets, s)
 	}
 	slices.Sort(flushChains)
 	for _, c := range flushChains {
@@ -214,14 +203,66 @@ func planSync(cfg Config, st *tableState, changed map[types.NamespacedName]*serv
 	for _, s := range staleSets {
 		st.staleSets[s] = true
 	}
-	return pl
+}
+
+// addServiceObjects adds the chains and sets of the changed services first, so that
+// rules and elements written after them can refer to any of them (the shared chains
+// are planShared's).
+func addServiceObjects(tx *objectOps, changed map[types.NamespacedName]*serviceRules, names []types.NamespacedName) {
+	for _, n := range names {
+		for c := range changed[n].chains {
+			tx.Add(&knftables.Chain{Name: c})
+		}
+		for s, timeout := range changed[n].sets {
+			tx.Add(&knftables.Set{Name: s, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.DynamicFlag}, Timeout: &timeout})
+		}
+	}
+}
+
+// writeChain writes the rules of chain c, emptying it first when it may hold rules.
+func writeChain(tx *objectOps, c string, rules []string, flush bool) {
+	if flush {
+		tx.Flush(&knftables.Chain{Name: c})
+	}
+	for _, rule := range rules {
+		tx.Add(&knftables.Rule{Chain: c, Rule: rule})
+	}
+}
+
+// useElement counts one more service using op's element, whose value it sets.
+func useElement(st *tableState, op elemOp) {
+	st.elements[op.key] = elemState{value: op.value, refs: st.elements[op.key].refs + 1}
+}
+
+// releaseElement counts one service fewer using k's element, forgetting it at zero.
+func releaseElement(st *tableState, k elemKey) {
+	if e, ok := st.elements[k]; ok {
+		if e.refs--; e.refs == 0 {
+			delete(st.elements, k)
+		} else {
+			st.elements[k] = e
+		}
+	}
+}
+
+// keepService records cur as the rules of service n (forgetting a service with none)
+// and its sets as in use.
+func keepService(st *tableState, n types.NamespacedName, cur *serviceRules) {
+	for s := range cur.sets {
+		delete(st.staleSets, s)
+	}
+	if len(cur.chains) == 0 && len(cur.sets) == 0 && len(cur.elements) == 0 {
+		delete(st.services, n)
+	} else {
+		st.services[n] = cur
+	}
 }
 
 // planShared writes the shared chains the changed services start using and returns
 // those no service uses any more (to be flushed now and deleted a sync later). Their
 // rules depend only on their name, so a chain already in use is left alone.
 func planShared(tx *objectOps, cfg Config, st *tableState, oldShared map[types.NamespacedName][]picker,
-	changed map[types.NamespacedName]*serviceRules, names []types.NamespacedName, full bool) []string {
+	changed map[types.NamespacedName]*serviceRules, names []types.NamespacedName) []string {
 	before := map[string]int{}
 	pickers := map[string]picker{}
 	for _, n := range names {
@@ -242,7 +283,7 @@ func planShared(tx *objectOps, cfg Config, st *tableState, oldShared map[types.N
 	var unused []string
 	for _, c := range slices.Sorted(maps.Keys(before)) {
 		switch now := st.shared[c]; {
-		case now > 0 && (before[c] == 0 || full):
+		case now > 0 && before[c] == 0:
 			delete(st.staleChains, c)
 			ch := &knftables.Chain{Name: c}
 			tx.Add(ch)

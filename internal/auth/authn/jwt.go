@@ -1,46 +1,30 @@
 package authn
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
-	"encoding/asn1"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
+
+	jose "gopkg.in/go-jose/go-jose.v2"
+	"gopkg.in/go-jose/go-jose.v2/cryptosigner"
+	"gopkg.in/go-jose/go-jose.v2/jwt"
 )
 
-// A compact-serialised JWS with one algorithm, ES256, which is all service account
-// tokens need. Written here rather than imported to keep the dependency set fixed.
-
-// es256Size is the byte length of each of R and S in an ES256 signature.
-const es256Size = 32
+// Service account tokens are compact JWS signed with ES256, made and checked with
+// go-jose v2, the library kube-apiserver's serviceaccount package uses (and one already
+// linked into the binary). The claims are those kube-apiserver writes: the registered
+// ones in jwt.Claims and the private "kubernetes.io" claim.
 
 // maxTokenSize bounds what is decoded from a request header.
 const maxTokenSize = 16 << 10
 
-type jwtHeader struct {
-	Alg string `json:"alg"`
-	Kid string `json:"kid,omitempty"`
-	Typ string `json:"typ,omitempty"`
-}
-
-// tokenClaims are the claims of a Kubernetes bound service account token.
-type tokenClaims struct {
-	Issuer     string            `json:"iss,omitempty"`
-	Subject    string            `json:"sub,omitempty"`
-	Audience   audience          `json:"aud,omitempty"`
-	Expiry     *int64            `json:"exp,omitempty"`
-	NotBefore  *int64            `json:"nbf,omitempty"`
-	IssuedAt   *int64            `json:"iat,omitempty"`
-	ID         string            `json:"jti,omitempty"`
+// privateClaims is the "kubernetes.io" claim of a bound service account token.
+type privateClaims struct {
 	Kubernetes *kubernetesClaims `json:"kubernetes.io,omitempty"`
 }
 
@@ -56,23 +40,6 @@ type objectRef struct {
 	UID  string `json:"uid,omitempty"`
 }
 
-// audience is the "aud" claim, which RFC 7519 allows as a string or an array.
-type audience []string
-
-func (a *audience) UnmarshalJSON(data []byte) error {
-	var one string
-	if err := json.Unmarshal(data, &one); err == nil {
-		*a = audience{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(data, &many); err != nil {
-		return errors.New(`"aud" must be a string or an array of strings`)
-	}
-	*a = many
-	return nil
-}
-
 // keyID is the "kid" Kubernetes puts in its tokens: the unpadded base64url SHA-256 of
 // the DER-encoded public key.
 func keyID(pub crypto.PublicKey) (string, error) {
@@ -84,39 +51,34 @@ func keyID(pub crypto.PublicKey) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(sum[:]), nil
 }
 
-// signES256 returns the compact JWS of claims signed with key.
-func signES256(key crypto.Signer, kid string, claims *tokenClaims) (string, error) {
-	header, err := json.Marshal(jwtHeader{Alg: "ES256", Kid: kid})
-	if err != nil {
-		return "", err
+// newES256Signer returns a signer whose tokens carry kid in their header. An ECDSA
+// private key signs directly; any other crypto.Signer (a key held elsewhere) through
+// go-jose's adapter.
+func newES256Signer(key crypto.Signer, kid string) (jose.Signer, error) {
+	var k any = cryptosigner.Opaque(key)
+	if ec, ok := key.(*ecdsa.PrivateKey); ok {
+		k = ec
 	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		return "", err
-	}
-	input := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(payload)
-	digest := sha256.Sum256([]byte(input))
-	der, err := key.Sign(rand.Reader, digest[:], crypto.SHA256)
+	return jose.NewSigner(jose.SigningKey{
+		Algorithm: jose.ES256,
+		Key:       &jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: string(jose.ES256), Use: "sig"},
+	}, nil)
+}
+
+// signToken returns the compact JWS of the claims.
+func signToken(signer jose.Signer, public *jwt.Claims, private *privateClaims) (string, error) {
+	token, err := jwt.Signed(signer).Claims(public).Claims(private).CompactSerialize()
 	if err != nil {
 		return "", fmt.Errorf("signing token: %w", err)
 	}
-	// crypto.Signer gives ASN.1 DER; JWS wants the fixed-size R || S.
-	var sig struct{ R, S *big.Int }
-	if rest, err := asn1.Unmarshal(der, &sig); err != nil || len(rest) > 0 {
-		return "", fmt.Errorf("signing token: unexpected signature encoding")
-	}
-	raw := make([]byte, 2*es256Size)
-	sig.R.FillBytes(raw[:es256Size])
-	sig.S.FillBytes(raw[es256Size:])
-	return input + "." + base64.RawURLEncoding.EncodeToString(raw), nil
+	return token, nil
 }
 
 // parsedJWT is a token split and decoded, its signature not yet checked.
 type parsedJWT struct {
-	header    jwtHeader
-	claims    tokenClaims
-	input     []byte
-	signature []byte
+	tok *jwt.JSONWebToken
+	// issuer is the unverified "iss", to tell our tokens from others'.
+	issuer string
 }
 
 // parseJWT decodes a compact JWS without verifying it. It never panics.
@@ -124,61 +86,35 @@ func parseJWT(token string) (*parsedJWT, error) {
 	if len(token) > maxTokenSize {
 		return nil, errors.New("token is too large")
 	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
+	// go-jose would also take the JSON serialization; Kubernetes tokens are compact.
+	if strings.Count(token, ".") != 2 {
 		return nil, errors.New("token is not a compact JWS (three dot-separated parts)")
 	}
-	headerJSON, err := base64.RawURLEncoding.DecodeString(parts[0])
+	tok, err := jwt.ParseSigned(token)
 	if err != nil {
-		return nil, fmt.Errorf("decoding token header: %w", err)
+		return nil, err
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil, fmt.Errorf("decoding token payload: %w", err)
-	}
-	signature, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil {
-		return nil, fmt.Errorf("decoding token signature: %w", err)
-	}
-	p := &parsedJWT{input: []byte(parts[0] + "." + parts[1]), signature: signature}
-	if err := strictUnmarshal(headerJSON, &p.header); err != nil {
-		return nil, fmt.Errorf("decoding token header: %w", err)
-	}
-	if err := json.Unmarshal(payload, &p.claims); err != nil {
+	var unverified jwt.Claims
+	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil {
 		return nil, fmt.Errorf("decoding token claims: %w", err)
 	}
-	return p, nil
+	return &parsedJWT{tok: tok, issuer: unverified.Issuer}, nil
 }
 
-// strictUnmarshal rejects headers with parameters we do not implement ("crit", "jku",
-// ...), which a verifier must not ignore.
-func strictUnmarshal(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
+// verifyES256 checks p's signature against any of keys, the algorithm pinned to ES256,
+// and returns its claims.
+func (p *parsedJWT) verifyES256(keys []*ecdsa.PublicKey) (*jwt.Claims, *privateClaims, error) {
+	if len(p.tok.Headers) != 1 {
+		return nil, nil, errors.New("token must have exactly one signature")
 	}
-	if dec.More() {
-		return errors.New("trailing data")
+	if alg := p.tok.Headers[0].Algorithm; alg != string(jose.ES256) {
+		return nil, nil, fmt.Errorf("token signing algorithm %q is not supported", alg)
 	}
-	return nil
-}
-
-// verifyES256 checks p's signature against any of keys.
-func (p *parsedJWT) verifyES256(keys []*ecdsa.PublicKey) error {
-	if p.header.Alg != "ES256" {
-		return fmt.Errorf("token signing algorithm %q is not supported", p.header.Alg)
-	}
-	if len(p.signature) != 2*es256Size {
-		return errors.New("token signature has the wrong length for ES256")
-	}
-	r := new(big.Int).SetBytes(p.signature[:es256Size])
-	s := new(big.Int).SetBytes(p.signature[es256Size:])
-	digest := sha256.Sum256(p.input)
 	for _, key := range keys {
-		if key != nil && key.Curve == elliptic.P256() && ecdsa.Verify(key, digest[:], r, s) {
-			return nil
+		public, private := &jwt.Claims{}, &privateClaims{}
+		if key != nil && p.tok.Claims(key, public, private) == nil {
+			return public, private, nil
 		}
 	}
-	return errors.New("token signature is invalid")
+	return nil, nil, errors.New("token signature is invalid")
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	jose "gopkg.in/go-jose/go-jose.v2"
+	"gopkg.in/go-jose/go-jose.v2/jwt"
 	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
@@ -26,8 +28,6 @@ const (
 )
 
 const (
-	// clockLeeway is how far token times may be off, as in Kubernetes.
-	clockLeeway = 60 * time.Second
 	// defaultExpiration is the lifetime of a token requested without one (the
 	// TokenRequest default of 3600 seconds).
 	defaultExpiration = time.Hour
@@ -67,8 +67,7 @@ type BoundObject struct {
 // Issuer signs service account tokens (the serviceaccounts/token subresource and
 // `kubectl create token`).
 type Issuer struct {
-	key    crypto.Signer
-	kid    string
+	signer jose.Signer
 	issuer string
 	// now is the clock; tests replace it.
 	now func() time.Time
@@ -88,10 +87,14 @@ func NewIssuer(key crypto.Signer, issuer string) (*Issuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service account issuer: %w", err)
 	}
+	signer, err := newES256Signer(key, kid)
+	if err != nil {
+		return nil, fmt.Errorf("service account issuer: %w", err)
+	}
 	if issuer == "" {
 		issuer = DefaultIssuer
 	}
-	return &Issuer{key: key, kid: kid, issuer: issuer, now: time.Now}, nil
+	return &Issuer{signer: signer, issuer: issuer, now: time.Now}, nil
 }
 
 // Issue returns a token for service account namespace/name with the given uid, valid
@@ -112,29 +115,28 @@ func (i *Issuer) Issue(namespace, name, uid string, audiences []string, expirati
 	}
 	now := i.now().Truncate(time.Second)
 	exp := now.Add(expiration)
-	iat, expUnix := now.Unix(), exp.Unix()
-	claims := &tokenClaims{
+	public := &jwt.Claims{
 		Issuer:    i.issuer,
 		Subject:   ServiceAccountUsername(namespace, name),
 		Audience:  slices.Clone(audiences),
-		Expiry:    &expUnix,
-		NotBefore: &iat,
-		IssuedAt:  &iat,
+		Expiry:    jwt.NewNumericDate(exp),
+		NotBefore: jwt.NewNumericDate(now),
+		IssuedAt:  jwt.NewNumericDate(now),
 		ID:        string(uuid.NewUUID()),
-		Kubernetes: &kubernetesClaims{
-			Namespace:      namespace,
-			ServiceAccount: &objectRef{Name: name, UID: uid},
-		},
 	}
+	private := &privateClaims{Kubernetes: &kubernetesClaims{
+		Namespace:      namespace,
+		ServiceAccount: &objectRef{Name: name, UID: uid},
+	}}
 	if bound != nil {
 		if bound.Pod != nil {
-			claims.Kubernetes.Pod = &objectRef{Name: bound.Pod.Name, UID: bound.Pod.UID}
+			private.Kubernetes.Pod = &objectRef{Name: bound.Pod.Name, UID: bound.Pod.UID}
 		}
 		if bound.Node != nil {
-			claims.Kubernetes.Node = &objectRef{Name: bound.Node.Name, UID: bound.Node.UID}
+			private.Kubernetes.Node = &objectRef{Name: bound.Node.Name, UID: bound.Node.UID}
 		}
 	}
-	token, err := signES256(i.key, i.kid, claims)
+	token, err := signToken(i.signer, public, private)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("issuing token for service account %s/%s: %w", namespace, name, err)
 	}
@@ -142,7 +144,7 @@ func (i *Issuer) Issue(namespace, name, uid string, audiences []string, expirati
 }
 
 // ServiceAccountTokens authenticates service account tokens made by an Issuer: it
-// checks the signature, the times (with 60 s leeway), the audience, and that the
+// checks the signature, the times (with a minute's leeway), the audience, and that the
 // service account (and the pod or node the token is bound to) still exists with the
 // uid in the token, so deleting and recreating an account invalidates its tokens.
 type ServiceAccountTokens struct {
@@ -188,7 +190,7 @@ func (s *ServiceAccountTokens) AuthenticateToken(token string) (*User, bool, err
 	if issuer == "" {
 		issuer = DefaultIssuer
 	}
-	if parsed.claims.Issuer != issuer {
+	if parsed.issuer != issuer {
 		return nil, false, nil
 	}
 	user, err := s.verify(parsed, issuer)
@@ -205,23 +207,29 @@ func (s *ServiceAccountTokens) verify(p *parsedJWT, issuer string) (*User, error
 			keys = append(keys, ec)
 		}
 	}
-	if err := p.verifyES256(keys); err != nil {
+	c, private, err := p.verifyES256(keys)
+	if err != nil {
 		return nil, err
 	}
-	c := &p.claims
 	now := time.Now()
 	if s.Now != nil {
 		now = s.Now()
 	}
-	switch {
-	case c.Expiry == nil:
+	if c.Expiry == nil {
 		return nil, errors.New("service account token has no expiry")
-	case now.After(time.Unix(*c.Expiry, 0).Add(clockLeeway)):
+	}
+	// The times are checked with jwt.DefaultLeeway (a minute), as in Kubernetes, and
+	// its errors worded as Kubernetes words them.
+	switch err := c.Validate(jwt.Expected{Time: now}); {
+	case err == nil:
+	case errors.Is(err, jwt.ErrExpired):
 		return nil, errors.New("service account token has expired")
-	case c.NotBefore != nil && now.Add(clockLeeway).Before(time.Unix(*c.NotBefore, 0)):
+	case errors.Is(err, jwt.ErrNotValidYet):
 		return nil, errors.New("service account token is not valid yet")
-	case c.IssuedAt != nil && now.Add(clockLeeway).Before(time.Unix(*c.IssuedAt, 0)):
-		return nil, errors.New("service account token was issued in the future")
+	case errors.Is(err, jwt.ErrIssuedInTheFuture):
+		return nil, errors.New("service account token is issued in the future")
+	default:
+		return nil, fmt.Errorf("service account token claims could not be validated: %w", err)
 	}
 	accepted := s.Audiences
 	if len(accepted) == 0 {
@@ -230,7 +238,7 @@ func (s *ServiceAccountTokens) verify(p *parsedJWT, issuer string) (*User, error
 	if !slices.ContainsFunc(c.Audience, func(a string) bool { return slices.Contains(accepted, a) }) {
 		return nil, fmt.Errorf("token audiences %q is invalid for the target audiences %q", []string(c.Audience), accepted)
 	}
-	k := c.Kubernetes
+	k := private.Kubernetes
 	if k == nil || k.ServiceAccount == nil || k.Namespace == "" || k.ServiceAccount.Name == "" || k.ServiceAccount.UID == "" {
 		return nil, errors.New("service account token lacks the kubernetes.io namespace and service account claims")
 	}

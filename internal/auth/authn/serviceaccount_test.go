@@ -5,8 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -212,7 +214,15 @@ func TestServiceAccountTokensIgnoreForeignTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, token := range map[string]string{"static token": "abc123", "other issuer": foreign, "garbage": "a.b.c"} {
+	// The JSON serialization of one of our tokens, which go-jose parses too: not a
+	// Kubernetes token.
+	mine, _, err := mustIssuer(t, key, time.Now()).Issue("t1", "robot", "u", nil, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(mine, ".")
+	jsonJWS := `{"protected":"` + parts[0] + `","payload":"` + parts[1] + `","signature":"` + parts[2] + `"}`
+	for name, token := range map[string]string{"static token": "abc123", "other issuer": foreign, "garbage": "a.b.c", "JSON serialization": jsonJWS} {
 		t.Run(name, func(t *testing.T) {
 			if u, ok, err := auth.AuthenticateToken(token); u != nil || ok || err != nil {
 				t.Fatalf("got (%v, %v, %v), want no answer", u, ok, err)
@@ -254,4 +264,81 @@ func FuzzServiceAccountToken(f *testing.F) {
 			t.Fatalf("inconsistent answer (%v, %v, %v)", user, ok, err)
 		}
 	})
+}
+
+// Made by the hand-written ES256 signer this package had before it used go-jose, with
+// legacyKey: tokens minted before the change must verify after it.
+const (
+	legacyKey = `-----BEGIN EC PRIVATE KEY-----
+MHcCAQEEINz51YEUWZ9pTdxQ2p5BuLxf0BzND6GcxJ6QbIL94bdroAoGCCqGSM49
+AwEHoUQDQgAEKS98dKNi/2CE6Sf45kGK180ql8rscwGfPvyI8c7z6LK8Rv9WZ4CE
+G8UmSGX59qqQFj3uHlPDxCh8UqnFfJr3ag==
+-----END EC PRIVATE KEY-----
+`
+	// Issued at 1767225600 for ten minutes, audiences "api" and "vault", bound to
+	// pod t1/web-0 and node node-a.
+	legacyToken = "eyJhbGciOiJFUzI1NiIsImtpZCI6IlhtMzVKMXFjN1gyMmlJbnQyQW1fcWRpVnRwMnU4aHo2T21QVnpfR2h4X00ifQ." +
+		"eyJpc3MiOiJodHRwczovL2t1YmVybmV0ZXMuZGVmYXVsdC5zdmMuY2x1c3Rlci5sb2NhbCIsInN1YiI6InN5c3RlbTpzZXJ2aWNlYWNjb3VudDp0MTpyb2JvdCIsImF1ZCI6WyJhcGkiLCJ2YXVsdCJdLCJleHAiOjE3NjcyMjYyMDAsIm5iZiI6MTc2NzIyNTYwMCwiaWF0IjoxNzY3MjI1NjAwLCJqdGkiOiIzOWNiOGVmYS03YmNhLTQ2MmEtYTNjYy02ZWFmMzAyMDhkYzciLCJrdWJlcm5ldGVzLmlvIjp7Im5hbWVzcGFjZSI6InQxIiwic2VydmljZWFjY291bnQiOnsibmFtZSI6InJvYm90IiwidWlkIjoic2EtdWlkIn0sInBvZCI6eyJuYW1lIjoid2ViLTAiLCJ1aWQiOiJwb2QtdWlkIn0sIm5vZGUiOnsibmFtZSI6Im5vZGUtYSIsInVpZCI6Im5vZGUtdWlkIn19fQ." +
+		"1T8ZnIWCC1OGhz6zNXJpv-LT7giqyuw8DTjo7vR5XZXBY2n4PR3j90TY7xxuAfO21UkjTeL3AX2SI8RcWPDi7g"
+)
+
+func TestLegacyTokenStillVerifies(t *testing.T) {
+	block, _ := pem.Decode([]byte(legacyKey))
+	key, err := x509.ParseECPrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuedAt := time.Unix(1767225600, 0)
+	objects := fakeObjects{"t1/robot": "sa-uid", "t1/web-0": "pod-uid", "/node-a": "node-uid"}
+	auth := &ServiceAccountTokens{
+		Keys:      []crypto.PublicKey{key.Public()},
+		Audiences: []string{"vault"},
+		Accounts:  objects, Pods: objects, Nodes: objects,
+		Now: func() time.Time { return issuedAt.Add(5 * time.Minute) },
+	}
+	got, ok, err := auth.AuthenticateToken(legacyToken)
+	if err != nil || !ok {
+		t.Fatalf("got (%v, %v, %v), want a user", got, ok, err)
+	}
+	want := &User{
+		Name: "system:serviceaccount:t1:robot", UID: "sa-uid",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:t1"},
+		Extra: map[string][]string{
+			ExtraCredentialID: {"JTI=39cb8efa-7bca-462a-a3cc-6eaf30208dc7"},
+			ExtraPodName:      {"web-0"}, ExtraPodUID: {"pod-uid"},
+			ExtraNodeName: {"node-a"}, ExtraNodeUID: {"node-uid"},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("user (-want +got):\n%s", diff)
+	}
+	// The same key issues tokens with the same kid, and the old token's rules hold.
+	iss := mustIssuer(t, key, issuedAt)
+	token, _, err := iss.Issue("t1", "robot", "sa-uid", nil, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, l := strings.Split(token, ".")[0], strings.Split(legacyToken, ".")[0]; h != l {
+		t.Errorf("header %s, want the legacy header %s", h, l)
+	}
+	auth.Now = func() time.Time { return issuedAt.Add(11*time.Minute + time.Second) }
+	if _, _, err := auth.AuthenticateToken(legacyToken); err == nil || err.Error() != "service account token has expired" {
+		t.Errorf("legacy token after expiry: err %v, want it expired", err)
+	}
+}
+
+func TestServiceAccountTokenAlgorithmPinned(t *testing.T) {
+	key := mustKey(t)
+	auth := &ServiceAccountTokens{Keys: []crypto.PublicKey{key.Public()}, Accounts: fakeObjects{"t1/robot": "u"}}
+	enc := base64.RawURLEncoding.EncodeToString
+	payload := enc([]byte(`{"iss":"` + DefaultIssuer + `","sub":"system:serviceaccount:t1:robot","aud":["` + DefaultIssuer + `"],"exp":4102444800,"kubernetes.io":{"namespace":"t1","serviceaccount":{"name":"robot","uid":"u"}}}`))
+	for _, alg := range []string{"none", "HS256", "ES384", "RS256"} {
+		t.Run(alg, func(t *testing.T) {
+			token := enc([]byte(`{"alg":"`+alg+`"}`)) + "." + payload + "." + enc([]byte("signature"))
+			u, ok, err := auth.AuthenticateToken(token)
+			if ok || u != nil || err == nil || !strings.Contains(err.Error(), `token signing algorithm "`+alg+`" is not supported`) {
+				t.Fatalf("got (%v, %v, %v), want the algorithm refused", u, ok, err)
+			}
+		})
+	}
 }
