@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tranche/tranche/internal/agent/status"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // fakeRuntime records calls and reports every container running and ready.
@@ -79,7 +80,7 @@ func TestPodLoop(t *testing.T) {
 	rt := newFakeRuntime()
 	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: noVolumes{}, Resync: time.Hour})
 	go loop.Run(ctx, 1)
-	waitFor(t, "Running and Ready status", func() bool {
+	testutil.Eventually(t, 20*time.Second, "Running and Ready status", func() bool {
 		p, err := client.CoreV1().Pods("d").Get(ctx, "p", metav1.GetOptions{})
 		if err != nil || p.Status.Phase != v1.PodRunning || p.Status.PodIP != "10.244.0.5" {
 			return false
@@ -93,7 +94,7 @@ func TestPodLoop(t *testing.T) {
 	})
 	// The fake clientset drops events sent before an informer's watch is established:
 	// wait until the agent's own status write came back through the watch.
-	waitFor(t, "the informer's watch to be live", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the informer's watch to be live", func() bool {
 		p, err := loop.lister.Pods("d").Get("p")
 		return err == nil && p.Status.Phase == v1.PodRunning
 	})
@@ -105,7 +106,7 @@ func TestPodLoop(t *testing.T) {
 	if _, err := client.CoreV1().Pods("d").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pod killed with its grace period and confirmed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the pod killed with its grace period and confirmed", func() bool {
 		rt.mu.Lock()
 		grace, killed := rt.killed["u1"]
 		rt.mu.Unlock()
@@ -115,14 +116,3 @@ func TestPodLoop(t *testing.T) {
 }
 
 func ptrInt64(n int64) *int64 { return &n }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
