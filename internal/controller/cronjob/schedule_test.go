@@ -22,8 +22,8 @@ func TestScheduleEvents(t *testing.T) {
 		mut:    func(cj *batchv1.CronJob) { cj.Spec.Schedule = "61 * * * *" },
 		events: []string{`Warning UnparseableSchedule unparseable schedule: "61 * * * *" : end of range (61) above maximum (59): 61`},
 	}, {
-		name:   "a parser panic is an error",
-		mut:    func(cj *batchv1.CronJob) { cj.Spec.Schedule = "TZ=UTC"; cj.Spec.TimeZone = nil },
+		name: "a parser panic is an error",
+		mut:  func(cj *batchv1.CronJob) { cj.Spec.Schedule = "TZ=UTC"; cj.Spec.TimeZone = nil },
 		events: []string{
 			`Warning UnsupportedSchedule CRON_TZ or TZ used in schedule "TZ=UTC" is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details`,
 			`Warning UnparseableSchedule unparseable schedule: "TZ=UTC" : invalid schedule format: runtime error: slice bounds out of range [:-1]`,
@@ -33,8 +33,11 @@ func TestScheduleEvents(t *testing.T) {
 		mut:    func(cj *batchv1.CronJob) { cj.Spec.TimeZone = ptr("Mars/Olympus") },
 		events: []string{`Warning UnknownTimeZone invalid timeZone: "Mars/Olympus": unknown time zone Mars/Olympus`},
 	}, {
-		name:     "TZ in the schedule works but is warned about",
-		mut:      func(cj *batchv1.CronJob) { cj.Spec.Schedule = "CRON_TZ=Europe/Paris */5 * * * *"; cj.Spec.TimeZone = nil },
+		name: "TZ in the schedule works but is warned about",
+		mut: func(cj *batchv1.CronJob) {
+			cj.Spec.Schedule = "CRON_TZ=Europe/Paris */5 * * * *"
+			cj.Spec.TimeZone = nil
+		},
 		events:   []string{`Warning UnsupportedSchedule CRON_TZ or TZ used in schedule "CRON_TZ=Europe/Paris */5 * * * *" is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details`},
 		startJob: true,
 	}} {
