@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tranche/tranche/internal/agent/status"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // fakeRuntime records calls and reports every container running and ready.
@@ -80,7 +81,7 @@ func TestPodLoop(t *testing.T) {
 	rt := newFakeRuntime()
 	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: noVolumes{}, Resync: time.Hour})
 	go loop.Run(ctx, 1)
-	waitFor(t, "Running and Ready status", func() bool {
+	testutil.Eventually(t, 20*time.Second, "Running and Ready status", func() bool {
 		p, err := client.CoreV1().Pods("d").Get(ctx, "p", metav1.GetOptions{})
 		if err != nil || p.Status.Phase != v1.PodRunning || p.Status.PodIP != "10.244.0.5" {
 			return false
@@ -94,7 +95,7 @@ func TestPodLoop(t *testing.T) {
 	})
 	// The fake clientset drops events sent before an informer's watch is established:
 	// wait until the agent's own status write came back through the watch.
-	waitFor(t, "the informer's watch to be live", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the informer's watch to be live", func() bool {
 		p, err := loop.lister.Pods("d").Get("p")
 		return err == nil && p.Status.Phase == v1.PodRunning
 	})
@@ -106,7 +107,7 @@ func TestPodLoop(t *testing.T) {
 	if _, err := client.CoreV1().Pods("d").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pod killed with its grace period and confirmed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the pod killed with its grace period and confirmed", func() bool {
 		rt.mu.Lock()
 		grace, killed := rt.killed["u1"]
 		rt.mu.Unlock()
@@ -116,17 +117,6 @@ func TestPodLoop(t *testing.T) {
 }
 
 func ptrInt64(n int64) *int64 { return &n }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // countingVolumes counts Prepare calls.
 type countingVolumes struct {
@@ -166,14 +156,14 @@ func TestVolumesPreparedOncePerPodVersion(t *testing.T) {
 		defer rt.mu.Unlock()
 		return rt.synced["u1"]
 	}
-	waitFor(t, "the agent's status write back through the watch", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the agent's status write back through the watch", func() bool {
 		p, err := loop.lister.Pods("d").Get("p")
 		return err == nil && p.Status.Phase == v1.PodRunning
 	})
 	for range 3 {
 		n := synced()
 		rt.changes <- "u1"
-		waitFor(t, "another sync", func() bool { return synced() > n })
+		testutil.Eventually(t, 20*time.Second, "another sync", func() bool { return synced() > n })
 	}
 	if got := vols.count(); got != 1 {
 		t.Errorf("%d Prepare calls over %d syncs of an unchanged pod, want 1", got, synced())
@@ -183,7 +173,7 @@ func TestVolumesPreparedOncePerPodVersion(t *testing.T) {
 	if _, err := client.CoreV1().Pods("d").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the volumes prepared again for the new labels", func() bool { return vols.count() == 2 })
+	testutil.Eventually(t, 20*time.Second, "the volumes prepared again for the new labels", func() bool { return vols.count() == 2 })
 }
 
 // blockingKillRuntime is fakeRuntime whose KillPod blocks until release closes, as a
@@ -229,7 +219,7 @@ func TestSlowStopsDoNotHoldNewPods(t *testing.T) {
 	if _, err := client.CoreV1().Pods("d").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new pod synced while four pods are stopping", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the new pod synced while four pods are stopping", func() bool {
 		rt.mu.Lock()
 		defer rt.mu.Unlock()
 		return rt.synced["new"] > 0

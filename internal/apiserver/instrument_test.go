@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	trtest "github.com/tranche/tranche/internal/testutil"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -196,7 +197,7 @@ func TestWatchReleasedOnClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	w0.Stop()
-	waitFor(t, "the first watch ends", func() bool { return watching() == 0 })
+	trtest.Eventually(t, 10*time.Second, "the first watch ends", func() bool { return watching() == 0 })
 
 	const n = 20
 	var watches []watch.Interface
@@ -207,7 +208,7 @@ func TestWatchReleasedOnClose(t *testing.T) {
 		}
 		watches = append(watches, w)
 	}
-	waitFor(t, "every watch is counted", func() bool { return watching() == n })
+	trtest.Eventually(t, 10*time.Second, "every watch is counted", func() bool { return watching() == n })
 	if got := watchGoroutines(); got != n {
 		t.Fatalf("%d goroutines serve watches, want %d", got, n)
 	}
@@ -228,8 +229,8 @@ func TestWatchReleasedOnClose(t *testing.T) {
 	if got := metricValue(t, f.reg, "apiserver_watch_events_total", map[string]string{"group": "", "version": "v1", "resource": "configmaps"}); got < n {
 		t.Errorf("apiserver_watch_events_total = %v, want >= %d", got, n)
 	}
-	waitFor(t, "every closed watch ends", func() bool { return watching() == 0 })
-	waitFor(t, "the watches' goroutines end", func() bool { return watchGoroutines() == 0 })
+	trtest.Eventually(t, 10*time.Second, "every closed watch ends", func() bool { return watching() == 0 })
+	trtest.Eventually(t, 10*time.Second, "the watches' goroutines end", func() bool { return watchGoroutines() == 0 })
 }
 
 // watchGoroutines counts the goroutines serving an API watch.
@@ -237,18 +238,6 @@ func watchGoroutines() int {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	return strings.Count(b.String(), "apiserver.(*Server).watch(")
-}
-
-// waitFor polls cond for up to 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestHealthChecks(t *testing.T) {

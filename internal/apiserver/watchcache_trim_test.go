@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tranche/tranche/internal/storage/memory"
+	trtest "github.com/tranche/tranche/internal/testutil"
 )
 
 // TestWatchCacheDropsStaleEvents: once a burst of events is older than watchCacheFresh,
@@ -59,13 +60,13 @@ func TestWatchCacheDropsStaleEvents(t *testing.T) {
 		defer cache.mu.Unlock()
 		return len(cache.ring)
 	}
-	waitFor(t, "the cache holds the burst", func() bool { return ringLen() == n })
+	trtest.Eventually(t, 10*time.Second, "the cache holds the burst", func() bool { return ringLen() == n })
 	time.Sleep(200 * time.Millisecond) // progress events while fresh drop nothing
 	if got := ringLen(); got != n {
 		t.Fatalf("fresh events were dropped: %d left of %d", got, n)
 	}
 	offset.Store(int64(watchCacheFresh + time.Second))
-	waitFor(t, "stale events are dropped while idle", func() bool { return ringLen() == watchCacheKeep })
+	trtest.Eventually(t, 10*time.Second, "stale events are dropped while idle", func() bool { return ringLen() == watchCacheKeep })
 	cache.mu.Lock()
 	window := cache.window
 	cache.mu.Unlock()

@@ -3,14 +3,13 @@ package imagebuild
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
 	"strings"
 	"time"
+
+	"github.com/tranche/tranche/internal/auth/pki"
 )
 
 // basePasswd and baseGroup are the busybox image's accounts: root, the usual system
@@ -82,29 +81,22 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // is a test certificate and nothing secret.
 func localhostCert() (certPEM, keyPEM string, err error) {
 	seed := sha256.Sum256([]byte("tranche imagebuild agnhost localhost certificate"))
-	key := ed25519.NewKeyFromSeed(seed[:])
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "localhost", Organization: []string{"tranche e2e"}},
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		NotBefore:             time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
-		NotAfter:              time.Date(2099, 12, 31, 0, 0, 0, 0, time.UTC),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(nil, tmpl, tmpl, key.Public(), key)
+	c, k, err := pki.SelfSignedPEM(pki.SelfSignedRequest{
+		CommonName:    "localhost",
+		Organizations: []string{"tranche e2e"},
+		DNSNames:      []string{"localhost"},
+		IPs:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		NotBefore:     time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:      time.Date(2099, 12, 31, 0, 0, 0, 0, time.UTC),
+		Client:        true,
+		CA:            true,
+		Key:           ed25519.NewKeyFromSeed(seed[:]),
+		Serial:        big.NewInt(1),
+	})
 	if err != nil {
 		return "", "", fmt.Errorf("agnhost certificate: %w", err)
 	}
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return "", "", fmt.Errorf("agnhost certificate key: %w", err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})), nil
+	return string(c), string(k), nil
 }
 
 // nginxConf is /etc/nginx/nginx.conf in the official image's container style: logs on

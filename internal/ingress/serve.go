@@ -2,46 +2,31 @@ package ingress
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/tranche/tranche/internal/auth/pki"
 )
 
 // FallbackCertificate returns a self-signed certificate, valid from now for a year, that
 // the HTTPS listener presents when no Ingress has a certificate for the requested name.
 func FallbackCertificate(now time.Time) (*tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, err := pki.SelfSignedTLS(pki.SelfSignedRequest{
+		CommonName:    "tranche ingress fallback certificate",
+		Organizations: []string{"tranche"},
+		NotBefore:     now.Add(-time.Minute),
+		NotAfter:      now.Add(365 * 24 * time.Hour),
+	})
 	if err != nil {
 		return nil, err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "tranche ingress fallback certificate", Organization: []string{"tranche"}},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+	return &cert, nil
 }
 
 // ServeConfig is what Serve listens with.

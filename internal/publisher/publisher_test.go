@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche/tranche/internal/testutil"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -168,25 +169,9 @@ func askUDP(addr string) (string, error) {
 	return string(buf[:n]), err
 }
 
-// until polls f until it returns true, for at most 5 seconds.
-func until(t *testing.T, what string, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ok, state := f()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s; last: %s", what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func answers(t *testing.T, addr, want string) {
 	t.Helper()
-	until(t, addr+" answers "+want, func() (bool, string) {
+	testutil.EventuallyState(t, 5*time.Second, addr+" answers "+want, func() (bool, string) {
 		got, err := ask(addr)
 		return got == want, fmt.Sprintf("%q %v", got, err)
 	})
@@ -194,7 +179,7 @@ func answers(t *testing.T, addr, want string) {
 
 func refuses(t *testing.T, addr string) {
 	t.Helper()
-	until(t, addr+" refuses", func() (bool, string) {
+	testutil.EventuallyState(t, 5*time.Second, addr+" refuses", func() (bool, string) {
 		got, err := ask(addr)
 		return errors.Is(err, syscall.ECONNREFUSED), fmt.Sprintf("%q %v", got, err)
 	})
@@ -307,7 +292,7 @@ func TestNoBackendResetsTheConnection(t *testing.T) {
 	svc := makeService("web", 1, func(s *v1.Service) { s.Spec.Ports[0].NodePort = int32(np) })
 	start(t, map[string]string{}, readyNode("n0", "10.240.0.10"), svc)
 	addr := fmt.Sprintf("127.0.0.1:%d", np)
-	until(t, addr+" accepts and resets", func() (bool, string) {
+	testutil.EventuallyState(t, 5*time.Second, addr+" accepts and resets", func() (bool, string) {
 		got, err := ask(addr)
 		return errors.Is(err, syscall.ECONNRESET), fmt.Sprintf("%q %v", got, err)
 	})
@@ -321,7 +306,7 @@ func TestUDP(t *testing.T) {
 	})
 	start(t, routes, readyNode("n0", "10.240.0.10"), svc)
 	addr := fmt.Sprintf("127.0.0.1:%d", np)
-	until(t, addr+"/UDP answers", func() (bool, string) {
+	testutil.EventuallyState(t, 5*time.Second, addr+"/UDP answers", func() (bool, string) {
 		got, err := askUDP(addr)
 		return got == "node0 ping", fmt.Sprintf("%q %v", got, err)
 	})
@@ -355,7 +340,7 @@ func TestSlowDialHoldsUpNothing(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // before the one above: Run waits for the dial
 	stuckAddr := fmt.Sprintf("127.0.0.1:%d", stuck)
 	var conn net.Conn
-	until(t, stuckAddr+" accepts", func() (bool, string) {
+	testutil.EventuallyState(t, 5*time.Second, stuckAddr+" accepts", func() (bool, string) {
 		c, err := net.Dial("tcp", stuckAddr)
 		conn = c
 		return err == nil, fmt.Sprint(err)

@@ -3,10 +3,11 @@ package scheduler
 import (
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 // Failure reasons, worded as Kubernetes' filter plugins word them: they are
@@ -64,13 +65,11 @@ func filterUnschedulable(pod *v1.Pod, n *nodeInfo) []string {
 // does not tolerate, naming the first such taint. A node that is not Ready
 // counts as tainted not-ready (unreachable when its status is Unknown).
 func filterTaints(pod *v1.Pod, n *nodeInfo) []string {
-	for _, taint := range effectiveTaints(n.node) {
-		if taint.Effect != v1.TaintEffectNoSchedule && taint.Effect != v1.TaintEffectNoExecute {
-			continue
-		}
-		if !tolerated(pod.Spec.Tolerations, &taint) {
-			return []string{fmt.Sprintf("node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)}
-		}
+	taint, found := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), effectiveTaints(n.node), pod.Spec.Tolerations, func(t *v1.Taint) bool {
+		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
+	}, false)
+	if found {
+		return []string{fmt.Sprintf("node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)}
 	}
 	return nil
 }
@@ -107,85 +106,17 @@ func readyStatus(node *v1.Node) v1.ConditionStatus {
 }
 
 func tolerated(tolerations []v1.Toleration, taint *v1.Taint) bool {
-	for i := range tolerations {
-		if tolerations[i].ToleratesTaint(logr.Discard(), taint, false) {
-			return true
-		}
-	}
-	return false
+	return corev1helpers.TolerationsTolerateTaint(logr.Discard(), tolerations, taint, false)
 }
 
 // filterNodeAffinity rejects a node that misses a label of spec.nodeSelector
-// or matches none of the required node affinity terms.
+// or matches none of the required node affinity terms, as the NodeAffinity
+// plugin decides; a term that does not parse matches no node.
 func filterNodeAffinity(pod *v1.Pod, n *nodeInfo) []string {
-	labels := n.node.Labels
-	for k, v := range pod.Spec.NodeSelector {
-		if got, ok := labels[k]; !ok || got != v {
-			return []string{reasonNodeAffinity}
-		}
+	if fits, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(n.node); !fits {
+		return []string{reasonNodeAffinity}
 	}
-	a := pod.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return nil
-	}
-	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		if termMatches(&term, n.node) {
-			return nil
-		}
-	}
-	return []string{reasonNodeAffinity}
-}
-
-// termMatches ANDs a node selector term's requirements; a term without any
-// requirement matches no node, as in Kubernetes.
-func termMatches(term *v1.NodeSelectorTerm, node *v1.Node) bool {
-	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
-		return false
-	}
-	for _, r := range term.MatchExpressions {
-		v, ok := node.Labels[r.Key]
-		if !requirementMatches(r, v, ok) {
-			return false
-		}
-	}
-	for _, r := range term.MatchFields {
-		if r.Key != "metadata.name" || (r.Operator != v1.NodeSelectorOpIn && r.Operator != v1.NodeSelectorOpNotIn) {
-			return false
-		}
-		if !requirementMatches(r, node.Name, true) {
-			return false
-		}
-	}
-	return true
-}
-
-// requirementMatches applies one requirement to a value that is present or
-// not; malformed numeric comparisons match nothing.
-func requirementMatches(r v1.NodeSelectorRequirement, value string, present bool) bool {
-	switch r.Operator {
-	case v1.NodeSelectorOpIn:
-		return present && slices.Contains(r.Values, value)
-	case v1.NodeSelectorOpNotIn:
-		return !present || !slices.Contains(r.Values, value)
-	case v1.NodeSelectorOpExists:
-		return present
-	case v1.NodeSelectorOpDoesNotExist:
-		return !present
-	case v1.NodeSelectorOpGt, v1.NodeSelectorOpLt:
-		if !present || len(r.Values) != 1 {
-			return false
-		}
-		have, err1 := strconv.ParseInt(value, 10, 64)
-		want, err2 := strconv.ParseInt(r.Values[0], 10, 64)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		if r.Operator == v1.NodeSelectorOpGt {
-			return have > want
-		}
-		return have < want
-	}
-	return false
+	return nil
 }
 
 // filterHostPorts rejects a node where another pod holds a host port the pod

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/loopback"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // server is one running `tranche server` process.
@@ -212,18 +213,9 @@ func (s *server) namespace(t *testing.T) string {
 	return name
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond every 100ms (each poll may run kubectl) until it
+// holds or the deadline passes, failing with cond's last described state.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true within %s; last state: %s", what, timeout, last)
+	testutil.EventuallyEvery(t, timeout, 100*time.Millisecond, what, cond)
 }

@@ -24,16 +24,11 @@ package stream
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"slices"
@@ -43,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tranche/tranche/internal/agent/runtime"
+	"github.com/tranche/tranche/internal/auth/pki"
 )
 
 // APIServerClientName is the common name of the API server's client certificate for
@@ -179,30 +175,19 @@ func (s *Server) Handler() http.Handler {
 
 // selfSigned makes the endpoint's serving certificate.
 func selfSigned(host string) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "tranche-agent@" + host},
-		NotBefore:    time.Now().Add(-5 * time.Minute),
-		NotAfter:     time.Now().Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	req := pki.SelfSignedRequest{
+		CommonName: "tranche-agent@" + host,
+		NotBefore:  time.Now().Add(-5 * time.Minute),
+		NotAfter:   time.Now().Add(10 * 365 * 24 * time.Hour),
 	}
 	if ip := net.ParseIP(host); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
+		req.IPs = []net.IP{ip}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	cert, err := pki.SelfSignedTLS(req)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("stream: serving certificate: %w", err)
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+	return cert, nil
 }
 
 // badRequest answers a request that cannot be served with a plain-text 400.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -160,6 +161,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 	}
 	if s.loc != nil {
+		if strings.Contains(cj.Spec.Schedule, "TZ") {
+			c.recorder.Eventf(cj, v1.EventTypeWarning, "UnsupportedSchedule", "CRON_TZ or TZ used in schedule %q is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details", cj.Spec.Schedule)
+		}
 		if s.sched, err = batch.ParseSchedule(cj.Spec.Schedule); err != nil {
 			c.recorder.Eventf(cj, v1.EventTypeWarning, "UnparseableSchedule", "unparseable schedule: %q : %s", cj.Spec.Schedule, err)
 			s.sched = nil

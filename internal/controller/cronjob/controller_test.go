@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -356,7 +357,7 @@ func TestMostRecentStart(t *testing.T) {
 	// 2026-01-02 is a Friday.
 	cases := []struct {
 		name            string
-		sched           batch.Schedule
+		sched           cron.Schedule
 		earliest, now   time.Time
 		want            time.Time
 		wantCountAbove0 bool

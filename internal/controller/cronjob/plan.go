@@ -5,12 +5,11 @@ import (
 	"sort"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/tranche/tranche/internal/registry/batch"
 )
 
 // scheduledTimestampAnnotation records on each Job the start time it was
@@ -31,7 +30,7 @@ type snapshot struct {
 	// gone are active references whose Job no longer exists.
 	gone map[types.UID]bool
 	// sched and loc are the parsed schedule and the CronJob's time zone.
-	sched batch.Schedule
+	sched cron.Schedule
 	loc   *time.Location
 	now   time.Time
 }
@@ -149,7 +148,7 @@ func compute(s snapshot) plan {
 
 // nextStart is how long until the start time after the most recent one
 // (or after earliest when none was due), plus a small delta.
-func nextStart(sched batch.Schedule, now, mostRecent, earliest time.Time) time.Duration {
+func nextStart(sched cron.Schedule, now, mostRecent, earliest time.Time) time.Duration {
 	from := mostRecent
 	if from.IsZero() {
 		from = earliest

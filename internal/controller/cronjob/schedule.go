@@ -3,7 +3,7 @@ package cronjob
 import (
 	"time"
 
-	"github.com/tranche/tranche/internal/registry/batch"
+	"github.com/robfig/cron/v3"
 )
 
 // tooManyMissed is how many missed start times earn a TooManyMissedTimes
@@ -23,7 +23,7 @@ type missed struct {
 // interval and walks only the last stretch, so a CronJob stopped for years
 // costs no more than one stopped for an hour. Schedules that never fire
 // again report nothing.
-func mostRecentStart(sched batch.Schedule, earliest, now time.Time) missed {
+func mostRecentStart(sched cron.Schedule, earliest, now time.Time) missed {
 	t1 := sched.Next(earliest)
 	if t1.IsZero() || t1.After(now) {
 		return missed{}

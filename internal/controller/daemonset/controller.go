@@ -8,22 +8,22 @@ package daemonset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tranche/tranche/internal/controller/worker"
 	"log/slog"
 	"reflect"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/tranche/tranche/internal/controller/controllerref"
+	"github.com/tranche/tranche/internal/controller/worker"
+
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -291,64 +291,12 @@ func (c *Controller) claimPods(ctx context.Context, ds *appsv1.DaemonSet, sel la
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
-	var out []*v1.Pod
-	var errs []error
-	fresh := false
-	for _, pod := range all {
-		ref := metav1.GetControllerOf(pod)
-		matches := sel.Matches(labels.Set(pod.Labels))
-		switch {
-		case ref != nil && ref.UID == ds.UID:
-			if matches || ds.DeletionTimestamp != nil {
-				out = append(out, pod)
-				continue
-			}
-			if err := c.patchPod(ctx, pod, releasePatch(ds.UID, pod.UID)); err != nil {
-				errs = append(errs, err)
-			}
-		case ref == nil && matches && ds.DeletionTimestamp == nil && pod.DeletionTimestamp == nil:
-			if !fresh {
-				// Adopt only for the DaemonSet that exists now, not for a
-				// deleted one of the same name still in the cache.
-				live, err := c.client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
-				if err != nil || live.UID != ds.UID || live.DeletionTimestamp != nil {
-					return out, nil
-				}
-				fresh = true
-			}
-			if err := c.patchPod(ctx, pod, adoptPatch(ds, pod.UID)); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out = append(out, pod)
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
-func (c *Controller) patchPod(ctx context.Context, pod *v1.Pod, patch []byte) error {
-	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("patching ownerReferences of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
-}
-
-func adoptPatch(ds *appsv1.DaemonSet, podUID types.UID) []byte {
-	ref := metav1.NewControllerRef(ds, controllerKind)
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": []any{ref},
-		"uid":             podUID,
-	}})
-	return b
-}
-
-func releasePatch(owner, podUID types.UID) []byte {
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": []any{map[string]any{"$patch": "delete", "uid": owner}},
-		"uid":             podUID,
-	}})
-	return b
+	// Adopt only for the DaemonSet that exists now, not for a deleted one
+	// of the same name still in the cache.
+	recheck := controllerref.Recheck(ds, controllerKind.Kind, func(ctx context.Context) (metav1.Object, error) {
+		return c.client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+	})
+	return controllerref.NewPodManager(c.client.CoreV1(), ds, controllerKind, sel, recheck).ClaimPods(ctx, all)
 }
 
 // syncRevisions makes sure the current template has the newest

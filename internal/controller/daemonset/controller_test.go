@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -357,7 +358,7 @@ func TestTaintedNodeSkippedUnlessTolerated(t *testing.T) {
 	// The template changed: n3 gets a new pod at once and the old pods,
 	// never Ready in the fake, are replaced at once as unavailable.
 	f.sync(t, "default/ds")
-	if got := f.podNodes(t); !contains(got, "n3") {
+	if got := f.podNodes(t); !slices.Contains(got, "n3") {
 		t.Fatalf("no pod on tolerated node n3: %v", got)
 	}
 	f.sync(t, "default/ds")

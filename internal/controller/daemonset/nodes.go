@@ -1,12 +1,13 @@
 package daemonset
 
 import (
-	"strconv"
+	"slices"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 // Node taint keys whose tolerations Kubernetes adds to every daemon pod, so
@@ -65,7 +66,8 @@ func addTolerations(spec *v1.PodSpec, add []v1.Toleration) {
 // nodeFit says whether a daemon pod should be started on the node
 // (shouldRun) and whether an existing one may stay (shouldContinue), from
 // the pod template's nodeName, nodeSelector, required node affinity and the
-// node's taints, as upstream's NodeShouldRunDaemonPod decides.
+// node's taints, as upstream's NodeShouldRunDaemonPod decides with the same
+// component-helpers the scheduler uses.
 func nodeFit(ds *appsv1.DaemonSet, node *v1.Node) (shouldRun, shouldContinue bool) {
 	if ds == nil || node == nil {
 		return false, false
@@ -74,106 +76,22 @@ func nodeFit(ds *appsv1.DaemonSet, node *v1.Node) (shouldRun, shouldContinue boo
 	if spec.NodeName != "" && spec.NodeName != node.Name {
 		return false, false
 	}
-	if !matchesNodeSelector(spec, node) {
+	// A term that does not parse matches nothing; the error adds nothing
+	// the API server's validation has not said already.
+	if fits, _ := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity).Match(node); !fits {
 		return false, false
 	}
 	tolerations := append(append([]v1.Toleration(nil), spec.Tolerations...), daemonTolerations(spec)...)
-	shouldRun, shouldContinue = true, true
-	for i := range node.Spec.Taints {
-		taint := &node.Spec.Taints[i]
-		if taint.Effect != v1.TaintEffectNoSchedule && taint.Effect != v1.TaintEffectNoExecute {
-			continue
-		}
-		if tolerated(tolerations, taint) {
-			continue
-		}
-		shouldRun = false
-		if taint.Effect == v1.TaintEffectNoExecute {
-			shouldContinue = false
-		}
+	untolerated := func(effects ...v1.TaintEffect) bool {
+		_, found := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), node.Spec.Taints, tolerations, func(t *v1.Taint) bool {
+			return slices.Contains(effects, t.Effect)
+		}, false)
+		return found
 	}
-	return shouldRun, shouldContinue
-}
-
-func tolerated(tolerations []v1.Toleration, taint *v1.Taint) bool {
-	for i := range tolerations {
-		if tolerations[i].ToleratesTaint(logr.Discard(), taint, false) {
-			return true
-		}
+	if untolerated(v1.TaintEffectNoSchedule, v1.TaintEffectNoExecute) {
+		return false, !untolerated(v1.TaintEffectNoExecute)
 	}
-	return false
-}
-
-// matchesNodeSelector applies spec.nodeSelector and the required node
-// affinity terms (ORed; an empty term matches nothing).
-func matchesNodeSelector(spec *v1.PodSpec, node *v1.Node) bool {
-	if len(spec.NodeSelector) > 0 && !labels.SelectorFromSet(spec.NodeSelector).Matches(labels.Set(node.Labels)) {
-		return false
-	}
-	a := spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return true
-	}
-	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		if termMatches(term, node) {
-			return true
-		}
-	}
-	return false
-}
-
-func termMatches(term v1.NodeSelectorTerm, node *v1.Node) bool {
-	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
-		return false
-	}
-	for _, r := range term.MatchExpressions {
-		v, ok := node.Labels[r.Key]
-		if !requirementMatches(r, v, ok) {
-			return false
-		}
-	}
-	for _, r := range term.MatchFields {
-		if r.Key != nodeNameField || !requirementMatches(r, node.Name, true) {
-			return false
-		}
-	}
-	return true
-}
-
-func requirementMatches(r v1.NodeSelectorRequirement, value string, present bool) bool {
-	switch r.Operator {
-	case v1.NodeSelectorOpIn:
-		return present && contains(r.Values, value)
-	case v1.NodeSelectorOpNotIn:
-		return !present || !contains(r.Values, value)
-	case v1.NodeSelectorOpExists:
-		return present
-	case v1.NodeSelectorOpDoesNotExist:
-		return !present
-	case v1.NodeSelectorOpGt, v1.NodeSelectorOpLt:
-		if !present || len(r.Values) != 1 {
-			return false
-		}
-		have, err1 := strconv.ParseInt(value, 10, 64)
-		want, err2 := strconv.ParseInt(r.Values[0], 10, 64)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		if r.Operator == v1.NodeSelectorOpGt {
-			return have > want
-		}
-		return have < want
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return true, true
 }
 
 // targetNode is the node a daemon pod belongs to: its spec.nodeName once

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche/tranche/internal/testutil"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,17 +57,6 @@ func writes(client *fake.Clientset) []string {
 	return out
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // startController builds a controller on client and starts its informers,
 // without workers: tests drive sync themselves.
 func startController(t *testing.T, client *fake.Clientset) *Controller {
@@ -88,7 +78,7 @@ func startController(t *testing.T, client *fake.Clientset) *Controller {
 		t.Fatal(err)
 	}
 	lister := factory.Discovery().V1().EndpointSlices().Lister()
-	eventually(t, "the slice watch to be live", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the slice watch to be live", func() bool {
 		_, err := lister.EndpointSlices("probe-ns").Get("watch-probe")
 		return err == nil
 	})
@@ -113,7 +103,7 @@ func TestControllerWritesOnlyChanges(t *testing.T) {
 	if got := writes(client); fmt.Sprint(got) != "[create]" {
 		t.Fatalf("first sync wrote %v, want one create", got)
 	}
-	eventually(t, "the slice in the cache", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the slice in the cache", func() bool {
 		return !c.writes.stale(key, func(n string) (string, bool) {
 			s, err := c.slices.EndpointSlices(ns).Get(n)
 			if err != nil {
@@ -136,7 +126,7 @@ func TestControllerWritesOnlyChanges(t *testing.T) {
 	if _, err := client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the pod in the cache", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the pod in the cache", func() bool {
 		p, err := c.pods.Pods(ns).Get("pod-042")
 		return err == nil && !podReady(p)
 	})
@@ -161,7 +151,7 @@ func TestControllerRecreatesDeletedSlice(t *testing.T) {
 	if err := c.sync(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the slice in the cache", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the slice in the cache", func() bool {
 		return !c.writes.stale(key, func(n string) (string, bool) {
 			s, err := c.slices.EndpointSlices(ns).Get(n)
 			if err != nil {
@@ -181,7 +171,7 @@ func TestControllerRecreatesDeletedSlice(t *testing.T) {
 	if err := client.DiscoveryV1().EndpointSlices(ns).Delete(ctx, slices.Items[0].Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deletion to enqueue the service", func() bool { return c.queue.Len() == 1 })
+	testutil.Eventually(t, 5*time.Second, "the deletion to enqueue the service", func() bool { return c.queue.Len() == 1 })
 	client.ClearActions()
 	if err := c.sync(ctx, key); err != nil {
 		t.Fatal(err)

@@ -9,13 +9,14 @@ package job
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tranche/tranche/internal/controller/worker"
 	"log/slog"
 	"reflect"
 	"sync"
+
+	"github.com/tranche/tranche/internal/controller/controllerref"
+	"github.com/tranche/tranche/internal/controller/worker"
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
@@ -211,48 +212,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 }
 
 // claimPods lists the Job's pods, adopting matching orphans and releasing
-// owned pods that no longer match, by ControllerRef rules.
+// owned pods that no longer match, by ControllerRef rules. As upstream,
+// adoption adds the tracking finalizer and release removes it.
 func (c *Controller) claimPods(ctx context.Context, job *batchv1.Job, sel labels.Selector) ([]*v1.Pod, error) {
 	all, err := c.pods.Pods(job.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
-	var out []*v1.Pod
-	var errs []error
-	fresh := false
-	for _, pod := range all {
-		ref := metav1.GetControllerOf(pod)
-		matches := sel.Matches(labels.Set(pod.Labels))
-		switch {
-		case ref != nil && ref.UID == job.UID:
-			if matches || job.DeletionTimestamp != nil {
-				out = append(out, pod)
-				continue
-			}
-			if err := c.patchPod(ctx, pod, ownerPatch(map[string]any{"$patch": "delete", "uid": job.UID}, pod.UID)); err != nil {
-				errs = append(errs, err)
-			}
-		case ref == nil && matches && job.DeletionTimestamp == nil && pod.DeletionTimestamp == nil:
-			if !fresh {
-				live, err := c.client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
-				if err != nil || live.UID != job.UID || live.DeletionTimestamp != nil {
-					return out, nil
-				}
-				fresh = true
-			}
-			if err := c.patchPod(ctx, pod, ownerPatch(metav1.NewControllerRef(job, controllerKind), pod.UID)); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out = append(out, pod)
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
-func ownerPatch(ref any, podUID types.UID) []byte {
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []any{ref}, "uid": podUID}})
-	return b
+	recheck := controllerref.Recheck(job, controllerKind.Kind, func(ctx context.Context) (metav1.Object, error) {
+		return c.client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+	})
+	return controllerref.NewPodManager(c.client.CoreV1(), job, controllerKind, sel, recheck, batchv1.JobTrackingFinalizer).ClaimPods(ctx, all)
 }
 
 func (c *Controller) patchPod(ctx context.Context, pod *v1.Pod, patch []byte) error {

@@ -82,214 +82,319 @@ type plan struct {
 // active deadline, completions and parallelism, suspension, and the
 // interim-then-terminal conditions of Kubernetes 1.31+ (FailureTarget before
 // Failed, SuccessCriteriaMet before Complete, the terminal one only once no
-// pod is left running or terminating). It does no I/O.
+// pod is left running or terminating). It does no I/O. Its steps run in
+// this order, each reading what the earlier ones decided.
 func compute(s snapshot) plan {
-	job := s.job
-	var p plan
-	st := job.Status.DeepCopy()
-	if isFinished(st) {
-		p.removeFinalizers = withFinalizer(s)
-		p.status = *st
-		p.status.Active, p.status.Ready = 0, ptrTo[int32](0)
-		p.status.Terminating = ptrTo(countTerminating(s.pods))
-		ttl(&p, job, st, s.now)
-		return p
+	if isFinished(&s.job.Status) {
+		return computeFinished(s)
 	}
-	completions := job.Spec.Completions
-	indexed := isIndexed(job) && completions != nil
-	ending := conditionTrue(st.Conditions, batchv1.JobFailureTarget) || conditionTrue(st.Conditions, batchv1.JobSuccessCriteriaMet)
-	succeedingEnd := conditionTrue(st.Conditions, batchv1.JobSuccessCriteriaMet)
-	suspended := job.Spec.Suspend != nil && *job.Spec.Suspend
+	c := newSyncState(s)
+	c.accountFinishedPods()
+	c.flushCounts()
+	c.collectActive()
+	c.judgeOutcome()
+	c.planPods()
+	c.finalStatus()
+	return c.p
+}
 
-	uncounted := st.UncountedTerminatedPods
-	if uncounted == nil {
-		uncounted = &batchv1.UncountedTerminatedPods{}
+// computeFinished is the plan of a Job already Complete or Failed: its
+// pods lose the tracking finalizer, nothing is active, and the TTL runs.
+func computeFinished(s snapshot) plan {
+	var p plan
+	st := s.job.Status.DeepCopy()
+	p.removeFinalizers = withFinalizer(s)
+	p.status = *st
+	p.status.Active, p.status.Ready = 0, ptrTo[int32](0)
+	p.status.Terminating = ptrTo(countTerminating(s.pods))
+	ttl(&p, s.job, st, s.now)
+	return p
+}
+
+// syncState is what compute's steps share while deciding one sync.
+type syncState struct {
+	s   snapshot
+	job *batchv1.Job
+	// st is the status being built; p the plan.
+	st *batchv1.JobStatus
+	p  plan
+
+	completions *int32
+	// indexed is an Indexed job with completions; perIndex one that
+	// also has backoffLimitPerIndex, where an index fails on its own once
+	// it failed more than the limit (or a FailIndex rule matched).
+	indexed, perIndex bool
+	suspended         bool
+	// ending is true once a FailureTarget or SuccessCriteriaMet condition
+	// holds; succeedingEnd once SuccessCriteriaMet held at the start.
+	ending, succeedingEnd bool
+
+	uncounted *batchv1.UncountedTerminatedPods
+	// known are the pods already recorded as uncounted.
+	known                    map[types.UID]bool
+	completed, failedIndexes map[int]bool
+	// failJobMessage is the message of the first FailJob rule matched.
+	failJobMessage string
+
+	active      []*v1.Pod
+	terminating int32
+}
+
+func newSyncState(s snapshot) *syncState {
+	job := s.job
+	st := job.Status.DeepCopy()
+	c := &syncState{
+		s: s, job: job, st: st,
+		completions:   job.Spec.Completions,
+		ending:        conditionTrue(st.Conditions, batchv1.JobFailureTarget) || conditionTrue(st.Conditions, batchv1.JobSuccessCriteriaMet),
+		succeedingEnd: conditionTrue(st.Conditions, batchv1.JobSuccessCriteriaMet),
+		suspended:     job.Spec.Suspend != nil && *job.Spec.Suspend,
+		uncounted:     st.UncountedTerminatedPods,
+		known:         map[types.UID]bool{},
+		completed:     map[int]bool{},
+		failedIndexes: map[int]bool{},
 	}
-	known := map[types.UID]bool{}
-	for _, u := range append(append([]types.UID(nil), uncounted.Succeeded...), uncounted.Failed...) {
-		known[u] = true
+	c.indexed = isIndexed(job) && c.completions != nil
+	c.perIndex = c.indexed && job.Spec.BackoffLimitPerIndex != nil
+	if c.uncounted == nil {
+		c.uncounted = &batchv1.UncountedTerminatedPods{}
 	}
-	completed := map[int]bool{}
-	if indexed {
-		completed = parseIndexes(st.CompletedIndexes, *completions)
+	for _, u := range append(append([]types.UID(nil), c.uncounted.Succeeded...), c.uncounted.Failed...) {
+		c.known[u] = true
 	}
-	// With backoffLimitPerIndex, an index fails on its own once it failed
-	// more than the limit (or a FailIndex rule matched).
-	perIndex := indexed && job.Spec.BackoffLimitPerIndex != nil
-	failedIndexes := map[int]bool{}
-	if perIndex && st.FailedIndexes != nil {
-		failedIndexes = parseIndexes(*st.FailedIndexes, *completions)
+	if c.indexed {
+		c.completed = parseIndexes(st.CompletedIndexes, *c.completions)
 	}
-	failJobMessage := ""
+	if c.perIndex && st.FailedIndexes != nil {
+		c.failedIndexes = parseIndexes(*st.FailedIndexes, *c.completions)
+	}
+	return c
+}
+
+// accountFinishedPods records every newly finished pod that still carries
+// the tracking finalizer in uncountedTerminatedPods (the interim status,
+// written before any finalizer goes) and marks its finalizer for removal.
+func (c *syncState) accountFinishedPods() {
 	newlyRecorded := false
-	for _, pod := range s.pods {
-		if !hasFinalizer(pod) || s.pendingFinalizers[pod.UID] {
+	for _, pod := range c.s.pods {
+		if !hasFinalizer(pod) || c.s.pendingFinalizers[pod.UID] {
 			continue
 		}
 		succeeded := pod.Status.Phase == v1.PodSucceeded
-		failed := !succeeded && (isFailed(pod, job) || (ending && pod.DeletionTimestamp != nil))
+		failed := !succeeded && (isFailed(pod, c.job) || (c.ending && pod.DeletionTimestamp != nil))
 		if !succeeded && !failed {
 			continue
 		}
-		p.removeFinalizers = append(p.removeFinalizers, pod)
-		if known[pod.UID] {
+		c.p.removeFinalizers = append(c.p.removeFinalizers, pod)
+		if c.known[pod.UID] {
 			continue
 		}
-		switch {
-		case succeeded:
-			if indexed {
-				ix := podIndex(pod, *completions)
-				if ix == noIndex || completed[ix] {
-					continue
-				}
-				completed[ix] = true
-			}
-			uncounted.Succeeded = append(uncounted.Succeeded, pod.UID)
-		case (succeedingEnd || suspended) && pod.Status.Phase != v1.PodFailed:
-			// Pods removed once the job met its success criteria, or
-			// because it was suspended, are not failures.
-			continue
-		default:
-			rule, msg := matchFailurePolicy(job.Spec.PodFailurePolicy, pod)
-			if rule != nil && rule.Action == batchv1.PodFailurePolicyActionIgnore {
-				continue
-			}
-			if rule != nil && rule.Action == batchv1.PodFailurePolicyActionFailJob && failJobMessage == "" {
-				failJobMessage = msg
-			}
-			if perIndex {
-				ix := podIndex(pod, *completions)
-				failIndex := rule != nil && rule.Action == batchv1.PodFailurePolicyActionFailIndex
-				if ix != noIndex && !completed[ix] && (failIndex || indexFailureCount(pod)+1 > int(*job.Spec.BackoffLimitPerIndex)) {
-					failedIndexes[ix] = true
-				}
-			}
-			uncounted.Failed = append(uncounted.Failed, pod.UID)
+		var recorded bool
+		if succeeded {
+			recorded = c.recordSuccess(pod)
+		} else {
+			recorded = c.recordFailure(pod)
 		}
-		known[pod.UID] = true
-		newlyRecorded = true
+		if recorded {
+			c.known[pod.UID] = true
+			newlyRecorded = true
+		}
 	}
 	if newlyRecorded {
-		interim := st.DeepCopy()
-		interim.UncountedTerminatedPods = uncounted.DeepCopy()
-		if indexed {
-			interim.CompletedIndexes = formatIndexes(completed)
+		interim := c.st.DeepCopy()
+		interim.UncountedTerminatedPods = c.uncounted.DeepCopy()
+		if c.indexed {
+			interim.CompletedIndexes = formatIndexes(c.completed)
 		}
-		if perIndex {
-			interim.FailedIndexes = ptrTo(formatIndexes(failedIndexes))
+		if c.perIndex {
+			interim.FailedIndexes = ptrTo(formatIndexes(c.failedIndexes))
 		}
-		p.interim = interim
+		c.p.interim = interim
 	}
+}
 
-	// Flush: every uncounted pod has lost (or is losing now) its finalizer.
-	if indexed {
-		st.CompletedIndexes = formatIndexes(completed)
-		st.Succeeded = int32(len(completed))
-		if perIndex {
-			st.FailedIndexes = ptrTo(formatIndexes(failedIndexes))
+// recordSuccess counts a succeeded pod, once per index for Indexed jobs;
+// it reports whether the pod was recorded.
+func (c *syncState) recordSuccess(pod *v1.Pod) bool {
+	if c.indexed {
+		ix := podIndex(pod, *c.completions)
+		if ix == noIndex || c.completed[ix] {
+			return false
+		}
+		c.completed[ix] = true
+	}
+	c.uncounted.Succeeded = append(c.uncounted.Succeeded, pod.UID)
+	return true
+}
+
+// recordFailure applies the pod failure policy to a failed pod and counts
+// it unless a rule ignores it; it reports whether the pod was recorded.
+// Pods removed once the job met its success criteria, or because it was
+// suspended, are not failures.
+func (c *syncState) recordFailure(pod *v1.Pod) bool {
+	if (c.succeedingEnd || c.suspended) && pod.Status.Phase != v1.PodFailed {
+		return false
+	}
+	rule, msg := matchFailurePolicy(c.job.Spec.PodFailurePolicy, pod)
+	if rule != nil && rule.Action == batchv1.PodFailurePolicyActionIgnore {
+		return false
+	}
+	if rule != nil && rule.Action == batchv1.PodFailurePolicyActionFailJob && c.failJobMessage == "" {
+		c.failJobMessage = msg
+	}
+	if c.perIndex {
+		ix := podIndex(pod, *c.completions)
+		failIndex := rule != nil && rule.Action == batchv1.PodFailurePolicyActionFailIndex
+		if ix != noIndex && !c.completed[ix] && (failIndex || indexFailureCount(pod)+1 > int(*c.job.Spec.BackoffLimitPerIndex)) {
+			c.failedIndexes[ix] = true
+		}
+	}
+	c.uncounted.Failed = append(c.uncounted.Failed, pod.UID)
+	return true
+}
+
+// flushCounts moves the uncounted pods into succeeded, failed and the
+// index lists: every one of them has lost (or is losing now) its finalizer.
+func (c *syncState) flushCounts() {
+	st := c.st
+	if c.indexed {
+		st.CompletedIndexes = formatIndexes(c.completed)
+		st.Succeeded = int32(len(c.completed))
+		if c.perIndex {
+			st.FailedIndexes = ptrTo(formatIndexes(c.failedIndexes))
 		}
 	} else {
-		st.Succeeded += int32(len(uncounted.Succeeded))
+		st.Succeeded += int32(len(c.uncounted.Succeeded))
 	}
-	st.Failed += int32(len(uncounted.Failed))
+	st.Failed += int32(len(c.uncounted.Failed))
 	st.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
+}
 
-	var active []*v1.Pod
-	for _, pod := range s.pods {
+// collectActive finds the running pods and counts the terminating ones.
+func (c *syncState) collectActive() {
+	for _, pod := range c.s.pods {
 		if isActive(pod) {
-			active = append(active, pod)
+			c.active = append(c.active, pod)
 		}
 	}
-	terminating := countTerminating(s.pods)
+	c.terminating = countTerminating(c.s.pods)
+}
 
-	if !ending {
-		switch {
-		case failJobMessage != "":
-			setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy, failJobMessage, s.now)
-		case job.Spec.BackoffLimit != nil && st.Failed > *job.Spec.BackoffLimit:
-			setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded, msgBackoffLimit, s.now)
-		case !suspended && deadlineLeft(job, st, s.now) == 0:
-			setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonDeadlineExceeded, msgDeadline, s.now)
-		case perIndex && job.Spec.MaxFailedIndexes != nil && int32(len(failedIndexes)) > *job.Spec.MaxFailedIndexes:
-			setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, msgMaxFailedIndexes, s.now)
-		case perIndex && len(failedIndexes) > 0 && len(completed)+len(failedIndexes) >= int(*completions):
-			setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, msgFailedIndexes, s.now)
-		case completionsReached(job, st, completed, len(active)):
-			setCondition(st, batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached, msgCompletions, s.now)
-		}
-		ending = conditionTrue(st.Conditions, batchv1.JobFailureTarget) || conditionTrue(st.Conditions, batchv1.JobSuccessCriteriaMet)
+// judgeOutcome sets the interim condition the first time the job fails
+// (a FailJob rule, the backoff limit, the active deadline, failed indexes)
+// or meets its completions.
+func (c *syncState) judgeOutcome() {
+	if c.ending {
+		return
 	}
-
+	job, st, now := c.job, c.st, c.s.now
 	switch {
-	case ending:
-		p.deletes = active
-		if len(active) == 0 && terminating == 0 {
-			finish(&p, st, s.now)
+	case c.failJobMessage != "":
+		setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy, c.failJobMessage, now)
+	case job.Spec.BackoffLimit != nil && st.Failed > *job.Spec.BackoffLimit:
+		setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded, msgBackoffLimit, now)
+	case !c.suspended && deadlineLeft(job, st, now) == 0:
+		setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonDeadlineExceeded, msgDeadline, now)
+	case c.perIndex && job.Spec.MaxFailedIndexes != nil && int32(len(c.failedIndexes)) > *job.Spec.MaxFailedIndexes:
+		setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, msgMaxFailedIndexes, now)
+	case c.perIndex && len(c.failedIndexes) > 0 && len(c.completed)+len(c.failedIndexes) >= int(*c.completions):
+		setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, msgFailedIndexes, now)
+	case completionsReached(job, st, c.completed, len(c.active)):
+		setCondition(st, batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached, msgCompletions, now)
+	}
+	c.ending = conditionTrue(st.Conditions, batchv1.JobFailureTarget) || conditionTrue(st.Conditions, batchv1.JobSuccessCriteriaMet)
+}
+
+// planPods decides the pod creates and deletes: an ending job deletes its
+// active pods and finishes once none is left; a suspended one deletes them
+// too; a running one keeps parallelism, honouring the failure backoff.
+// Nothing is created or deleted while earlier writes are unobserved.
+func (c *syncState) planPods() {
+	st, now := c.st, c.s.now
+	switch {
+	case c.ending:
+		c.p.deletes = c.active
+		if len(c.active) == 0 && c.terminating == 0 {
+			finish(&c.p, st, now)
 		}
-	case suspended:
-		p.deletes = active
+	case c.suspended:
+		c.p.deletes = c.active
 		if !conditionTrue(st.Conditions, batchv1.JobSuspended) {
-			setConditionStatus(st, batchv1.JobSuspended, v1.ConditionTrue, reasonJobSuspended, msgSuspended, s.now)
-			p.events = append(p.events, event{v1.EventTypeNormal, "Suspended", msgSuspended})
+			setConditionStatus(st, batchv1.JobSuspended, v1.ConditionTrue, reasonJobSuspended, msgSuspended, now)
+			c.p.events = append(c.p.events, event{v1.EventTypeNormal, "Suspended", msgSuspended})
 		}
 	default:
 		if conditionTrue(st.Conditions, batchv1.JobSuspended) {
-			setConditionStatus(st, batchv1.JobSuspended, v1.ConditionFalse, reasonJobResumed, msgResumed, s.now)
-			p.events = append(p.events, event{v1.EventTypeNormal, "Resumed", msgResumed})
+			setConditionStatus(st, batchv1.JobSuspended, v1.ConditionFalse, reasonJobResumed, msgResumed, now)
+			c.p.events = append(c.p.events, event{v1.EventTypeNormal, "Resumed", msgResumed})
 			// The active deadline counts from the resumption.
-			st.StartTime = &metav1.Time{Time: s.now}
+			st.StartTime = &metav1.Time{Time: now}
 		}
 		if st.StartTime == nil {
-			st.StartTime = &metav1.Time{Time: s.now}
+			st.StartTime = &metav1.Time{Time: now}
 		}
-		wait := backoffLeft(s.pods, job, s.now)
-		if indexed {
-			done := map[int]bool{}
-			for ix := range completed {
-				done[ix] = true
+		wait := c.planRunning()
+		c.p.requeue = minPositive(wait, deadlineLeft(c.job, st, now))
+	}
+	if !c.s.manage {
+		c.p.creates, c.p.deletes = nil, nil
+	}
+}
+
+// planRunning is the creation plan of a running job: which pods (indexes)
+// to create and which to delete, and the backoff wait left before the
+// next creation.
+func (c *syncState) planRunning() time.Duration {
+	job, now := c.job, c.s.now
+	wait := backoffLeft(c.s.pods, job, now)
+	if !c.indexed {
+		c.p.creates, c.p.deletes = manageNonIndexed(job, c.st, c.active, wait > 0)
+		return wait
+	}
+	done := map[int]bool{}
+	for ix := range c.completed {
+		done[ix] = true
+	}
+	for ix := range c.failedIndexes {
+		done[ix] = true
+	}
+	blocked := func(int) bool { return wait > 0 }
+	if c.perIndex {
+		var indexWait map[int]time.Duration
+		indexWait, c.p.indexFailures = indexBackoffs(c.s.pods, job, *c.completions, now)
+		wait = 0
+		for ix, d := range indexWait {
+			if !done[ix] {
+				wait = minPositive(wait, d)
 			}
-			for ix := range failedIndexes {
-				done[ix] = true
-			}
-			blocked := func(int) bool { return wait > 0 }
-			if perIndex {
-				var indexWait map[int]time.Duration
-				indexWait, p.indexFailures = indexBackoffs(s.pods, job, *completions, s.now)
-				wait = 0
-				for ix, d := range indexWait {
-					if !done[ix] {
-						wait = minPositive(wait, d)
-					}
-				}
-				blocked = func(ix int) bool { return indexWait[ix] > 0 }
-			}
-			p.creates, p.deletes = manageIndexed(job, active, done, blocked)
-		} else {
-			p.creates, p.deletes = manageNonIndexed(job, st, active, wait > 0)
 		}
-		p.requeue = minPositive(wait, deadlineLeft(job, st, s.now))
+		blocked = func(ix int) bool { return indexWait[ix] > 0 }
 	}
-	if !s.manage {
-		p.creates, p.deletes = nil, nil
-	}
+	c.p.creates, c.p.deletes = manageIndexed(job, c.active, done, blocked)
+	return wait
+}
+
+// finalStatus counts active, ready and terminating pods as they will be
+// once the plan is applied, and runs the TTL of a job that just finished.
+func (c *syncState) finalStatus() {
+	st := c.st
 	deleted := map[types.UID]bool{}
-	for _, pod := range p.deletes {
+	for _, pod := range c.p.deletes {
 		deleted[pod.UID] = true
 	}
 	var ready int32
-	for _, pod := range active {
+	for _, pod := range c.active {
 		if !deleted[pod.UID] && podReady(pod) {
 			ready++
 		}
 	}
-	st.Active = int32(len(active) - len(p.deletes) + len(p.creates))
+	st.Active = int32(len(c.active) - len(c.p.deletes) + len(c.p.creates))
 	st.Ready = &ready
-	st.Terminating = ptrTo(terminating + int32(len(p.deletes)))
-	p.status = *st
+	st.Terminating = ptrTo(c.terminating + int32(len(c.p.deletes)))
+	c.p.status = *st
 	if isFinished(st) {
-		ttl(&p, job, st, s.now)
+		ttl(&c.p, c.job, st, c.s.now)
 	}
-	return p
 }
 
 // finish turns the interim condition into the terminal one.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/tranche/tranche/internal/testutil"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,17 +119,6 @@ func (f *fixture) pod(t *testing.T, name string) *v1.Pod {
 	return p
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func check(t *testing.T, what string, want, got any) {
 	t.Helper()
 	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
@@ -192,7 +182,7 @@ func TestSilentNodeTurnsUnknownAndRecovers(t *testing.T) {
 	check(t, "web Ready", v1.ConditionFalse, podReady(f.pod(t, "web")))
 	check(t, "elsewhere Ready", v1.ConditionTrue, podReady(f.pod(t, "elsewhere")))
 
-	eventually(t, "the caches to catch up", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the caches to catch up", func() bool {
 		n, _ := f.c.nodes.Get("n")
 		pods := f.c.podsOn("n")
 		return n != nil && len(n.Spec.Taints) == 2 && len(pods) == 1 && podReady(pods[0]) == v1.ConditionFalse
@@ -213,7 +203,7 @@ func TestSilentNodeTurnsUnknownAndRecovers(t *testing.T) {
 	if _, err := f.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the kubelet's status in the cache", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the kubelet's status in the cache", func() bool {
 		n, _ := f.c.nodes.Get("n")
 		return n != nil && readyStatus(n.Status.Conditions) == v1.ConditionTrue
 	})
@@ -276,7 +266,7 @@ func TestTaintEviction(t *testing.T) {
 	if _, err := f.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the untainted node and the deletions in the cache", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the untainted node and the deletions in the cache", func() bool {
 		n, _ := f.c.nodes.Get("n")
 		return n != nil && len(n.Spec.Taints) == 0 && len(f.c.podsOn("n")) == 2
 	})
@@ -365,7 +355,7 @@ func TestRun(t *testing.T) {
 	if d := tainted.Sub(t0); d <= 40*time.Second {
 		t.Fatalf("tainted %v after the last heartbeat, within the grace period", d)
 	}
-	eventually(t, "the intolerant pod's deletion", func() bool { return f.pod(t, "intolerant") == nil })
+	testutil.Eventually(t, 5*time.Second, "the intolerant pod's deletion", func() bool { return f.pod(t, "intolerant") == nil })
 	if f.pod(t, "five-minutes") == nil {
 		t.Fatal("five-minutes deleted at once")
 	}

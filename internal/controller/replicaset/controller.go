@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/tranche/tranche/internal/controller/controllerref"
 	"github.com/tranche/tranche/internal/controller/worker"
 )
 
@@ -323,7 +324,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	p := planReplicaSet(snapshot{
 		rs:          rs,
 		active:      owned,
-		terminating: claimPods(rs, selector, terminating).owned,
+		terminating: claimPods(rs, selector, terminating).Owned,
 		related:     related,
 		manage:      manage && rs.DeletionTimestamp == nil,
 		now:         c.clock.Now(),
@@ -377,63 +378,11 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet, all []*v1.Pod) []*v1.Pod
 // applyClaims adopts and releases pods as cl says and returns the pods rs
 // owns afterwards. Before the first adoption it re-reads rs from the API
 // server: a ReplicaSet deleted since the cache saw it must not adopt.
-func (c *Controller) applyClaims(ctx context.Context, rs *appsv1.ReplicaSet, cl claims) ([]*v1.Pod, error) {
-	owned := cl.owned
-	var errs []error
-	if len(cl.adopt) > 0 {
-		if err := c.recheckForAdoption(ctx, rs); err != nil {
-			errs = append(errs, err)
-		} else {
-			for _, pod := range cl.adopt {
-				err := c.patchOwner(ctx, pod, adoptPatch(rs, pod))
-				switch {
-				case err == nil:
-					owned = append(owned, pod)
-				case !apierrors.IsNotFound(err):
-					errs = append(errs, fmt.Errorf("adopting pod %s into %s %s/%s: %w", podKey(pod), c.noun(), rs.Namespace, rs.Name, err))
-				}
-			}
-		}
-	}
-	for _, pod := range cl.release {
-		err := c.patchOwner(ctx, pod, releasePatch(rs, pod))
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("releasing pod %s from %s %s/%s: %w", podKey(pod), c.noun(), rs.Namespace, rs.Name, err))
-		}
-	}
-	return owned, errors.Join(errs...)
-}
-
-func (c *Controller) recheckForAdoption(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	fresh, err := c.owners.fetch(ctx, rs.Namespace, rs.Name)
-	if err != nil {
-		return fmt.Errorf("rechecking %s %s/%s before adoption: %w", c.noun(), rs.Namespace, rs.Name, err)
-	}
-	if fresh.UID != rs.UID {
-		return fmt.Errorf("original %s %s/%s is gone: got uid %s, wanted %s", c.owners.kind().Kind, rs.Namespace, rs.Name, fresh.UID, rs.UID)
-	}
-	if fresh.DeletionTimestamp != nil {
-		return fmt.Errorf("%s/%s has just been deleted at %v", rs.Namespace, rs.Name, fresh.DeletionTimestamp)
-	}
-	return nil
-}
-
-func (c *Controller) patchOwner(ctx context.Context, pod *v1.Pod, patch []byte) error {
-	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	return err
-}
-
-// adoptPatch adds rs as the controller of pod; the uid precondition makes
-// it fail on a pod recreated under the same name.
-func adoptPatch(rs *appsv1.ReplicaSet, pod *v1.Pod) []byte {
-	return fmt.Appendf(nil,
-		`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
-		ownerKind(rs).GroupVersion().String(), ownerKind(rs).Kind, rs.Name, rs.UID, pod.UID)
-}
-
-// releasePatch removes rs's ownerReference from pod.
-func releasePatch(rs *appsv1.ReplicaSet, pod *v1.Pod) []byte {
-	return fmt.Appendf(nil, `{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, rs.UID, pod.UID)
+func (c *Controller) applyClaims(ctx context.Context, rs *appsv1.ReplicaSet, cl controllerref.Claims) ([]*v1.Pod, error) {
+	recheck := controllerref.Recheck(rs, c.owners.kind().Kind, func(ctx context.Context) (metav1.Object, error) {
+		return c.owners.fetch(ctx, rs.Namespace, rs.Name)
+	})
+	return controllerref.NewPodManager(c.client.CoreV1(), rs, ownerKind(rs), nil, recheck).Apply(ctx, cl)
 }
 
 // applyPlan creates and deletes pods as p says and returns the first

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tranche/tranche/internal/controller/controllerref"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -313,41 +314,12 @@ func podKey(pod *v1.Pod) string {
 	return pod.Namespace + "/" + pod.Name
 }
 
-// claims is how a ReplicaSet's pod list splits under the ControllerRef rules.
-type claims struct {
-	// owned are pods whose controller is the ReplicaSet and that match its selector.
-	owned []*v1.Pod
-	// adopt are orphans that match the selector: they become owned once adopted.
-	adopt []*v1.Pod
-	// release are pods the ReplicaSet controls that no longer match.
-	release []*v1.Pod
-}
-
 // claimPods applies the ControllerRef rules: a pod controlled by another
 // object is never touched; a pod we control that stops matching is
 // released; a matching orphan that is not being deleted is adopted. A
 // ReplicaSet being deleted neither adopts nor releases.
-func claimPods(rs *appsv1.ReplicaSet, selector labels.Selector, pods []*v1.Pod) claims {
-	var c claims
-	deleting := rs.DeletionTimestamp != nil
-	for _, pod := range pods {
-		match := selector.Matches(labels.Set(pod.Labels))
-		if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-			switch {
-			case ref.UID != rs.UID:
-			case match:
-				c.owned = append(c.owned, pod)
-			case !deleting:
-				c.release = append(c.release, pod)
-			}
-			continue
-		}
-		if deleting || !match || pod.DeletionTimestamp != nil || pod.Namespace != rs.Namespace {
-			continue
-		}
-		c.adopt = append(c.adopt, pod)
-	}
-	return c
+func claimPods(rs *appsv1.ReplicaSet, selector labels.Selector, pods []*v1.Pod) controllerref.Claims {
+	return controllerref.Split(rs, func(pod *v1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) }, pods)
 }
 
 // podFromTemplate is a new pod of rs: named after it by generateName, with

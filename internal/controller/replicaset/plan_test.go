@@ -267,13 +267,13 @@ func TestClaimPods(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := claimPods(tc.rs, sel, tc.pods)
-			got := [][]string{names(c.owned), names(c.adopt), names(c.release)}
+			got := [][]string{names(c.Owned), names(c.Adopt), names(c.Release)}
 			if diff := cmp.Diff([][]string{tc.owned, tc.adopt, tc.releaseWant}, got); diff != "" {
 				t.Errorf("owned/adopt/release (-want +got):\n%s", diff)
 			}
 		})
 	}
-	if c := claimPods(rs, labels.Everything(), nil); c.owned != nil || c.adopt != nil {
+	if c := claimPods(rs, labels.Everything(), nil); c.Owned != nil || c.Adopt != nil {
 		t.Errorf("claims of no pods: %+v", c)
 	}
 }

@@ -12,19 +12,19 @@ package statefulset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tranche/tranche/internal/controller/worker"
 	"log/slog"
 	"reflect"
+
+	"github.com/tranche/tranche/internal/controller/controllerref"
+	"github.com/tranche/tranche/internal/controller/worker"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -229,60 +229,21 @@ func (c *Controller) syncHistory(ctx context.Context, set *appsv1.StatefulSet, p
 }
 
 // claimPods lists the set's pods, adopting matching orphans and releasing
-// owned pods that no longer match, by ControllerRef rules.
+// owned pods that no longer match, by ControllerRef rules. Only pods named
+// like the set's own belong to it.
 func (c *Controller) claimPods(ctx context.Context, set *appsv1.StatefulSet, sel labels.Selector) ([]*v1.Pod, error) {
 	all, err := c.pods.Pods(set.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of StatefulSet %s/%s: %w", set.Namespace, set.Name, err)
 	}
-	var out []*v1.Pod
-	var errs []error
-	fresh := false
-	for _, pod := range all {
-		ref := metav1.GetControllerOf(pod)
-		matches := sel.Matches(labels.Set(pod.Labels))
-		switch {
-		case ref != nil && ref.UID == set.UID:
-			if matches || set.DeletionTimestamp != nil {
-				out = append(out, pod)
-				continue
-			}
-			if err := c.patchPod(ctx, pod, ownerPatch(map[string]any{"$patch": "delete", "uid": set.UID}, pod.UID)); err != nil {
-				errs = append(errs, err)
-			}
-		case ref == nil && matches && set.DeletionTimestamp == nil && pod.DeletionTimestamp == nil:
-			if _, ok := ordinalOf(set, pod); !ok {
-				// Only pods named like the set's own can be adopted.
-				continue
-			}
-			if !fresh {
-				live, err := c.client.AppsV1().StatefulSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
-				if err != nil || live.UID != set.UID || live.DeletionTimestamp != nil {
-					return out, nil
-				}
-				fresh = true
-			}
-			if err := c.patchPod(ctx, pod, ownerPatch(metav1.NewControllerRef(set, controllerKind), pod.UID)); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out = append(out, pod)
-		}
+	recheck := controllerref.Recheck(set, controllerKind.Kind, func(ctx context.Context) (metav1.Object, error) {
+		return c.client.AppsV1().StatefulSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	})
+	member := func(pod *v1.Pod) bool {
+		_, ok := ordinalOf(set, pod)
+		return ok
 	}
-	return out, errors.Join(errs...)
-}
-
-func ownerPatch(ref any, podUID types.UID) []byte {
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []any{ref}, "uid": podUID}})
-	return b
-}
-
-func (c *Controller) patchPod(ctx context.Context, pod *v1.Pod, patch []byte) error {
-	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("patching ownerReferences of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
+	return controllerref.NewPodManager(c.client.CoreV1(), set, controllerKind, sel, recheck).ClaimPods(ctx, all, member)
 }
 
 // apply performs the plan: claim owners, claims, then the pods of ordinals

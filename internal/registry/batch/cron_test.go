@@ -22,6 +22,9 @@ func TestParseScheduleErrors(t *testing.T) {
 		{"@fortnightly", "unrecognized descriptor: @fortnightly"},
 		{"@every soon", `failed to parse duration @every soon: time: invalid duration "soon"`},
 		{"TZ=Nowhere/Land * * * * *", "provided bad location Nowhere/Land: unknown time zone Nowhere/Land"},
+		// robfig/cron panics on a location without fields; the API server
+		// and the controller turn that into this error.
+		{"TZ=UTC", "invalid schedule format: runtime error: slice bounds out of range [:-1]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.schedule, func(t *testing.T) {
