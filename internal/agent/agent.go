@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/tranche/tranche/internal/agent/status"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // Runtime runs a pod's processes (internal/agent/runtime implements it).
@@ -113,10 +114,7 @@ func NewPods(cfg Config) *Pods {
 		prepared: map[types.UID]preparedVolumes{},
 	}
 	enqueue := func(obj interface{}) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if pod, ok := obj.(*v1.Pod); ok {
+		if pod := tombstone.As[*v1.Pod](obj); pod != nil {
 			key := pod.Namespace + "/" + pod.Name
 			p.mu.Lock()
 			if _, ok := p.queued[key]; !ok {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tranche/tranche/internal/tombstone"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,7 +177,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if s, ok := deleted[*v1.Service](obj); ok {
+			if s := tombstone.As[*v1.Service](obj); s != nil {
 				r.proxier.OnServiceDelete(s)
 			}
 		},
@@ -198,7 +199,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if s, ok := deleted[*discoveryv1.EndpointSlice](obj); ok {
+			if s := tombstone.As[*discoveryv1.EndpointSlice](obj); s != nil {
 				r.proxier.OnEndpointSliceDelete(s)
 			}
 		},
@@ -247,14 +248,4 @@ func nodeEligible(n *v1.Node) bool {
 		}
 	}
 	return true
-}
-
-// deleted unwraps an informer's delete notification, which may carry the last known
-// state of an object whose deletion the watch missed.
-func deleted[T any](obj any) (T, bool) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	t, ok := obj.(T)
-	return t, ok
 }

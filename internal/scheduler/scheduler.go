@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tranche/tranche/internal/tombstone"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,9 +95,9 @@ func New(cfg Config) *Scheduler {
 	// handlers themselves have seen the initial list, so the queue holds
 	// every pending pod before the first decision.
 	podReg, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.onPod(nil, asPod(obj)) },
-		UpdateFunc: func(old, obj any) { s.onPod(asPod(old), asPod(obj)) },
-		DeleteFunc: func(obj any) { s.onPodDelete(asPod(obj)) },
+		AddFunc:    func(obj any) { s.onPod(nil, tombstone.As[*v1.Pod](obj)) },
+		UpdateFunc: func(old, obj any) { s.onPod(tombstone.As[*v1.Pod](old), tombstone.As[*v1.Pod](obj)) },
+		DeleteFunc: func(obj any) { s.onPodDelete(tombstone.As[*v1.Pod](obj)) },
 	})
 	if err != nil {
 		panic(fmt.Sprintf("scheduler.New: pod informer: %v", err))
@@ -114,14 +115,6 @@ func New(cfg Config) *Scheduler {
 	}
 	s.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced}
 	return s
-}
-
-func asPod(obj any) *v1.Pod {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, _ := obj.(*v1.Pod)
-	return pod
 }
 
 func asNode(obj any) *v1.Node {

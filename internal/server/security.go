@@ -29,6 +29,7 @@ import (
 	"github.com/tranche/tranche/internal/auth/authz"
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/noderestriction"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // publicPaths answer anonymous requests, as system:public-info-viewer allows.
@@ -299,7 +300,7 @@ func (s *security) feedNodeGraph(f informers.SharedInformerFactory) error {
 		AddFunc:    func(obj any) { setPod(g, obj) },
 		UpdateFunc: func(_, obj any) { setPod(g, obj) },
 		DeleteFunc: func(obj any) {
-			if p, ok := tombstoned[*v1.Pod](obj); ok {
+			if p := tombstone.As[*v1.Pod](obj); p != nil {
 				g.DeletePod(p.Namespace, p.Name)
 			}
 		},
@@ -311,7 +312,7 @@ func (s *security) feedNodeGraph(f informers.SharedInformerFactory) error {
 		AddFunc:    func(obj any) { setPV(g, obj) },
 		UpdateFunc: func(_, obj any) { setPV(g, obj) },
 		DeleteFunc: func(obj any) {
-			if pv, ok := tombstoned[*v1.PersistentVolume](obj); ok {
+			if pv := tombstone.As[*v1.PersistentVolume](obj); pv != nil {
 				g.DeletePV(pv.Name)
 			}
 		},
@@ -332,16 +333,6 @@ func setPV(g *authz.NodeGraph, obj any) {
 	if pv, ok := obj.(*v1.PersistentVolume); ok {
 		g.SetPV(pv)
 	}
-}
-
-// tombstoned returns the object of a delete notification, also when the informer
-// only learned of the deletion after a relist.
-func tombstoned[T any](obj any) (T, bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	t, ok := obj.(T)
-	return t, ok
 }
 
 // restrictionLookup answers NodeRestriction's reads from the caches.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/tranche/tranche/internal/controller/worker"
 	"github.com/tranche/tranche/internal/registry/batch"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // maxRetries bounds the retries of a failing CronJob before it waits for
@@ -115,7 +116,7 @@ func (c *Controller) enqueue(obj any) { worker.Enqueue(c.queue, obj) }
 
 // onJob wakes the CronJob owning the Job.
 func (c *Controller) onJob(obj any) {
-	if j := worker.As[*batchv1.Job](obj); j != nil {
+	if j := tombstone.As[*batchv1.Job](obj); j != nil {
 		if key, _ := worker.OwnerKey(j, controllerKind); key != "" {
 			c.queue.Add(key)
 		}

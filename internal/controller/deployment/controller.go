@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // Config is what New needs.
@@ -195,7 +196,7 @@ func (c *Controller) updateRS(oldObj, curObj any) {
 }
 
 func (c *Controller) deleteRS(obj any) {
-	rs := worker.As[*appsv1.ReplicaSet](obj)
+	rs := tombstone.As[*appsv1.ReplicaSet](obj)
 	if rs == nil {
 		return
 	}
@@ -209,7 +210,7 @@ func (c *Controller) deleteRS(obj any) {
 // deletePod wakes a Recreate Deployment whose old pods are going away: it
 // waits for the last of them before creating new ones.
 func (c *Controller) deletePod(obj any) {
-	pod := worker.As[*v1.Pod](obj)
+	pod := tombstone.As[*v1.Pod](obj)
 	if pod == nil {
 		return
 	}

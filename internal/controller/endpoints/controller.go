@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // Config is what New needs.
@@ -77,7 +78,7 @@ func New(cfg Config) *Controller {
 		triggers:  map[string]triggerState{},
 	}
 	worker.Watch(svcInf.Informer(), c.enqueueObject)
-	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(worker.As[*v1.Pod](old), worker.As[*v1.Pod](cur)) })
+	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(tombstone.As[*v1.Pod](old), tombstone.As[*v1.Pod](cur)) })
 	mustAdd(epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: c.enqueueObject,
 	}))

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // errStale reports that our own writes are not in the informer cache yet.
@@ -116,12 +117,12 @@ func New(cfg Config) *Controller {
 		nodeInf.Informer().HasSynced, sliceInf.Informer().HasSynced,
 	}
 	worker.Watch(svcInf.Informer(), c.enqueueObject)
-	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(worker.As[*v1.Pod](old), worker.As[*v1.Pod](cur)) })
-	worker.WatchChanges(nodeInf.Informer(), func(old, cur any) { c.onNode(worker.As[*v1.Node](old), worker.As[*v1.Node](cur)) })
+	worker.WatchChanges(podInf.Informer(), func(old, cur any) { c.onPod(tombstone.As[*v1.Pod](old), tombstone.As[*v1.Pod](cur)) })
+	worker.WatchChanges(nodeInf.Informer(), func(old, cur any) { c.onNode(tombstone.As[*v1.Node](old), tombstone.As[*v1.Node](cur)) })
 	mustAdd(sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.onSlice(nil, worker.As[*discovery.EndpointSlice](obj)) },
+		AddFunc: func(obj any) { c.onSlice(nil, tombstone.As[*discovery.EndpointSlice](obj)) },
 		UpdateFunc: func(old, cur any) {
-			c.onSlice(worker.As[*discovery.EndpointSlice](old), worker.As[*discovery.EndpointSlice](cur))
+			c.onSlice(tombstone.As[*discovery.EndpointSlice](old), tombstone.As[*discovery.EndpointSlice](cur))
 		},
 		DeleteFunc: c.onSliceDelete,
 	}))
@@ -433,7 +434,7 @@ func (c *Controller) onSlice(old, cur *discovery.EndpointSlice) {
 
 // onSliceDelete recreates slices deleted by anyone but us.
 func (c *Controller) onSliceDelete(obj any) {
-	s := worker.As[*discovery.EndpointSlice](obj)
+	s := tombstone.As[*discovery.EndpointSlice](obj)
 	if s == nil || s.Labels[discovery.LabelManagedBy] != ControllerName {
 		return
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // errStale reports that our own writes are not in the informer cache yet.
@@ -85,7 +86,7 @@ func New(cfg Config) *Controller {
 	mustAdd(epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, cur any) {
-			o, n := worker.As[*v1.Endpoints](old), worker.As[*v1.Endpoints](cur)
+			o, n := tombstone.As[*v1.Endpoints](old), tombstone.As[*v1.Endpoints](cur)
 			if shouldMirror(o) || shouldMirror(n) {
 				c.enqueue(cur)
 			}
@@ -95,7 +96,7 @@ func New(cfg Config) *Controller {
 	mustAdd(svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, cur any) {
-			o, n := worker.As[*v1.Service](old), worker.As[*v1.Service](cur)
+			o, n := tombstone.As[*v1.Service](old), tombstone.As[*v1.Service](cur)
 			if o != nil && n != nil && (o.Spec.Selector == nil) != (n.Spec.Selector == nil) {
 				c.enqueue(cur)
 			}
@@ -103,11 +104,11 @@ func New(cfg Config) *Controller {
 		DeleteFunc: c.enqueue,
 	}))
 	mustAdd(sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.onSlice(nil, worker.As[*discovery.EndpointSlice](obj)) },
+		AddFunc: func(obj any) { c.onSlice(nil, tombstone.As[*discovery.EndpointSlice](obj)) },
 		UpdateFunc: func(old, cur any) {
-			c.onSlice(worker.As[*discovery.EndpointSlice](old), worker.As[*discovery.EndpointSlice](cur))
+			c.onSlice(tombstone.As[*discovery.EndpointSlice](old), tombstone.As[*discovery.EndpointSlice](cur))
 		},
-		DeleteFunc: func(obj any) { c.onSliceDelete(worker.As[*discovery.EndpointSlice](obj)) },
+		DeleteFunc: func(obj any) { c.onSliceDelete(tombstone.As[*discovery.EndpointSlice](obj)) },
 	}))
 	return c
 }

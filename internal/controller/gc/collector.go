@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // defaultResyncDiscovery is how often resources are re-discovered when
@@ -188,7 +189,7 @@ func (c *Collector) startMonitor(ctx context.Context, ri resourceInfo) *monitor 
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
 		DeleteFunc: func(obj any) {
-			m := worker.As[*metav1.PartialObjectMetadata](obj)
+			m := tombstone.As[*metav1.PartialObjectMetadata](obj)
 			if m == nil {
 				return
 			}

@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // Work queue keys are a kind prefix and the object's cache key.
@@ -128,7 +129,7 @@ func New(cfg Config) *Controller {
 
 // enqueueClaim queues a claim, and on deletion its volume.
 func (c *Controller) enqueueClaim(obj interface{}) {
-	claim := worker.As[*v1.PersistentVolumeClaim](obj)
+	claim := tombstone.As[*v1.PersistentVolumeClaim](obj)
 	if claim == nil {
 		return
 	}
@@ -138,7 +139,7 @@ func (c *Controller) enqueueClaim(obj interface{}) {
 
 // enqueueVolume queues a volume and the claim it names.
 func (c *Controller) enqueueVolume(obj interface{}) {
-	pv := worker.As[*v1.PersistentVolume](obj)
+	pv := tombstone.As[*v1.PersistentVolume](obj)
 	if pv == nil {
 		return
 	}

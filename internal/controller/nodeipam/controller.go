@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // DefaultClusterCIDR is the tranche pod network, used when Config leaves
@@ -127,7 +128,7 @@ func New(cfg Config) *Controller {
 // enqueue records a node to look at: any change may be a node that needs
 // a subnet, one whose subnet was set elsewhere, or one that went away.
 func (c *Controller) enqueue(obj any) {
-	if n := worker.As[*v1.Node](obj); n != nil {
+	if n := tombstone.As[*v1.Node](obj); n != nil {
 		c.queue.Add(n.Name)
 	}
 }

@@ -42,6 +42,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // Defaults for Config's zero values: kube-controller-manager's
@@ -202,17 +203,17 @@ func New(cfg Config) *Controller {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if n := worker.As[*v1.Node](obj); n != nil {
+			if n := tombstone.As[*v1.Node](obj); n != nil {
 				c.evictQueue.Add(n.Name)
 			}
 		},
 	})
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.onPod(nil, worker.As[*v1.Pod](obj)) },
+		AddFunc: func(obj any) { c.onPod(nil, tombstone.As[*v1.Pod](obj)) },
 		UpdateFunc: func(old, cur any) {
-			c.onPod(worker.As[*v1.Pod](old), worker.As[*v1.Pod](cur))
+			c.onPod(tombstone.As[*v1.Pod](old), tombstone.As[*v1.Pod](cur))
 		},
-		DeleteFunc: func(obj any) { c.onPod(worker.As[*v1.Pod](obj), nil) },
+		DeleteFunc: func(obj any) { c.onPod(tombstone.As[*v1.Pod](obj), nil) },
 	})
 	return c
 }

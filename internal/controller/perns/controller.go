@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // Kind says which object a Controller keeps and how.
@@ -55,7 +56,7 @@ func New(f informers.SharedInformerFactory, kind Kind, log *slog.Logger) *Contro
 		UpdateFunc: func(_, obj interface{}) { c.enqueueNamespace(obj) },
 	})
 	onObject := func(obj interface{}) {
-		if m := worker.As[metav1.Object](obj); m != nil && m.GetName() == kind.Name {
+		if m := tombstone.As[metav1.Object](obj); m != nil && m.GetName() == kind.Name {
 			c.queue.Add(m.GetNamespace())
 		}
 	}

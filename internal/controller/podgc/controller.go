@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tranche/tranche/internal/tombstone"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,8 +29,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-
-	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // Defaults for Config's zero values. The period and threshold are
@@ -129,7 +128,7 @@ func New(cfg Config) *Controller {
 // nodeDeleted starts the node's quarantine now, so that its pods go one
 // quarantine later rather than up to a period after that.
 func (c *Controller) nodeDeleted(obj any) {
-	node := worker.As[*v1.Node](obj)
+	node := tombstone.As[*v1.Node](obj)
 	if node == nil {
 		return
 	}

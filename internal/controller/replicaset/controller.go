@@ -32,6 +32,7 @@ import (
 
 	"github.com/tranche/tranche/internal/controller/controllerref"
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // Event reasons, as upstream's controllers record them.
@@ -250,7 +251,7 @@ func (c *Controller) updatePod(oldObj, curObj any) {
 }
 
 func (c *Controller) deletePod(obj any) {
-	pod := worker.As[*v1.Pod](obj)
+	pod := tombstone.As[*v1.Pod](obj)
 	if pod == nil {
 		return
 	}

@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/tombstone"
 )
 
 // Event reasons on Services.
@@ -120,7 +121,7 @@ func New(cfg Config) *Controller {
 		AddFunc:    func(obj any) { c.enqueue(nil, obj) },
 		UpdateFunc: c.enqueue,
 		DeleteFunc: func(obj any) {
-			if svc := worker.As[*v1.Service](obj); svc != nil {
+			if svc := tombstone.As[*v1.Service](obj); svc != nil {
 				c.enqueue(nil, svc)
 			}
 		},

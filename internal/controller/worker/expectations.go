@@ -1,9 +1,10 @@
 package worker
 
 import (
-	v1 "k8s.io/api/core/v1"
 	"sync"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // ExpectationsTTL bounds how long unobserved writes block a sync, in case

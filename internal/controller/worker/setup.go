@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/tranche/tranche/internal/tombstone"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -84,22 +85,11 @@ func Enqueue(q workqueue.TypedInterface[string], obj any) {
 	}
 }
 
-// As is what an informer event handler calls on the object it gets: obj as a T, with a
-// cache.DeletedFinalStateUnknown tombstone (a delete the informer saw only by relisting)
-// opened; the zero T when obj is neither a T nor a tombstone holding one.
-func As[T any](obj any) T {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	v, _ := obj.(T)
-	return v
-}
-
 // Pods unpacks the two sides of a WatchChanges pod event, opening a tombstone: old and
 // cur are nil for an add and a delete respectively, and pod is whichever is known (cur
 // first). pod is nil when neither side is a pod.
 func Pods(old, cur any) (oldPod, curPod, pod *v1.Pod) {
-	oldPod, curPod = As[*v1.Pod](old), As[*v1.Pod](cur)
+	oldPod, curPod = tombstone.As[*v1.Pod](old), tombstone.As[*v1.Pod](cur)
 	pod = curPod
 	if pod == nil {
 		pod = oldPod

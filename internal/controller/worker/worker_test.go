@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
+	"github.com/tranche/tranche/internal/testutil"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -110,9 +110,9 @@ func TestLoopForgetsOnSuccess(t *testing.T) {
 	}
 	go Loop{Kind: "Thing", Queue: q, Sync: sync, MaxRetries: 2, Logger: slog.New(slog.DiscardHandler)}.Run(ctx, 1)
 	q.Add("k")
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return calls == 3 && q.NumRequeues("k") == 0 })
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool { mu.Lock(); defer mu.Unlock(); return calls == 3 && q.NumRequeues("k") == 0 })
 	q.Add("k")
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return calls == 6 && q.Len() == 0 })
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool { mu.Lock(); defer mu.Unlock(); return calls == 6 && q.Len() == 0 })
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
@@ -145,12 +145,12 @@ func TestLoopExpectedErrorsAreQuiet(t *testing.T) {
 		Logger: slog.New(rec)}.Run(ctx, 1)
 	q.Add("stale")
 	q.Add("broken")
-	waitFor(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return calls["stale"] == 2 && calls["broken"] == 2 && q.Len() == 0
 	})
-	waitFor(t, func() bool { return rec.count(slog.LevelError, "") == 2 })
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool { return rec.count(slog.LevelError, "") == 2 })
 	if n := rec.count(slog.LevelInfo, "informer cache is out of date"); n != 0 {
 		t.Errorf("a stale cache was logged %d times at info level", n)
 	}
@@ -205,7 +205,7 @@ func TestLoopStartRunsBeforeSyncs(t *testing.T) {
 				t.Fatal("a failing Start did not stop the loop")
 			}
 		} else {
-			waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 2 })
+			testutil.Eventually(t, 5*time.Second, "the condition", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 2 })
 		}
 		cancel()
 		<-done
@@ -216,34 +216,6 @@ func TestLoopStartRunsBeforeSyncs(t *testing.T) {
 		if got := fmt.Sprint(order); got != want {
 			t.Errorf("fail=%v: order %s, want %s", fail, got, want)
 		}
-	}
-}
-
-// TestAs: informer objects come out typed, tombstones opened, anything else as zero.
-func TestAs(t *testing.T) {
-	pod := &v1.Pod{}
-	if got := As[*v1.Pod](pod); got != pod {
-		t.Errorf("As(pod) = %v", got)
-	}
-	if got := As[*v1.Pod](cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: pod}); got != pod {
-		t.Errorf("As(tombstone) = %v", got)
-	}
-	if got := As[*v1.Pod](cache.DeletedFinalStateUnknown{Key: "ns/n", Obj: &v1.Node{}}); got != nil {
-		t.Errorf("As(tombstone of a node) = %v, want nil", got)
-	}
-	if got := As[*v1.Pod]("x"); got != nil {
-		t.Errorf("As(string) = %v, want nil", got)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
