@@ -5,21 +5,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/tranche/tranche/internal/nodeaddr"
 	v1 "k8s.io/api/core/v1"
 )
 
 // DefaultResolution is how often nodes are scraped, metrics-server's default
 // --metric-resolution: the window of the rates reported, and how stale they may be.
 const DefaultResolution = 15 * time.Second
-
-// defaultKubeletPort is where a node's agent listens when its Node does not say.
-const defaultKubeletPort = 10250
 
 // Scraper reads every node's /metrics/resource once per Resolution and stores what it
 // found, as metrics-server does. A node that cannot be scraped has no usage until it
@@ -137,20 +133,9 @@ func (s *Scraper) scrapeNode(ctx context.Context, n *v1.Node) (*Batch, error) {
 // resourceURL is the node's /metrics/resource: its InternalIP (else ExternalIP, else
 // hostname) and kubelet port, as metrics-server's default address order has it.
 func resourceURL(n *v1.Node) (string, error) {
-	var addr string
-	for _, want := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP, v1.NodeHostName} {
-		for _, a := range n.Status.Addresses {
-			if a.Type == want && addr == "" {
-				addr = a.Address
-			}
-		}
-	}
-	if addr == "" {
+	hostPort, ok := nodeaddr.Kubelet(n)
+	if !ok {
 		return "", fmt.Errorf("node %s has no address", n.Name)
 	}
-	port := int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)
-	if port == 0 {
-		port = defaultKubeletPort
-	}
-	return "https://" + net.JoinHostPort(addr, strconv.Itoa(port)) + "/metrics/resource", nil
+	return "https://" + hostPort + "/metrics/resource", nil
 }

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/tranche/tranche/internal/nodeaddr"
 	"github.com/tranche/tranche/internal/registry"
 )
 
@@ -54,22 +55,11 @@ func nodeURL(ctx context.Context, objects registry.Objects, pod *v1.Pod) (*url.U
 	if !ok {
 		return nil, apierrors.NewInternalError(fmt.Errorf("stored node %s is a %T", pod.Spec.NodeName, obj))
 	}
-	var addr string
-	for _, want := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP, v1.NodeHostName} {
-		for _, a := range node.Status.Addresses {
-			if a.Type == want && addr == "" {
-				addr = a.Address
-			}
-		}
-	}
-	if addr == "" {
+	hostPort, ok := nodeaddr.Kubelet(node)
+	if !ok {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("node %s has no address to reach it at", node.Name))
 	}
-	port := int(node.Status.DaemonEndpoints.KubeletEndpoint.Port)
-	if port == 0 {
-		port = 10250
-	}
-	return &url.URL{Scheme: "https", Host: net.JoinHostPort(addr, strconv.Itoa(port))}, nil
+	return &url.URL{Scheme: "https", Host: hostPort}, nil
 }
 
 // containerNames lists a pod's containers, its init containers and its ephemeral
