@@ -50,25 +50,26 @@ type controllerOptions struct {
 
 // startControllers runs the controller manager in this process until ctx ends. It
 // returns once every controller is constructed and started, or with the error of the
-// first constructor that failed. Metrics are registered on reg. An empty lbPool leaves
+// first constructor that failed; stopped then yields the manager's end (after ctx ends,
+// once every controller's workers have returned). Metrics are registered on reg. An empty lbPool leaves
 // LoadBalancer Services to another implementation. HPAs are synced every hpaSyncPeriod
 // (0: 15s).
-func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, lbPool servicelb.Pool, caPEM []byte, pvRoot string, hpaSyncPeriod time.Duration, reg prometheus.Registerer, log *slog.Logger) error {
+func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, lbPool servicelb.Pool, caPEM []byte, pvRoot string, hpaSyncPeriod time.Duration, reg prometheus.Registerer, log *slog.Logger) (stopped <-chan error, err error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resourceMetrics, err := metricsclient.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := controllerOptions{clusterCIDR: clusterCIDR, lbPool: lbPool, caPEM: caPEM, pvRoot: pvRoot, hpaSyncPeriod: hpaSyncPeriod}
 	started := make(chan struct{})
@@ -78,9 +79,9 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 	go func() { errc <- m.Run(ctx) }()
 	select {
 	case <-started:
-		return nil
+		return errc, nil
 	case err := <-errc:
-		return err
+		return nil, err
 	}
 }
 

@@ -249,11 +249,22 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
-	if err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), cfg.HPASyncPeriod, reg, log); err != nil {
+	controllersStopped, err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), cfg.HPASyncPeriod, reg, log)
+	if err != nil {
 		return err
 	}
 	select {
 	case <-ctx.Done():
+		// The controllers' last writes go through this server's loopback client: wait
+		// for their workers before the deferred closes stop the store under them.
+		select {
+		case err := <-controllersStopped:
+			if err != nil {
+				log.Warn("controller manager", "err", err)
+			}
+		case <-time.After(30 * time.Second):
+			log.Warn("controller manager: workers still running 30s after the stop; stopping without them")
+		}
 		return nil
 	case err := <-errc:
 		if errors.Is(err, http.ErrServerClosed) {
