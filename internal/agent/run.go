@@ -53,6 +53,9 @@ type NodeConfig struct {
 	Lookup        runtime.Lookup
 	// ServiceCIDR is the ClusterIP range the node's service proxy serves.
 	ServiceCIDR netip.Prefix
+	// ProxyMode is the service proxy's mode (proxy.ModeNFTables when empty) and
+	// IPVSScheduler its scheduler in mode ipvs.
+	ProxyMode, IPVSScheduler string
 	// Logs is the container log rotation (kubelet's defaults when zero).
 	Logs shim.LogPolicy
 	// PodMaxPids is the pids.max of each pod's cgroup (kubelet's --pod-max-pids);
@@ -98,6 +101,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
 		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
 			ServiceCIDR: cfg.ServiceCIDR},
+		Mode: cfg.ProxyMode, IPVSScheduler: cfg.IPVSScheduler,
 		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy"),
 		Recorder: proxy.NewEventRecorder(ctx, cfg.Client, cfg.NodeName)})
 	if err != nil {

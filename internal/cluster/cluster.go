@@ -68,6 +68,10 @@ type Config struct {
 	Nodes int
 	// Zones are handed out round robin to a new cluster's nodes.
 	Zones []string
+	// ProxyMode is the nodes' service proxy mode (`--proxy-mode`, already checked);
+	// empty means the one recorded in cluster.json, else nftables. IPVSScheduler is the
+	// scheduler of mode ipvs, empty meaning the recorded one, else the agent's default.
+	ProxyMode, IPVSScheduler string
 	// Server is the API server's configuration. Up sets DataDir, Listeners,
 	// AdvertiseAddress and LoadBalancerPool, and ClusterCIDR when it is unset; an empty
 	// Listen means the one recorded in cluster.json, else DefaultListen (or a free port
@@ -156,6 +160,9 @@ type Agent struct {
 	Zone string
 	// LogLevel is --log-level, empty for the agent's default.
 	LogLevel string
+	// ProxyMode is --proxy-mode and IPVSScheduler --ipvs-scheduler, empty for the
+	// agent's defaults.
+	ProxyMode, IPVSScheduler string
 }
 
 // Args returns the arguments of `tranche agent` for a (without the program name).
@@ -167,6 +174,12 @@ func (a Agent) Args() []string {
 	}
 	if a.LogLevel != "" {
 		args = append(args, "--log-level", a.LogLevel)
+	}
+	if a.ProxyMode != "" {
+		args = append(args, "--proxy-mode", a.ProxyMode)
+	}
+	if a.IPVSScheduler != "" {
+		args = append(args, "--ipvs-scheduler", a.IPVSScheduler)
 	}
 	return args
 }
@@ -237,6 +250,10 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 		RootDir:     p.nodeDir(node),
 		Zone:        s.Zones[node],
 		LogLevel:    cfg.AgentLogLevel,
+		// The recorded mode, so that agents restarted by superviseAgent or started by
+		// `tranche node add` run the cluster's mode.
+		ProxyMode:     s.ProxyMode,
+		IPVSScheduler: s.IPVSScheduler,
 	}
 	build := cfg.AgentCommand
 	if build == nil {
