@@ -95,9 +95,6 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	log := cfg.Logger
 	nodeAgent := node.New(node.Config{Name: cfg.NodeName, InternalIP: me.Underlay.String(), Zone: cfg.Zone,
 		PodCIDR: me.PodCIDR.String(), Logger: log}, cfg.Client)
-	if _, err := nodeAgent.Register(ctx); err != nil {
-		return err
-	}
 	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
 		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
 			ServiceCIDR: cfg.ServiceCIDR},
@@ -105,6 +102,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy"),
 		Recorder: proxy.NewEventRecorder(ctx, cfg.Client, cfg.NodeName)})
 	if err != nil {
+		return err
+	}
+	// Registered once the proxy could be prepared: a node whose proxy mode cannot run
+	// here (a missing package or kernel module) fails before it is ever Ready.
+	if _, err := nodeAgent.Register(ctx); err != nil {
 		return err
 	}
 	go func() {
