@@ -352,8 +352,8 @@ func quoteTokens(tok []string) []string {
 var ruleOptions = map[string]int{
 	"-m": 1, "-p": 1, "-s": 1, "-d": 1, "-j": 1, "--comment": 1, "--dport": 1, "--ctstate": 1,
 	"--mode": 1, "--probability": 1, "--name": 1, "--set": 0, "--rcheck": 0, "--seconds": 1, "--reap": 0,
-	"--src-type": 1, "--dst-type": 1, "--mark": 1, "--xor-mark": 1, "--or-mark": 1, "--to-destination": 1,
-	"--random-fully": 0, "!": 0, "--reject-with": 1,
+	"--src-type": 1, "--dst-type": 1, "--mark": 1, "--xor-mark": 1, "--set-xmark": 1, "--or-mark": 1, "--to-destination": 1,
+	"--random-fully": 0, "!": 0, "--reject-with": 1, "--mask": 1, "--rsource": 0,
 }
 
 // validateRule checks a rule's options and that its target exists in table t.

@@ -3,14 +3,17 @@ package proxy
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -64,8 +67,8 @@ func TestIPTablesRules(t *testing.T) {
 		traces []traceCase
 	}{
 		{
-			name: "clusterip-1-endpoint",
-			svcs: []*v1.Service{makeService(ns, "one", "10.96.0.10", nil)},
+			name:   "clusterip-1-endpoint",
+			svcs:   []*v1.Service{makeService(ns, "one", "10.96.0.10", nil)},
 			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "one", "one-1", httpPorts, ready("10.244.1.2", testNode))},
 			traces: []traceCase{
 				{pkt("10.244.3.9", "10.96.0.10", "tcp", 80), "accept dnat 10.244.1.2:8080"},
@@ -238,12 +241,22 @@ func TestIPTablesNames(t *testing.T) {
 	if got := kubeProxyPortName(spn); got != "demo/web" {
 		t.Errorf("unnamed port name %q", got)
 	}
-	// The hash is the first 16 base32 characters of sha256("demo/web:http" + "tcp").
-	if got := portProtoHash("demo/web:http", "tcp"); len(got) != 16 || strings.ToUpper(got) != got {
-		t.Errorf("hash %q", got)
-	}
-	if portProtoHash("demo/web:http", "tcp") == portProtoHash("demo/web:http", "udp") {
-		t.Error("protocol not hashed")
+	// Names kube-proxy gives the same service port and endpoint (its own tests list
+	// them): the generator must produce exactly these.
+	r := buildIPTService(DefaultConfig(testNode), map[ServicePortName]*ServicePort{
+		{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "svc1"}, Port: "p80", Protocol: v1.ProtocolTCP}: {
+			Name:      ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "svc1"}, Port: "p80", Protocol: v1.ProtocolTCP},
+			ClusterIP: netip.MustParseAddr("10.20.30.41"), Port: 80,
+		},
+	}, map[ServicePortName][]Endpoint{
+		{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "svc1"}, Port: "p80", Protocol: v1.ProtocolTCP}: {
+			{IP: netip.MustParseAddr("10.180.0.1"), Port: 80, Ready: true, Serving: true, NodeName: "node-x"},
+		},
+	})
+	for _, want := range []string{"KUBE-SVC-XPGD46QRK7WJZT7O", "KUBE-SEP-SXIVWICOYRO3J4NJ"} {
+		if _, ok := r.chains[want]; !ok {
+			t.Errorf("no chain %s among %v", want, slices.Collect(maps.Keys(r.chains)))
+		}
 	}
 	for n, want := range map[int]string{1: "1.0000000000", 2: "0.5000000000", 3: "0.3333333333", 7: "0.1428571429"} {
 		if got := probability(n); got != want {
@@ -412,4 +425,22 @@ type recordingConntrack struct{ flows []StaleFlow }
 func (r *recordingConntrack) DeleteUDP(flows []StaleFlow) (int, error) {
 	r.flows = append(r.flows, flows...)
 	return len(flows), nil
+}
+
+// TestIPTablesWalkerRefusesUnknownShapes checks that the walker fails on a rule shape
+// the generator does not write, instead of guessing.
+func TestIPTablesWalkerRefusesUnknownShapes(t *testing.T) {
+	for _, rule := range []string{
+		"-A KUBE-SERVICES -m string --string x -j ACCEPT",
+		"-A KUBE-SERVICES -m statistic --mode nth --every 2 -j ACCEPT",
+		"-A KUBE-SERVICES -j DNAT --to-destination 10.1.1.1:80 --persistent",
+	} {
+		f := NewFakeIPTables()
+		f.tables["nat"].chains["KUBE-SERVICES"] = []string{strings.TrimPrefix(rule, "-A KUBE-SERVICES ")}
+		f.tables["nat"].chains["PREROUTING"] = []string{"-j KUBE-SERVICES"}
+		w := &iptWalker{f: f}
+		if got, err := w.trace(pkt("10.244.1.9", "10.96.0.1", "tcp", 80)); err == nil {
+			t.Errorf("%s: walked to %s", rule, got)
+		}
+	}
 }

@@ -170,7 +170,32 @@ func (w *iptWalker) rule(table string, tok []string, st *walkState, b *walkBranc
 				return "", fmt.Errorf("unknown match module %q", arg())
 			}
 			i++
-			continue
+			if tok[i] != "recent" {
+				continue
+			}
+			// recent's options, in the generator's order or iptables-save's: --rcheck
+			// never matches (a new client), --set does.
+			set, check := false, false
+			for i+1 < len(tok) {
+				switch tok[i+1] {
+				case "--name", "--seconds", "--mask":
+					i += 2
+					continue
+				case "--set":
+					set = true
+				case "--rcheck":
+					check = true
+				case "--reap", "--rsource":
+				default:
+					goto done
+				}
+				i++
+			}
+		done:
+			if set == check {
+				return "", fmt.Errorf("recent needs one of --set and --rcheck: %v", tok)
+			}
+			ok = set
 		case "--comment":
 			i++
 			continue
@@ -210,22 +235,6 @@ func (w *iptWalker) rule(table string, tok []string, st *walkState, b *walkBranc
 			}
 			ok = b.choose()
 			i += 3
-		case "--name":
-			if i+2 >= len(tok) {
-				return "", fmt.Errorf("recent without action")
-			}
-			switch tok[i+2] {
-			case "--rcheck":
-				if i+6 >= len(tok) || tok[i+3] != "--seconds" || tok[i+5] != "--reap" {
-					return "", fmt.Errorf("unknown recent check %v", tok[i:])
-				}
-				ok = false // a new client has no recent entry
-				i += 5
-			case "--set":
-				i += 2
-			default:
-				return "", fmt.Errorf("unknown recent action %q", tok[i+2])
-			}
 		case "--mark":
 			v, m, found := strings.Cut(arg(), "/")
 			if !found {
@@ -262,7 +271,8 @@ func (w *iptWalker) target(table string, tok []string, st *walkState, b *walkBra
 		if len(tok) != 3 {
 			return "", fmt.Errorf("bad MARK %v", tok)
 		}
-		v, err := strconv.ParseUint(tok[2], 0, 64)
+		val, mask, _ := strings.Cut(tok[2], "/")
+		v, err := strconv.ParseUint(val, 0, 64)
 		if err != nil {
 			return "", err
 		}
@@ -271,6 +281,12 @@ func (w *iptWalker) target(table string, tok []string, st *walkState, b *walkBra
 			st.mark |= v
 		case "--xor-mark":
 			st.mark ^= v
+		case "--set-xmark": // how iptables-save prints both: value/mask
+			m, err := strconv.ParseUint(mask, 0, 64)
+			if err != nil {
+				return "", err
+			}
+			st.mark = (st.mark &^ m) ^ v
 		default:
 			return "", fmt.Errorf("bad MARK %v", tok)
 		}
