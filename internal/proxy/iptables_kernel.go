@@ -19,6 +19,10 @@ type IPTables interface {
 	// created or emptied, chains it does not mention are left alone. Input that fails
 	// changes nothing in the table that failed.
 	Restore(ctx context.Context, data []byte) error
+	// Check is Restore's dry run (`iptables-restore --test`): the input is parsed and
+	// its match and target extensions loaded, nothing changes. What only the kernel
+	// checks (a jump to a missing chain, a missing xt_ module) passes it.
+	Check(ctx context.Context, data []byte) error
 	// Save returns `iptables-save -t table`.
 	Save(ctx context.Context, table string) ([]byte, error)
 }
@@ -63,7 +67,16 @@ func countRules(save string) int {
 
 // Restore implements IPTables: `iptables-restore --noflush -w 5`.
 func (k *IPTablesKernel) Restore(ctx context.Context, data []byte) error {
-	cmd := exec.CommandContext(ctx, k.restore, "--noflush", "-w", "5")
+	return k.run(ctx, data, "--noflush", "-w", "5")
+}
+
+// Check implements IPTables: `iptables-restore --noflush --test -w 5`.
+func (k *IPTablesKernel) Check(ctx context.Context, data []byte) error {
+	return k.run(ctx, data, "--noflush", "--test", "-w", "5")
+}
+
+func (k *IPTablesKernel) run(ctx context.Context, data []byte, args ...string) error {
+	cmd := exec.CommandContext(ctx, k.restore, args...)
 	cmd.Stdin = bytes.NewReader(data)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -122,6 +135,9 @@ type FakeIPTables struct {
 	Restores [][]byte
 	// FailNext, when set, makes the next Restore fail with it (and change nothing).
 	FailNext error
+	// Refuse, when set, stands for a kernel that lacks something: Restore and Check
+	// fail on the first rule line it returns true for, as iptables-restore does.
+	Refuse func(line string) bool
 }
 
 // NewFakeIPTables returns a fake with empty filter and nat tables.
@@ -145,6 +161,25 @@ func (f *FakeIPTables) Restore(_ context.Context, data []byte) error {
 		f.FailNext = nil
 		return err
 	}
+	work, err := f.apply(data)
+	if err != nil {
+		return err
+	}
+	f.tables = work
+	f.Restores = append(f.Restores, slices.Clone(data))
+	return nil
+}
+
+// Check implements IPTables.
+func (f *FakeIPTables) Check(_ context.Context, data []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, err := f.apply(data)
+	return err
+}
+
+// apply returns the tables as data would leave them. f.mu must be held.
+func (f *FakeIPTables) apply(data []byte) (map[string]*fakeTable, error) {
 	work := map[string]*fakeTable{}
 	for k, v := range f.tables {
 		work[k] = v.clone()
@@ -160,62 +195,65 @@ func (f *FakeIPTables) Restore(_ context.Context, data []byte) error {
 		fail := func(format string, args ...any) error {
 			return fmt.Errorf("iptables-restore: line %d failed (%s): %s", lineNo, l, fmt.Sprintf(format, args...))
 		}
+		if f.Refuse != nil && f.Refuse(l) {
+			return nil, fail("the kernel refuses it")
+		}
 		switch {
 		case strings.HasPrefix(l, "*"):
 			if cur != nil {
-				return fail("table %s not committed", curName)
+				return nil, fail("table %s not committed", curName)
 			}
 			curName = l[1:]
 			if cur = work[curName]; cur == nil {
-				return fail("unknown table %q", curName)
+				return nil, fail("unknown table %q", curName)
 			}
 			continue
 		case cur == nil:
-			return fail("not inside a table")
+			return nil, fail("not inside a table")
 		case l == "COMMIT":
 			cur = nil
 			continue
 		case strings.HasPrefix(l, ":"):
 			f := strings.Fields(l[1:])
 			if len(f) != 3 {
-				return fail("bad chain line")
+				return nil, fail("bad chain line")
 			}
 			if slices.Contains(builtinChains[curName], f[0]) {
 				continue
 			}
 			if f[1] != "-" {
-				return fail("a user-defined chain has no policy")
+				return nil, fail("a user-defined chain has no policy")
 			}
 			if len(f[0]) > 28 {
-				return fail("chain name %q longer than 28 characters", f[0])
+				return nil, fail("chain name %q longer than 28 characters", f[0])
 			}
 			cur.chains[f[0]] = nil
 			continue
 		}
 		tok, err := splitRule(l)
 		if err != nil {
-			return fail("%v", err)
+			return nil, fail("%v", err)
 		}
 		if len(tok) < 2 {
-			return fail("missing chain")
+			return nil, fail("missing chain")
 		}
 		chain := tok[1]
 		rules, ok := cur.chains[chain]
 		if !ok {
-			return fail("chain %q does not exist", chain)
+			return nil, fail("chain %q does not exist", chain)
 		}
 		switch tok[0] {
 		case "-X":
 			if slices.Contains(builtinChains[curName], chain) {
-				return fail("cannot delete built-in chain %q", chain)
+				return nil, fail("cannot delete built-in chain %q", chain)
 			}
 			if len(rules) > 0 {
-				return fail("chain %q is not empty", chain)
+				return nil, fail("chain %q is not empty", chain)
 			}
 			for c, rs := range cur.chains {
 				for _, r := range rs {
 					if ruleTarget(r) == chain {
-						return fail("chain %q is referenced by a rule of %q", chain, c)
+						return nil, fail("chain %q is referenced by a rule of %q", chain, c)
 					}
 				}
 			}
@@ -226,14 +264,14 @@ func (f *FakeIPTables) Restore(_ context.Context, data []byte) error {
 			if tok[0] == "-I" && len(spec) > 0 {
 				if n, err := strconv.Atoi(spec[0]); err == nil {
 					if n < 1 || n > len(rules)+1 {
-						return fail("index %d out of range", n)
+						return nil, fail("index %d out of range", n)
 					}
 					pos, spec = n-1, spec[1:]
 				}
 			}
 			rule := strings.Join(quoteTokens(spec), " ")
 			if err := validateRule(spec, cur); err != nil {
-				return fail("%v", err)
+				return nil, fail("%v", err)
 			}
 			switch tok[0] {
 			case "-A":
@@ -243,20 +281,18 @@ func (f *FakeIPTables) Restore(_ context.Context, data []byte) error {
 			case "-D":
 				i := slices.Index(rules, rule)
 				if i < 0 {
-					return fail("no such rule in chain %q", chain)
+					return nil, fail("no such rule in chain %q", chain)
 				}
 				cur.chains[chain] = slices.Delete(rules, i, i+1)
 			}
 		default:
-			return fail("unknown command %q", tok[0])
+			return nil, fail("unknown command %q", tok[0])
 		}
 	}
 	if cur != nil {
-		return fmt.Errorf("iptables-restore: table %s: COMMIT expected at end of input", curName)
+		return nil, fmt.Errorf("iptables-restore: table %s: COMMIT expected at end of input", curName)
 	}
-	f.tables = work
-	f.Restores = append(f.Restores, slices.Clone(data))
-	return nil
+	return work, nil
 }
 
 // Save implements IPTables, in iptables-save's layout: built-in chains first, then the

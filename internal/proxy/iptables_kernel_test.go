@@ -102,6 +102,19 @@ func TestIPTablesKernelRestore(t *testing.T) {
 		}
 	}
 
+	// --test validates without writing, and refuses what iptables-restore cannot load.
+	in("check", func() error {
+		return k.Check(ctx, []byte("*nat\n:KUBE-CHECK-ONLY - [0:0]\n-A KUBE-CHECK-ONLY -j ACCEPT\nCOMMIT\n"))
+	})
+	if strings.Contains(save("nat"), "KUBE-CHECK-ONLY") {
+		t.Error("iptables-restore --test wrote a chain")
+	}
+	if err := netns.Do(ns, func() error {
+		return k.Check(ctx, []byte("*nat\n:KUBE-CHECK-ONLY - [0:0]\n-A KUBE-CHECK-ONLY -m nosuchmatch -j ACCEPT\nCOMMIT\n"))
+	}); err == nil {
+		t.Error("iptables-restore --test accepted an unknown match")
+	}
+
 	in("cleanup", func() error { return CleanupIPTables(ctx, k) })
 	for _, table := range []string{"filter", "nat"} {
 		if out := save(table); strings.Contains(out, "KUBE-") {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +37,9 @@ type IPTablesProxier struct {
 	lastFull time.Time
 	health   map[types.NamespacedName]ServiceHealth
 	noLocal  map[types.NamespacedName][2]int
+	// rejected are the services whose rules iptables-restore refused at their last
+	// try: they are left out until they change or the next full sync.
+	rejected sets.Set[types.NamespacedName]
 }
 
 // iptMetrics are kube-proxy's iptables-mode metrics.
@@ -91,6 +97,7 @@ func NewIPTablesProxier(ipt IPTables, cfg ProxierConfig) (*IPTablesProxier, erro
 		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(cfg.ServiceCIDR),
 		wake: make(chan struct{}, 1), st: newIPTState(), needFull: true,
 		health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
+		rejected: sets.New[types.NamespacedName](),
 	}, nil
 }
 
@@ -252,15 +259,34 @@ func (p *IPTablesProxier) Sync(ctx context.Context) error {
 	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
 	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
 	pl := planIPTables(p.cfg.Config, p.st, desired, full, existing, jumps)
+	var refused map[types.NamespacedName]error
 	if err := p.ipt.Restore(ctx, pl.data); err != nil {
 		p.iptm.restoreFailures.Inc()
 		if !full {
 			p.iptm.partialRestoreFailures.Inc()
 		}
-		// The in-memory copy no longer matches the kernel: start again from scratch.
-		p.st = newIPTState()
-		p.needFull = true
-		return fmt.Errorf("node %q: restoring iptables rules for %d services: %w", p.cfg.NodeName, len(desired), err)
+		if full {
+			var st *iptState
+			if st, pl, refused, err = p.isolate(ctx, desired, existing, jumps, err); err == nil {
+				p.st = st
+			}
+		}
+		if err != nil {
+			// The in-memory copy no longer matches the kernel: start again from scratch.
+			p.st = newIPTState()
+			p.needFull = true
+			return fmt.Errorf("node %q: restoring iptables rules for %d services: %w", p.cfg.NodeName, len(desired), err)
+		}
+	}
+	for n := range p.rejected {
+		if _, still := refused[n]; changed.Has(n) && !still {
+			p.rejected.Delete(n)
+		}
+	}
+	for _, n := range slices.SortedFunc(maps.Keys(refused), compareNames) {
+		p.rejected.Insert(n)
+		desired[n] = &iptServiceRules{} // what the tables now hold for it
+		p.reportRejected(n, refused[n])
 	}
 	end := p.cfg.Now()
 	elapsed := end.Sub(start).Seconds()
@@ -318,6 +344,9 @@ func (p *IPTablesProxier) afterSync(desired, previous map[types.NamespacedName]*
 		}
 		stale = append(stale, staleFlows(oldUDP, cur.udp)...)
 		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
+		if p.rejected.Has(n) {
+			h, ok = ServiceHealth{}, false // the node does not proxy it: no health to tell
+		}
 		if was, had := p.health[n]; had != ok || was != h {
 			healthChanged = true
 			if ok {
@@ -351,4 +380,84 @@ func (p *IPTablesProxier) afterSync(desired, previous map[types.NamespacedName]*
 	}
 	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(internal))
 	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(external))
+}
+
+// isolate finds, after iptables-restore refused a full sync, the services it refuses,
+// with `iptables-restore --test` (nothing is written): first the fixed chains alone
+// (refused too, no service is to blame and the sync fails), then groups of services on
+// top of those accepted so far, a refused group halved down to single services, which
+// are left out. Services refused before are checked last, so that the others pass in
+// one check. It then restores the full sync without the refused services and returns
+// the state, the plan restored and the refused services with iptables-restore's error.
+// --test finds what iptables-restore refuses itself (syntax, an extension it cannot
+// load); a refusal only the kernel makes passes it, and the sync then fails as a whole
+// and is retried in full.
+func (p *IPTablesProxier) isolate(ctx context.Context, desired map[types.NamespacedName]*iptServiceRules,
+	existing []string, jumps []iptJump, cause error) (*iptState, *iptPlan, map[types.NamespacedName]error, error) {
+	accepted := map[types.NamespacedName]*iptServiceRules{}
+	plan := func(extra []types.NamespacedName) (*iptState, *iptPlan) {
+		set := maps.Clone(accepted)
+		for _, n := range extra {
+			set[n] = desired[n]
+		}
+		st := newIPTState()
+		return st, planIPTables(p.cfg.Config, st, set, true, existing, jumps)
+	}
+	if _, pl := plan(nil); p.ipt.Check(ctx, pl.data) != nil {
+		return nil, nil, nil, cause
+	}
+	var fresh, suspects []types.NamespacedName
+	for _, n := range slices.SortedFunc(maps.Keys(desired), compareNames) {
+		if p.rejected.Has(n) {
+			suspects = append(suspects, n)
+		} else {
+			fresh = append(fresh, n)
+		}
+	}
+	refused := map[types.NamespacedName]error{}
+	queue := [][]types.NamespacedName{}
+	for _, g := range [][]types.NamespacedName{fresh, suspects} {
+		if len(g) > 0 {
+			queue = append(queue, g)
+		}
+	}
+	for len(queue) > 0 {
+		g := queue[0]
+		queue = queue[1:]
+		_, pl := plan(g)
+		err := p.ipt.Check(ctx, pl.data)
+		switch {
+		case err == nil:
+			for _, n := range g {
+				accepted[n] = desired[n]
+			}
+		case len(g) == 1:
+			refused[g[0]] = err
+			accepted[g[0]] = &iptServiceRules{}
+		default:
+			queue = append([][]types.NamespacedName{g[:len(g)/2], g[len(g)/2:]}, queue...)
+		}
+	}
+	st, pl := plan(nil)
+	if err := p.ipt.Restore(ctx, pl.data); err != nil {
+		return nil, nil, nil, err
+	}
+	return st, pl, refused, nil
+}
+
+// reportRejected tells that iptables-restore refused a service's rules and that they
+// were left out: a Warning Event on the Service and one log line.
+func (p *IPTablesProxier) reportRejected(n types.NamespacedName, err error) {
+	p.cfg.Logger.Warn("iptables-restore refused a service's rules: the service is not programmed until it changes or the next full sync",
+		"node", p.cfg.NodeName, "service", n.String(), "err", err)
+	if p.cfg.Recorder == nil {
+		return
+	}
+	msg := err.Error()
+	if len(msg) > maxErrorInEvent {
+		msg = strings.ToValidUTF8(msg[:maxErrorInEvent], "") + " [...]"
+	}
+	p.cfg.Recorder.Eventf(p.svcs.Ref(n), v1.EventTypeWarning, ReasonRulesRejected,
+		"iptables-restore on node %s refused this Service's rules, so that node does not proxy it until it changes or the next full sync (every other Service stays programmed): %s",
+		p.cfg.NodeName, msg)
 }

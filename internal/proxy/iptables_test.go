@@ -1,15 +1,18 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -442,5 +445,63 @@ func TestIPTablesWalkerRefusesUnknownShapes(t *testing.T) {
 		if got, err := w.trace(pkt("10.244.1.9", "10.96.0.1", "tcp", 80)); err == nil {
 			t.Errorf("%s: walked to %s", rule, got)
 		}
+	}
+}
+
+// TestIPTablesBadInput checks that what the mode cannot program is skipped with a
+// Warning Event and a log line while everything else stays programmed: an unusable
+// endpoint address, and a service whose rules iptables-restore refuses (here a kernel
+// without SCTP), which is programmed again once it changes into something accepted.
+func TestIPTablesBadInput(t *testing.T) {
+	events := &eventLog{}
+	var log bytes.Buffer
+	fake := NewFakeIPTables()
+	fake.Refuse = func(line string) bool { return strings.Contains(line, "-p sctp") }
+	cfg := DefaultConfig(testNode)
+	p, err := NewIPTablesProxier(fake, ProxierConfig{Config: cfg, Recorder: events,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctp := func(s *v1.Service) { s.Spec.Ports[0].Protocol = v1.ProtocolSCTP }
+	p.OnServiceAdd(makeService("demo", "a", "10.96.1.1", nil))
+	p.OnServiceAdd(makeService("demo", "b", "10.96.1.2", sctp))
+	p.OnServiceAdd(makeService("demo", "c", "10.96.1.3", nil))
+	p.OnEndpointSliceAdd(makeSlice("demo", "a", "a-1", httpPorts, ready("10.244.1.1", testNode), ready("127.0.0.1", testNode)))
+	p.OnEndpointSliceAdd(makeSlice("demo", "b", "b-1", []discoveryv1.EndpointPort{port("http", 8080, v1.ProtocolSCTP)}, ready("10.244.1.2", testNode)))
+	p.OnEndpointSliceAdd(makeSlice("demo", "c", "c-1", httpPorts, ready("10.244.1.3", testNode)))
+	mustSyncIPT(t, p)
+
+	w := &iptWalker{f: fake, local: []netip.Addr{nodeIP}}
+	for dst, want := range map[string]string{"10.96.1.1": "accept dnat 10.244.1.1:8080", "10.96.1.3": "accept dnat 10.244.1.3:8080"} {
+		if got, err := w.trace(pkt("10.244.1.9", dst, "tcp", 80)); err != nil || got != want {
+			t.Errorf("%s: got %s (%v), want %s", dst, got, err, want)
+		}
+	}
+	if got, err := w.trace(pkt("10.244.1.9", "10.96.1.2", "sctp", 80)); err != nil || got != "accept" {
+		t.Errorf("refused service: got %s (%v), want nothing programmed", got, err)
+	}
+	got := events.take()
+	var reasons []string
+	for _, e := range got {
+		reasons = append(reasons, e.Object+" "+e.Reason)
+	}
+	want := []string{"EndpointSlice demo/a-1 " + ReasonUnusableEndpointAddress, "Service demo/b " + ReasonRulesRejected}
+	if diff := cmp.Diff(want, reasons); diff != "" {
+		t.Errorf("events (-want +got):\n%s\n%+v", diff, got)
+	}
+	if !strings.Contains(log.String(), "iptables-restore refused a service's rules") || !strings.Contains(log.String(), "skipping unusable endpoint addresses") {
+		t.Errorf("log:\n%s", log.String())
+	}
+
+	// Changed into something the kernel accepts, it is programmed by a partial sync.
+	p.OnServiceUpdate(nil, makeService("demo", "b", "10.96.1.2", nil))
+	p.OnEndpointSliceUpdate(nil, makeSlice("demo", "b", "b-1", httpPorts, ready("10.244.1.2", testNode)))
+	mustSyncIPT(t, p)
+	if got, err := w.trace(pkt("10.244.1.9", "10.96.1.2", "tcp", 80)); err != nil || got != "accept dnat 10.244.1.2:8080" {
+		t.Errorf("fixed service: got %s (%v)", got, err)
+	}
+	if p.rejected.Len() != 0 {
+		t.Errorf("still rejected: %v", p.rejected)
 	}
 }
