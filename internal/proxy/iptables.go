@@ -476,7 +476,11 @@ func planIPTables(cfg Config, st *iptState, changed map[types.NamespacedName]*ip
 	}
 	filter.WriteString("COMMIT\n")
 	nat.WriteString("COMMIT\n")
-	pl.data = append(filter.Bytes(), nat.Bytes()...)
+	// iptables-restore commits each table at its COMMIT: nat goes first, so that a nat
+	// table refused leaves both tables as they were. A filter table refused after it
+	// leaves the new translations with the previous rejects and firewall drops, which
+	// match only untranslated traffic, until the full sync that follows the failure.
+	pl.data = append(nat.Bytes(), filter.Bytes()...)
 	return pl
 }
 

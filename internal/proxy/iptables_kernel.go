@@ -126,8 +126,10 @@ func (t *fakeTable) clone() *fakeTable {
 // FakeIPTables is an in-memory IPTables that parses and validates restore input as
 // iptables-restore --noflush does: declared chains are emptied, rules must go to
 // existing chains and jump to existing chains or standard targets, a chain deleted
-// must exist, be empty and have no rule jumping to it, and input that fails changes
-// nothing. Safe for concurrent use.
+// must exist, be empty and have no rule jumping to it, and each table is committed at
+// its COMMIT (a failing table changes nothing, tables committed before it stay). Check
+// validates as Restore does, which is stricter than iptables-restore --test. Safe for
+// concurrent use.
 type FakeIPTables struct {
 	mu     sync.Mutex
 	tables map[string]*fakeTable
@@ -162,10 +164,10 @@ func (f *FakeIPTables) Restore(_ context.Context, data []byte) error {
 		return err
 	}
 	work, err := f.apply(data)
+	f.tables = work
 	if err != nil {
 		return err
 	}
-	f.tables = work
 	f.Restores = append(f.Restores, slices.Clone(data))
 	return nil
 }
@@ -178,12 +180,11 @@ func (f *FakeIPTables) Check(_ context.Context, data []byte) error {
 	return err
 }
 
-// apply returns the tables as data would leave them. f.mu must be held.
+// apply returns the tables as data leaves them, with the error of the line that
+// failed: like iptables-restore, each table is committed at its COMMIT, so tables
+// committed before a failing one stay as written. f.mu must be held.
 func (f *FakeIPTables) apply(data []byte) (map[string]*fakeTable, error) {
-	work := map[string]*fakeTable{}
-	for k, v := range f.tables {
-		work[k] = v.clone()
-	}
+	work := maps.Clone(f.tables)
 	var cur *fakeTable
 	var curName string
 	for i, l := range strings.Split(string(data), "\n") {
@@ -196,64 +197,67 @@ func (f *FakeIPTables) apply(data []byte) (map[string]*fakeTable, error) {
 			return fmt.Errorf("iptables-restore: line %d failed (%s): %s", lineNo, l, fmt.Sprintf(format, args...))
 		}
 		if f.Refuse != nil && f.Refuse(l) {
-			return nil, fail("the kernel refuses it")
+			return work, fail("the kernel refuses it")
 		}
 		switch {
 		case strings.HasPrefix(l, "*"):
 			if cur != nil {
-				return nil, fail("table %s not committed", curName)
+				return work, fail("table %s not committed", curName)
 			}
 			curName = l[1:]
-			if cur = work[curName]; cur == nil {
-				return nil, fail("unknown table %q", curName)
+			t := work[curName]
+			if t == nil {
+				return work, fail("unknown table %q", curName)
 			}
+			cur = t.clone()
 			continue
 		case cur == nil:
-			return nil, fail("not inside a table")
+			return work, fail("not inside a table")
 		case l == "COMMIT":
+			work[curName] = cur
 			cur = nil
 			continue
 		case strings.HasPrefix(l, ":"):
 			f := strings.Fields(l[1:])
 			if len(f) != 3 {
-				return nil, fail("bad chain line")
+				return work, fail("bad chain line")
 			}
 			if slices.Contains(builtinChains[curName], f[0]) {
 				continue
 			}
 			if f[1] != "-" {
-				return nil, fail("a user-defined chain has no policy")
+				return work, fail("a user-defined chain has no policy")
 			}
 			if len(f[0]) > 28 {
-				return nil, fail("chain name %q longer than 28 characters", f[0])
+				return work, fail("chain name %q longer than 28 characters", f[0])
 			}
 			cur.chains[f[0]] = nil
 			continue
 		}
 		tok, err := splitRule(l)
 		if err != nil {
-			return nil, fail("%v", err)
+			return work, fail("%v", err)
 		}
 		if len(tok) < 2 {
-			return nil, fail("missing chain")
+			return work, fail("missing chain")
 		}
 		chain := tok[1]
 		rules, ok := cur.chains[chain]
 		if !ok {
-			return nil, fail("chain %q does not exist", chain)
+			return work, fail("chain %q does not exist", chain)
 		}
 		switch tok[0] {
 		case "-X":
 			if slices.Contains(builtinChains[curName], chain) {
-				return nil, fail("cannot delete built-in chain %q", chain)
+				return work, fail("cannot delete built-in chain %q", chain)
 			}
 			if len(rules) > 0 {
-				return nil, fail("chain %q is not empty", chain)
+				return work, fail("chain %q is not empty", chain)
 			}
 			for c, rs := range cur.chains {
 				for _, r := range rs {
 					if ruleTarget(r) == chain {
-						return nil, fail("chain %q is referenced by a rule of %q", chain, c)
+						return work, fail("chain %q is referenced by a rule of %q", chain, c)
 					}
 				}
 			}
@@ -264,14 +268,14 @@ func (f *FakeIPTables) apply(data []byte) (map[string]*fakeTable, error) {
 			if tok[0] == "-I" && len(spec) > 0 {
 				if n, err := strconv.Atoi(spec[0]); err == nil {
 					if n < 1 || n > len(rules)+1 {
-						return nil, fail("index %d out of range", n)
+						return work, fail("index %d out of range", n)
 					}
 					pos, spec = n-1, spec[1:]
 				}
 			}
 			rule := strings.Join(quoteTokens(spec), " ")
 			if err := validateRule(spec, cur); err != nil {
-				return nil, fail("%v", err)
+				return work, fail("%v", err)
 			}
 			switch tok[0] {
 			case "-A":
@@ -281,16 +285,16 @@ func (f *FakeIPTables) apply(data []byte) (map[string]*fakeTable, error) {
 			case "-D":
 				i := slices.Index(rules, rule)
 				if i < 0 {
-					return nil, fail("no such rule in chain %q", chain)
+					return work, fail("no such rule in chain %q", chain)
 				}
 				cur.chains[chain] = slices.Delete(rules, i, i+1)
 			}
 		default:
-			return nil, fail("unknown command %q", tok[0])
+			return work, fail("unknown command %q", tok[0])
 		}
 	}
 	if cur != nil {
-		return nil, fmt.Errorf("iptables-restore: table %s: COMMIT expected at end of input", curName)
+		return work, fmt.Errorf("iptables-restore: table %s: COMMIT expected at end of input", curName)
 	}
 	return work, nil
 }

@@ -505,3 +505,42 @@ func TestIPTablesBadInput(t *testing.T) {
 		t.Errorf("still rejected: %v", p.rejected)
 	}
 }
+
+// TestIPTablesNatCommittedFirst checks the order of the restore input: a nat table
+// refused leaves the filter table untouched too, and a filter table refused after the
+// nat one was committed is repaired by the full sync that follows.
+func TestIPTablesNatCommittedFirst(t *testing.T) {
+	p, fake := newTestIPTablesProxier(t)
+	p.OnServiceAdd(makeService("demo", "a", "10.96.1.1", nil))
+	mustSyncIPT(t, p)
+	filterBefore, _ := fake.Save(context.Background(), "filter")
+
+	// a gets an endpoint (its filter reject goes) while b is refused in nat.
+	fake.Refuse = func(line string) bool { return strings.Contains(line, "10.96.1.2") }
+	p.OnEndpointSliceAdd(makeSlice("demo", "a", "a-1", httpPorts, ready("10.244.1.1", testNode)))
+	p.OnServiceAdd(makeService("demo", "b", "10.96.1.2", nil))
+	p.OnEndpointSliceAdd(makeSlice("demo", "b", "b-1", httpPorts, ready("10.244.1.2", testNode)))
+	if err := p.Sync(context.Background()); err == nil {
+		t.Fatal("refused partial sync succeeded")
+	}
+	if filterAfter, _ := fake.Save(context.Background(), "filter"); string(filterAfter) != string(filterBefore) {
+		t.Errorf("a refused nat table changed the filter table:\n%s", filterAfter)
+	}
+
+	// Only the filter table is refused now: nat is committed, filter is not.
+	fake.Refuse = func(line string) bool { return strings.HasPrefix(line, "-A KUBE-FORWARD") }
+	if err := p.Sync(context.Background()); err == nil {
+		t.Fatal("refused full sync succeeded")
+	}
+	fake.Refuse = nil
+	mustSyncIPT(t, p)
+	w := &iptWalker{f: fake, local: []netip.Addr{nodeIP}}
+	for dst, want := range map[string]string{"10.96.1.1": "accept dnat 10.244.1.1:8080", "10.96.1.2": "accept dnat 10.244.1.2:8080"} {
+		if got, err := w.trace(pkt("10.244.1.9", dst, "tcp", 80)); err != nil || got != want {
+			t.Errorf("%s: got %s (%v), want %s", dst, got, err, want)
+		}
+	}
+	if rules, _ := fake.Chain("filter", iptServicesChain); len(rules) != 0 {
+		t.Errorf("stale filter rules: %q", rules)
+	}
+}
