@@ -94,6 +94,10 @@ type IPVSProxier struct {
 	bound                   sets.Set[netip.Addr]
 	ipsetText, iptablesText string
 	noLocal                 map[types.NamespacedName]string
+	// contested are the virtual servers more than one service asked for.
+	contested sets.Set[vsKey]
+	// health holds the healthCheckNodePort state of every service that has one.
+	health map[types.NamespacedName]ServiceHealth
 }
 
 var _ interface {
@@ -158,6 +162,7 @@ func NewIPVSProxier(h IPVSHandle, cfg ProxierConfig, opts IPVSOptions) (*IPVSPro
 		plans: map[types.NamespacedName]*ipvsServicePlan{}, want: map[vsKey]*ipvsVirtual{},
 		owner: map[vsKey]types.NamespacedName{}, kernel: map[vsKey]*kernelVS{},
 		draining: sets.New[vsKey](), bound: sets.New[netip.Addr](), noLocal: map[types.NamespacedName]string{},
+		contested: sets.New[vsKey](), health: map[types.NamespacedName]ServiceHealth{},
 	}, nil
 }
 
@@ -351,11 +356,25 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 		for _, v := range pl.virtuals {
 			touched.Insert(v.key)
 			if o, taken := p.owner[v.key]; taken && o != n {
+				p.contested.Insert(v.key)
 				p.cfg.Logger.Warn("two services ask for one IPVS virtual server; the first keeps it", "node", p.cfg.NodeName,
 					"virtualServer", v.key.String(), "service", n.String(), "owner", o.String())
 				continue
 			}
 			p.want[v.key], p.owner[v.key] = v, n
+		}
+	}
+	// A contested virtual server its owner gave up goes to another service asking.
+	for k := range p.contested.Intersection(touched) {
+		if _, owned := p.owner[k]; owned {
+			continue
+		}
+		p.contested.Delete(k)
+		for _, n := range ipvsServiceNames(p.plans) {
+			if i := slices.IndexFunc(p.plans[n].virtuals, func(v *ipvsVirtual) bool { return v.key == k }); i >= 0 {
+				p.want[k], p.owner[k] = p.plans[n].virtuals[i], n
+				break
+			}
 		}
 	}
 	if full {
@@ -368,7 +387,33 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 	if err := p.applyAddresses(full); err != nil {
 		return err
 	}
-	return p.applyRules(ctx, full)
+	if err := p.applyRules(ctx, full); err != nil {
+		return err
+	}
+	p.syncHealth(changed)
+	return nil
+}
+
+// syncHealth updates the healthCheckNodePorts of the changed services, as the nftables
+// mode does.
+func (p *IPVSProxier) syncHealth(changed sets.Set[types.NamespacedName]) {
+	healthChanged := false
+	for n := range changed {
+		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
+		if was, had := p.health[n]; had != ok || was != h {
+			healthChanged = true
+			if ok {
+				p.health[n] = h
+			} else {
+				delete(p.health, n)
+			}
+		}
+	}
+	if healthChanged && p.cfg.ServiceHealth != nil {
+		if err := p.cfg.ServiceHealth.Sync(cloneHealth(p.health)); err != nil {
+			p.cfg.Logger.Warn("serving health check node ports", "node", p.cfg.NodeName, "err", err)
+		}
+	}
 }
 
 // readKernel replaces the copy of the kernel's virtual servers with what it reports.

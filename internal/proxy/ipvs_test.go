@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -451,5 +453,61 @@ func TestCleanupIPVS(t *testing.T) {
 	}
 	if err := cleanupIPVS(context.Background(), nil, f.dev, f.rules); err != nil {
 		t.Errorf("cleanup without IP_VS: %v", err)
+	}
+}
+
+type healthLog struct {
+	last map[types.NamespacedName]ServiceHealth
+}
+
+func (h *healthLog) Sync(m map[types.NamespacedName]ServiceHealth) error { h.last = m; return nil }
+
+// TestIPVSHealthCheckNodePort checks that the ipvs mode serves healthCheckNodePorts as
+// the nftables mode does.
+func TestIPVSHealthCheckNodePort(t *testing.T) {
+	hl := &healthLog{}
+	cfg := DefaultConfig(testNode)
+	p, err := NewIPVSProxier(NewFakeIPVS(), ProxierConfig{Config: cfg, ServiceHealth: hl},
+		IPVSOptions{NodeAddresses: []netip.Addr{nodeIP}, Device: NewFakeIPVSDevice(), Rules: &FakeIPVSRules{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceAdd(makeService("demo", "loc", "10.96.0.50", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.Ports[0].NodePort = 30050
+		s.Spec.HealthCheckNodePort = 32000
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	}))
+	p.OnEndpointSliceAdd(makeSlice("demo", "loc", "loc-1", httpPorts, ready("10.244.1.3", testNode), ready("10.244.2.3", "node-b")))
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[types.NamespacedName]ServiceHealth{{Namespace: "demo", Name: "loc"}: {Port: 32000, LocalEndpoints: 1}}
+	if d := cmp.Diff(want, hl.last); d != "" {
+		t.Errorf("health (-want +got):\n%s", d)
+	}
+}
+
+// TestIPVSContestedVirtualServer checks that when two services ask for one virtual
+// server the first by name keeps it, and the other gets it when the first lets go.
+func TestIPVSContestedVirtualServer(t *testing.T) {
+	f := newIPVSFixture(t, IPVSOptions{})
+	withIP := func(s *v1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.9"} }
+	a := makeService("demo", "a", "10.96.0.1", withIP)
+	f.p.OnServiceAdd(a)
+	f.p.OnServiceAdd(makeService("demo", "b", "10.96.0.2", withIP))
+	f.p.OnEndpointSliceAdd(makeSlice("demo", "a", "a-1", httpPorts, ready("10.244.1.1", testNode)))
+	f.p.OnEndpointSliceAdd(makeSlice("demo", "b", "b-1", httpPorts, ready("10.244.2.2", "node-b")))
+	f.sync(t)
+	if !strings.Contains(f.h.Dump(), "TCP  192.0.2.9:80 rr\n  -> 10.244.1.1:8080") {
+		t.Errorf("a does not own the external IP:\n%s", f.h.Dump())
+	}
+	f.p.OnServiceDelete(a)
+	f.sync(t)
+	if !strings.Contains(f.h.Dump(), "TCP  192.0.2.9:80 rr\n  -> 10.244.2.2:8080") {
+		t.Errorf("b did not get the external IP:\n%s", f.h.Dump())
+	}
+	if as, _ := f.dev.Addresses(); !slices.Contains(as, netip.MustParseAddr("192.0.2.9")) {
+		t.Errorf("the external IP left kube-ipvs0: %v", as)
 	}
 }
