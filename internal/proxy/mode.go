@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os/exec"
 	"slices"
 
+	"github.com/moby/ipvs"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -59,19 +61,13 @@ func ParseMode(fld *field.Path, s string) (string, error) {
 // DefaultIPVSScheduler is kube-proxy's --ipvs-scheduler default: round robin.
 const DefaultIPVSScheduler = "rr"
 
-// IPVSSchedulers returns the schedulers of Linux IPVS (the ip_vs_<name> kernel modules)
-// that --ipvs-scheduler accepts.
-func IPVSSchedulers() []string {
-	return []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
-}
-
 // ParseIPVSScheduler returns the scheduler s names, "" meaning DefaultIPVSScheduler.
 func ParseIPVSScheduler(fld *field.Path, s string) (string, error) {
 	if s == "" {
 		return DefaultIPVSScheduler, nil
 	}
-	if !slices.Contains(IPVSSchedulers(), s) {
-		return "", field.NotSupported(fld, s, IPVSSchedulers())
+	if !slices.Contains(IPVSSchedulers, s) {
+		return "", field.NotSupported(fld, s, IPVSSchedulers)
 	}
 	return s, nil
 }
@@ -113,9 +109,9 @@ func checkMode(cfg *RunConfig) error {
 		if err := IPVSSupported(); err != nil {
 			return err
 		}
-		h, err := NewIPVSKernel()
+		h, err := ipvs.New("")
 		if err != nil {
-			return err
+			return fmt.Errorf("opening an IPVS handle: %w", err)
 		}
 		cfg.IPVS = h
 	}
@@ -128,14 +124,18 @@ func newModeProxier(cfg RunConfig, pc ProxierConfig) (ModeProxier, error) {
 	case ModeIPTables:
 		return NewIPTablesProxier(cfg.IPTables, pc)
 	case ModeIPVS:
-		return NewIPVSProxier(cfg.IPVS, pc, IPVSOptions{Scheduler: cfg.IPVSScheduler})
+		var addrs []netip.Addr
+		if cfg.NodeIP.IsValid() {
+			addrs = append(addrs, cfg.NodeIP)
+		}
+		return NewIPVSProxier(cfg.IPVS, pc, IPVSOptions{Scheduler: cfg.IPVSScheduler, NodeAddresses: addrs})
 	}
 	return NewProxier(cfg.NFT, pc)
 }
 
-// modeCleaners reach the rules of each mode in the node's network namespace; each
-// returns errNotHere when its mode cannot have left anything there (its tool or kernel
-// module is missing).
+// modeCleaners reach the rules of each mode in the node's network namespace; nft and
+// ipt fail with errNotHere when their tool is missing (the mode cannot have left
+// anything there), ipvs removes what the ipvs mode leaves with the tools there are.
 type modeCleaners struct {
 	nft  func() (knftables.Interface, error)
 	ipt  func() (IPTables, error)
@@ -195,7 +195,8 @@ func deleteTable(ctx context.Context, nft knftables.Interface) error {
 	return nft.Run(ctx, tx)
 }
 
-// kernelCleaners reach the node's kernel: nft, iptables-restore/-save and IPVS.
+// kernelCleaners reach the node's kernel: nft, iptables-restore/-save, and IPVS with
+// the ipvs mode's device, ipsets and iptables rules.
 func kernelCleaners(nft knftables.Interface, ipt IPTables) modeCleaners {
 	return modeCleaners{
 		nft: func() (knftables.Interface, error) {
@@ -210,12 +211,9 @@ func kernelCleaners(nft knftables.Interface, ipt IPTables) modeCleaners {
 			}
 			return NewIPTablesKernel()
 		},
-		ipvs: func(ctx context.Context) error {
-			if err := IPVSSupported(); err != nil {
-				return fmt.Errorf("%w: %v", errNotHere, err)
-			}
-			return CleanupIPVS(ctx)
-		},
+		// Without IP_VS, CleanupIPVS still removes the mode's device, iptables rules
+		// and ipsets, with whichever of the tools are installed.
+		ipvs: CleanupIPVS,
 	}
 }
 

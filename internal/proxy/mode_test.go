@@ -53,11 +53,12 @@ func TestParseIPVSScheduler(t *testing.T) {
 	}
 }
 
-// fakeCleaners records which modes' rules were removed; nft is a fake holding the
-// proxy's table with one chain.
+// fakeCleaners holds the rules of the three modes: nft a fake with the proxy's table,
+// ipt a fake whose nat table has KUBE-SERVICES jumped to from PREROUTING; ipvs counts
+// the cleanups of IPVS.
 type fakeCleaners struct {
 	nft       *knftables.Fake
-	iptCalled bool
+	ipt       *FakeIPTables
 	ipvsErr   error
 	ipvsCalls int
 }
@@ -71,16 +72,27 @@ func newFakeCleaners(t *testing.T) *fakeCleaners {
 	if err := nft.Run(context.Background(), tx); err != nil {
 		t.Fatal(err)
 	}
-	return &fakeCleaners{nft: nft, ipvsErr: errNotHere}
+	ipt := NewFakeIPTables()
+	if err := ipt.Restore(context.Background(), []byte("*nat\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\nCOMMIT\n")); err != nil {
+		t.Fatal(err)
+	}
+	return &fakeCleaners{nft: nft, ipt: ipt}
+}
+
+// iptablesRules tells whether f's nat table still has a KUBE-* chain or a jump to one.
+func (f *fakeCleaners) iptablesRules(t *testing.T) bool {
+	t.Helper()
+	nat, err := f.ipt.Save(context.Background(), "nat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(nat), "KUBE-")
 }
 
 func (f *fakeCleaners) cleaners() modeCleaners {
 	return modeCleaners{
 		nft: func() (knftables.Interface, error) { return f.nft, nil },
-		ipt: func() (IPTables, error) {
-			f.iptCalled = true
-			return nil, errNotHere
-		},
+		ipt: func() (IPTables, error) { return f.ipt, nil },
 		ipvs: func(context.Context) error {
 			f.ipvsCalls++
 			return f.ipvsErr
@@ -92,13 +104,12 @@ func TestCleanupOtherModes(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
 	for _, tc := range []struct {
-		mode                 string
-		wantTable            bool
-		wantIPT, wantIPVSRun bool
+		mode                            string
+		wantTable, wantIPT, wantIPVSRun bool
 	}{
-		{mode: ModeNFTables, wantTable: true, wantIPT: true, wantIPVSRun: true},
-		{mode: ModeIPTables, wantTable: false, wantIPT: false, wantIPVSRun: true},
-		{mode: ModeIPVS, wantTable: false, wantIPT: true, wantIPVSRun: false},
+		{mode: ModeNFTables, wantTable: true, wantIPT: false, wantIPVSRun: true},
+		{mode: ModeIPTables, wantTable: false, wantIPT: true, wantIPVSRun: true},
+		{mode: ModeIPVS, wantTable: false, wantIPT: false, wantIPVSRun: false},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			f := newFakeCleaners(t)
@@ -109,8 +120,11 @@ func TestCleanupOtherModes(t *testing.T) {
 			if hasTable := err == nil; hasTable != tc.wantTable {
 				t.Errorf("table ip %s there: %v (List: %v), want %v", TableName, hasTable, err, tc.wantTable)
 			}
-			if f.iptCalled != tc.wantIPT || (f.ipvsCalls == 1) != tc.wantIPVSRun {
-				t.Errorf("iptables cleaner called %v, ipvs %d times; want %v, %v", f.iptCalled, f.ipvsCalls, tc.wantIPT, tc.wantIPVSRun)
+			if got := f.iptablesRules(t); got != tc.wantIPT {
+				t.Errorf("KUBE-* iptables rules there: %v, want %v", got, tc.wantIPT)
+			}
+			if (f.ipvsCalls == 1) != tc.wantIPVSRun {
+				t.Errorf("ipvs cleaned up %d times, want it %v", f.ipvsCalls, tc.wantIPVSRun)
 			}
 			// Again, with nothing left: still no error.
 			if err := cleanupOtherModes(ctx, tc.mode, f.cleaners(), log); err != nil {
@@ -118,6 +132,13 @@ func TestCleanupOtherModes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a mode whose tool is missing has nothing to clean", func(t *testing.T) {
+		c := newFakeCleaners(t).cleaners()
+		c.ipt = func() (IPTables, error) { return nil, errors.New("iptables-restore not found") }
+		if err := cleanupOtherModes(ctx, ModeNFTables, c, log); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("a failing cleanup is the error, the other modes are still cleaned", func(t *testing.T) {
 		f := newFakeCleaners(t)
 		f.ipvsErr = errors.New("netlink: permission denied")
