@@ -187,16 +187,19 @@ func killAgent(t *testing.T, c *localCluster, node string) {
 	})
 }
 
-// TestProxyModeIPTables runs the proxy scenarios of TestServiceProxy on a 3-node
-// cluster in proxy mode iptables, checks its rules, then switches modes: one node's
+// TestProxyModeIPTables runs the proxy scenarios of TestServiceProxy,
+// TestTrafficDistribution and TestProxyBadInput on a 3-node cluster (zones a, b, a) in
+// proxy mode iptables, checks its rules, then switches modes: one node's
 // agent restarted in nftables mode removes every KUBE-* chain, and the whole cluster
 // restarted with --proxy-mode nftables runs nftables only.
 func TestProxyModeIPTables(t *testing.T) {
-	c := upOwn(t, "tpi", 3, "--proxy-mode", "iptables")
+	c := upOwn(t, "tpi", 3, "--proxy-mode", "iptables", "--zones", "a,b")
 	for _, node := range []string{"tranche-1", "tranche-2", "tranche-3"} {
 		c.waitMode(t, node, "iptables")
 	}
 	ns := serviceProxyChecks(t, c)
+	t.Run("traffic distribution", func(t *testing.T) { trafficDistributionChecks(t, c) })
+	t.Run("bad input", func(t *testing.T) { proxyBadInputChecks(t, c) })
 
 	t.Run("iptables-save shows the Service's chains", func(t *testing.T) {
 		nat, err := c.inNode("tranche-1", "iptables-save", "-t", "nat")
