@@ -198,6 +198,15 @@ func TestProxyModeIPTables(t *testing.T) {
 		c.waitMode(t, node, "iptables")
 	}
 	ns := serviceProxyChecks(t, c)
+	t.Run("a NodePort on the host reaches the pod through the iptables rules", func(t *testing.T) {
+		// keep-source (externalTrafficPolicy Local, pod solo-2) has a random nodePort,
+		// which no other cluster on this machine publishes on 127.0.0.1.
+		port := c.srv.must(t, "get", "svc", "keep-source", "-n", ns, "-o", "jsonpath={.spec.ports[0].nodePort}")
+		eventually(t, 30*time.Second, "127.0.0.1:"+port+" answering from the host", func() (bool, string) {
+			out, code := curlHost("http://127.0.0.1:" + port + "/hostname")
+			return code == 0 && strings.HasSuffix(strings.TrimSpace(out), "solo-2"), out
+		})
+	})
 	t.Run("traffic distribution", func(t *testing.T) { trafficDistributionChecks(t, c) })
 	t.Run("bad input", func(t *testing.T) { proxyBadInputChecks(t, c) })
 
