@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -542,5 +543,45 @@ func TestIPTablesNatCommittedFirst(t *testing.T) {
 	}
 	if rules, _ := fake.Chain("filter", iptServicesChain); len(rules) != 0 {
 		t.Errorf("stale filter rules: %q", rules)
+	}
+}
+
+// TestIPTablesRunSyncsOnChange checks that Run syncs at once and again when a change
+// arrives.
+func TestIPTablesRunSyncsOnChange(t *testing.T) {
+	p, fake := newTestIPTablesProxier(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	restores := func() int {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		return len(fake.Restores)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("the first sync", func() bool { return restores() >= 1 })
+	p.OnServiceAdd(makeService("demo", "a", "10.96.1.1", nil))
+	waitFor("the sync of the new service", func() bool {
+		rules, _ := fake.Chain("filter", iptServicesChain)
+		return len(rules) == 1
+	})
+}
+
+// TestIPTablesKernelMissing checks the start-up error on a node without iptables.
+func TestIPTablesKernelMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := NewIPTablesKernel()
+	if err == nil || !strings.Contains(err.Error(), "Debian's iptables package") || !strings.Contains(err.Error(), "iptables-restore") {
+		t.Errorf("error %v does not name the missing command and the package", err)
 	}
 }
