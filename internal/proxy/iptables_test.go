@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tranche/tranche/internal/proxy/tracer"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -157,6 +158,8 @@ func TestIPTablesRules(t *testing.T) {
 				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080"},
 				// Pods may use any endpoint.
 				{pkt("10.244.1.9", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080 | accept dnat 10.244.2.3:8080"},
+				// The node itself is masqueraded and may use any endpoint.
+				{fromHost(pkt("10.240.0.2", "10.240.0.2", "tcp", 30050)), "accept dnat 10.244.1.3:8080 masquerade | accept dnat 10.244.2.3:8080 masquerade"},
 				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30052), "drop"},
 				{pkt("10.244.1.9", "10.240.0.2", "tcp", 30052), "accept dnat 10.244.2.6:8080"},
 				{pkt("10.244.1.9", "10.96.0.52", "tcp", 80), "accept dnat 10.244.2.6:8080"},
@@ -584,4 +587,9 @@ func TestIPTablesKernelMissing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Debian's iptables package") || !strings.Contains(err.Error(), "iptables-restore") {
 		t.Errorf("error %v does not name the missing command and the package", err)
 	}
+}
+
+func fromHost(p tracer.Packet) tracer.Packet {
+	p.FromHost = true
+	return p
 }
