@@ -11,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tranche/tranche/internal/proxy/tracer"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -156,6 +158,8 @@ func TestIPTablesRules(t *testing.T) {
 				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080"},
 				// Pods may use any endpoint.
 				{pkt("10.244.1.9", "10.240.0.2", "tcp", 30050), "accept dnat 10.244.1.3:8080 | accept dnat 10.244.2.3:8080"},
+				// The node itself is masqueraded and may use any endpoint.
+				{fromHost(pkt("10.240.0.2", "10.240.0.2", "tcp", 30050)), "accept dnat 10.244.1.3:8080 masquerade | accept dnat 10.244.2.3:8080 masquerade"},
 				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30052), "drop"},
 				{pkt("10.244.1.9", "10.240.0.2", "tcp", 30052), "accept dnat 10.244.2.6:8080"},
 				{pkt("10.244.1.9", "10.96.0.52", "tcp", 80), "accept dnat 10.244.2.6:8080"},
@@ -543,4 +547,49 @@ func TestIPTablesNatCommittedFirst(t *testing.T) {
 	if rules, _ := fake.Chain("filter", iptServicesChain); len(rules) != 0 {
 		t.Errorf("stale filter rules: %q", rules)
 	}
+}
+
+// TestIPTablesRunSyncsOnChange checks that Run syncs at once and again when a change
+// arrives.
+func TestIPTablesRunSyncsOnChange(t *testing.T) {
+	p, fake := newTestIPTablesProxier(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	restores := func() int {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		return len(fake.Restores)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("the first sync", func() bool { return restores() >= 1 })
+	p.OnServiceAdd(makeService("demo", "a", "10.96.1.1", nil))
+	waitFor("the sync of the new service", func() bool {
+		rules, _ := fake.Chain("filter", iptServicesChain)
+		return len(rules) == 1
+	})
+}
+
+// TestIPTablesKernelMissing checks the start-up error on a node without iptables.
+func TestIPTablesKernelMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := NewIPTablesKernel()
+	if err == nil || !strings.Contains(err.Error(), "Debian's iptables package") || !strings.Contains(err.Error(), "iptables-restore") {
+		t.Errorf("error %v does not name the missing command and the package", err)
+	}
+}
+
+func fromHost(p tracer.Packet) tracer.Packet {
+	p.FromHost = true
+	return p
 }
