@@ -1,0 +1,625 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/moby/ipvs"
+)
+
+// IPVSOptions configures the ipvs mode beyond ProxierConfig.
+type IPVSOptions struct {
+	// Scheduler is the IPVS scheduler of every virtual server (`--ipvs-scheduler`),
+	// one of IPVSSchedulers; "" means rr.
+	Scheduler string
+	// NodeAddresses are the node's addresses: each NodePort is a virtual server on
+	// each of them.
+	NodeAddresses []netip.Addr
+	// Device holds the service addresses on kube-ipvs0 (nil: the netlink one of the
+	// calling goroutine's network namespace, NewIPVSDevice).
+	Device IPVSDevice
+	// Rules writes the ipsets and iptables rules (nil: ipset and iptables-restore, as
+	// NewIPVSRuleWriter).
+	Rules IPVSRuleWriter
+}
+
+// IPVSDevice is the dummy device kube-ipvs0 and its addresses.
+type IPVSDevice interface {
+	// Ensure creates the device (down, as upstream leaves it) when it is missing.
+	Ensure() error
+	// Addresses lists the device's IPv4 addresses (nil when there is no device).
+	Addresses() ([]netip.Addr, error)
+	AddAddress(netip.Addr) error
+	DelAddress(netip.Addr) error
+	// Delete removes the device; no error when there is none.
+	Delete() error
+}
+
+// IPVSRuleWriter applies the text the ipvs mode renders for ipset and iptables.
+type IPVSRuleWriter interface {
+	// RestoreIPSets runs text through `ipset restore`.
+	RestoreIPSets(ctx context.Context, text string) error
+	// RestoreIPTables runs text through `iptables-restore --noflush`, then makes sure
+	// each jump exists once (inserted first in its built-in chain).
+	RestoreIPTables(ctx context.Context, text string, jumps []IPTablesJump) error
+	// Cleanup deletes the jumps, the KUBE-* chains the text declared and the KUBE-*
+	// ipsets of the mode; what is already gone is no error.
+	Cleanup(ctx context.Context) error
+}
+
+// ReasonIPVSDifference is the reason of the Warning Event recorded on a Service whose
+// current state the ipvs mode cannot proxy the way the nftables mode does (ipvs.md).
+const ReasonIPVSDifference = "IPVSProxyModeDifference"
+
+// IPVSProxier is the ipvs proxy mode: Services and EndpointSlices become IPVS virtual
+// and real servers through netlink, plus the addresses on kube-ipvs0 and a fixed set
+// of iptables rules driven by ipsets. Event handlers only record changes; Sync writes
+// the minimal netlink calls. Safe for concurrent use.
+type IPVSProxier struct {
+	cfg     ProxierConfig
+	opts    IPVSOptions
+	h       IPVSHandle
+	svcs    *ServiceChangeTracker
+	eps     *EndpointsChangeTracker
+	metrics *metrics
+	wake    chan struct{}
+
+	mu       sync.Mutex // serialises Sync
+	needFull bool
+	lastFull time.Time
+	plans    map[types.NamespacedName]*ipvsServicePlan
+	// want indexes the virtual servers of every plan with their owner: when two
+	// services ask for one virtual server, the first keeps it.
+	want  map[vsKey]*ipvsVirtual
+	owner map[vsKey]types.NamespacedName
+	// kernel is the copy of the kernel's virtual servers, re-read on each full sync.
+	kernel map[vsKey]*kernelVS
+	// draining are the virtual servers holding real servers at weight 0.
+	draining sets.Set[vsKey]
+	// bound is what kube-ipvs0 holds; ipsetText and iptablesText what was last written.
+	bound                   sets.Set[netip.Addr]
+	ipsetText, iptablesText string
+	noLocal                 map[types.NamespacedName]string
+	// contested are the virtual servers more than one service asked for.
+	contested sets.Set[vsKey]
+	// health holds the healthCheckNodePort state of every service that has one.
+	health map[types.NamespacedName]ServiceHealth
+}
+
+var _ interface {
+	OnServiceAdd(*v1.Service)
+	OnServiceUpdate(old, cur *v1.Service)
+	OnServiceDelete(*v1.Service)
+	OnEndpointSliceAdd(*discoveryv1.EndpointSlice)
+	OnEndpointSliceUpdate(old, cur *discoveryv1.EndpointSlice)
+	OnEndpointSliceDelete(*discoveryv1.EndpointSlice)
+	SetZone(string)
+	Run(ctx context.Context)
+	Sync(ctx context.Context) error
+} = (*IPVSProxier)(nil)
+
+// NewIPVSProxier returns the ipvs mode's proxier writing to h, which the caller opens
+// inside the node's network namespace (ipvs.New(path)). It fails on an unknown
+// scheduler, naming the kernel's.
+func NewIPVSProxier(h IPVSHandle, cfg ProxierConfig, opts IPVSOptions) (*IPVSProxier, error) {
+	if h == nil {
+		return nil, errors.New("proxy: nil IPVS handle")
+	}
+	if !cfg.ClusterCIDR.IsValid() || !cfg.ServiceCIDR.IsValid() {
+		return nil, fmt.Errorf("proxy: node %q: cluster CIDR %v and service CIDR %v must both be set", cfg.NodeName, cfg.ClusterCIDR, cfg.ServiceCIDR)
+	}
+	if opts.Scheduler == "" {
+		opts.Scheduler = "rr"
+	}
+	if !slices.Contains(IPVSSchedulers, opts.Scheduler) {
+		return nil, fmt.Errorf("proxy: node %q: unknown IPVS scheduler %q: must be one of %s", cfg.NodeName, opts.Scheduler, strings.Join(IPVSSchedulers, ", "))
+	}
+	for _, a := range opts.NodeAddresses {
+		if !a.Is4() {
+			return nil, fmt.Errorf("proxy: node %q: node address %v: only IPv4 is proxied", cfg.NodeName, a)
+		}
+	}
+	if opts.Device == nil {
+		opts.Device = NewIPVSDevice()
+	}
+	if opts.Rules == nil {
+		opts.Rules = NewIPVSRuleWriter()
+	}
+	if cfg.FullSyncPeriod <= 0 {
+		cfg.FullSyncPeriod = time.Hour
+	}
+	if cfg.RetryPeriod <= 0 {
+		cfg.RetryPeriod = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: node %q: %w", cfg.NodeName, err)
+	}
+	return &IPVSProxier{
+		cfg: cfg, opts: opts, h: h, metrics: m,
+		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(cfg.ServiceCIDR),
+		wake: make(chan struct{}, 1), needFull: true,
+		plans: map[types.NamespacedName]*ipvsServicePlan{}, want: map[vsKey]*ipvsVirtual{},
+		owner: map[vsKey]types.NamespacedName{}, kernel: map[vsKey]*kernelVS{},
+		draining: sets.New[vsKey](), bound: sets.New[netip.Addr](), noLocal: map[types.NamespacedName]string{},
+		contested: sets.New[vsKey](), health: map[types.NamespacedName]ServiceHealth{},
+	}, nil
+}
+
+// OnServiceAdd records a Service creation.
+func (p *IPVSProxier) OnServiceAdd(svc *v1.Service) { p.noteChange(p.svcs.Update(nil, svc)) }
+
+// OnServiceUpdate records a Service update.
+func (p *IPVSProxier) OnServiceUpdate(old, svc *v1.Service) { p.noteChange(p.svcs.Update(old, svc)) }
+
+// OnServiceDelete records a Service deletion.
+func (p *IPVSProxier) OnServiceDelete(svc *v1.Service) { p.noteChange(p.svcs.Update(svc, nil)) }
+
+// OnEndpointSliceAdd records an EndpointSlice creation.
+func (p *IPVSProxier) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, false) }
+
+// OnEndpointSliceUpdate records an EndpointSlice update.
+func (p *IPVSProxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) {
+	p.sliceChanged(s, false)
+}
+
+// OnEndpointSliceDelete records an EndpointSlice deletion.
+func (p *IPVSProxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, true) }
+
+func (p *IPVSProxier) sliceChanged(s *discoveryv1.EndpointSlice, deleted bool) {
+	changed, unusable := p.eps.UpdateReporting(s, deleted)
+	if len(unusable) > 0 {
+		list := listUnusable(unusable)
+		p.cfg.Logger.Warn("skipping unusable endpoint addresses", "node", p.cfg.NodeName,
+			"endpointSlice", s.Namespace+"/"+s.Name, "unusable", list)
+		if p.cfg.Recorder != nil {
+			p.cfg.Recorder.Eventf(s, v1.EventTypeWarning, ReasonUnusableEndpointAddress,
+				"the service proxy on node %s skips what it cannot send traffic to: %s", p.cfg.NodeName, list)
+		}
+	}
+	p.noteChange(changed)
+}
+
+// SetZone records the node's zone; a change replans every service with the next sync.
+func (p *IPVSProxier) SetZone(zone string) {
+	p.mu.Lock()
+	changed := p.cfg.Zone != zone
+	if changed {
+		p.cfg.Zone = zone
+		p.needFull = true
+	}
+	p.mu.Unlock()
+	if changed {
+		p.poke()
+	}
+}
+
+func (p *IPVSProxier) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *IPVSProxier) noteChange(changed bool) {
+	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
+	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
+	if !changed {
+		return
+	}
+	if p.cfg.Health != nil {
+		p.cfg.Health.QueuedUpdate()
+	}
+	p.metrics.lastQueued.Set(float64(p.cfg.Now().UnixNano()) / 1e9)
+	p.poke()
+}
+
+// Run syncs whenever changes arrive, at most once per MinSyncPeriod, fully every
+// FullSyncPeriod, and again after RetryPeriod (fully) when a sync fails or real
+// servers are draining. It returns when ctx is cancelled.
+func (p *IPVSProxier) Run(ctx context.Context) {
+	full := time.NewTimer(p.cfg.FullSyncPeriod)
+	defer full.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-retry.C:
+		case <-full.C:
+			p.mu.Lock()
+			p.needFull = true
+			p.mu.Unlock()
+		}
+		if wait := p.cfg.MinSyncPeriod - p.cfg.Now().Sub(last); !last.IsZero() && wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = p.cfg.Now()
+		err := p.Sync(ctx)
+		if err != nil {
+			p.cfg.Logger.Error("syncing ipvs proxy rules failed, retrying with a full sync", "node", p.cfg.NodeName, "err", err)
+		}
+		p.mu.Lock()
+		draining, lastFull := p.draining.Len() > 0, p.lastFull
+		p.mu.Unlock()
+		if err != nil || draining {
+			retry.Reset(p.cfg.RetryPeriod) // draining real servers are checked again
+		}
+		full.Reset(p.cfg.FullSyncPeriod - p.cfg.Now().Sub(lastFull))
+	}
+}
+
+// Sync plans the changed services and writes the difference: netlink calls for the
+// virtual and real servers, addresses on kube-ipvs0, and the ipsets and iptables rules
+// when their text changed. A full sync (the first, after a failure, when due) re-reads
+// the kernel's virtual servers and rewrites everything that differs.
+func (p *IPVSProxier) Sync(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	start := p.cfg.Now()
+	changed := p.svcs.Drain()
+	epChanged, triggers := p.eps.Drain()
+	changed = changed.Union(epChanged)
+	p.metrics.serviceChanges.Add(float64(changed.Len()))
+	p.metrics.endpointChanges.Add(float64(epChanged.Len()))
+	full := p.needFull || p.cfg.Now().Sub(p.lastFull) >= p.cfg.FullSyncPeriod
+	err := p.sync(ctx, changed, full)
+	if err != nil {
+		p.needFull = true
+		p.metrics.failures.Inc()
+		return fmt.Errorf("node %q: ipvs: %w", p.cfg.NodeName, err)
+	}
+	end := p.cfg.Now()
+	elapsed := end.Sub(start).Seconds()
+	p.metrics.syncDuration.Observe(elapsed)
+	if full {
+		p.needFull = false
+		p.lastFull = start
+		p.metrics.fullSyncDuration.Observe(elapsed)
+	} else {
+		p.metrics.partialSyncDuration.Observe(elapsed)
+	}
+	for _, t := range triggers {
+		p.metrics.programmingLatency.Observe(end.Sub(t).Seconds())
+	}
+	p.metrics.lastSync.Set(float64(end.UnixNano()) / 1e9)
+	if p.cfg.Health != nil {
+		p.cfg.Health.Updated()
+	}
+	return nil
+}
+
+func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.NamespacedName], full bool) error {
+	if full {
+		if err := p.readKernel(); err != nil {
+			return err
+		}
+		changed = changed.Union(p.svcs.Names()).Union(sets.KeySet(p.plans))
+	} else if err := p.readDraining(); err != nil {
+		return err
+	}
+	// Plan the changed services and collect the virtual servers to compare.
+	touched := sets.New[vsKey]()
+	for _, n := range slices.SortedFunc(maps.Keys(changed), compareNames) {
+		if old := p.plans[n]; old != nil {
+			for _, v := range old.virtuals {
+				if p.owner[v.key] == n {
+					delete(p.want, v.key)
+					delete(p.owner, v.key)
+				}
+				touched.Insert(v.key)
+			}
+		}
+		ports := p.svcs.Ports(n)
+		if ports == nil {
+			delete(p.plans, n)
+			delete(p.noLocal, n)
+			continue
+		}
+		pl := planIPVSService(p.cfg.Config, p.opts, ports, p.eps.Endpoints(n))
+		p.plans[n] = pl
+		p.reportDifference(n, pl)
+	}
+	// Claim virtual servers in name order, so that a conflict always resolves alike.
+	for _, n := range slices.SortedFunc(maps.Keys(changed), compareNames) {
+		pl := p.plans[n]
+		if pl == nil {
+			continue
+		}
+		for _, v := range pl.virtuals {
+			touched.Insert(v.key)
+			if o, taken := p.owner[v.key]; taken && o != n {
+				p.contested.Insert(v.key)
+				p.cfg.Logger.Warn("two services ask for one IPVS virtual server; the first keeps it", "node", p.cfg.NodeName,
+					"virtualServer", v.key.String(), "service", n.String(), "owner", o.String())
+				continue
+			}
+			p.want[v.key], p.owner[v.key] = v, n
+		}
+	}
+	// A contested virtual server its owner gave up goes to another service asking.
+	for k := range p.contested.Intersection(touched) {
+		if _, owned := p.owner[k]; owned {
+			continue
+		}
+		p.contested.Delete(k)
+		for _, n := range ipvsServiceNames(p.plans) {
+			if i := slices.IndexFunc(p.plans[n].virtuals, func(v *ipvsVirtual) bool { return v.key == k }); i >= 0 {
+				p.want[k], p.owner[k] = p.plans[n].virtuals[i], n
+				break
+			}
+		}
+	}
+	if full {
+		touched = touched.Union(sets.KeySet(p.kernel))
+	}
+	touched = touched.Union(p.draining)
+	if err := p.applyVirtuals(touched); err != nil {
+		return err
+	}
+	if err := p.applyAddresses(full); err != nil {
+		return err
+	}
+	if err := p.applyRules(ctx, full); err != nil {
+		return err
+	}
+	p.syncHealth(changed)
+	return nil
+}
+
+// syncHealth updates the healthCheckNodePorts of the changed services, as the nftables
+// mode does.
+func (p *IPVSProxier) syncHealth(changed sets.Set[types.NamespacedName]) {
+	healthChanged := false
+	for n := range changed {
+		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
+		if was, had := p.health[n]; had != ok || was != h {
+			healthChanged = true
+			if ok {
+				p.health[n] = h
+			} else {
+				delete(p.health, n)
+			}
+		}
+	}
+	if healthChanged && p.cfg.ServiceHealth != nil {
+		if err := p.cfg.ServiceHealth.Sync(cloneHealth(p.health)); err != nil {
+			p.cfg.Logger.Warn("serving health check node ports", "node", p.cfg.NodeName, "err", err)
+		}
+	}
+}
+
+// readKernel replaces the copy of the kernel's virtual servers with what it reports.
+func (p *IPVSProxier) readKernel() error {
+	svcs, err := p.h.GetServices()
+	if err != nil {
+		return fmt.Errorf("listing virtual servers: %w", err)
+	}
+	clear(p.kernel)
+	p.draining.Clear()
+	for _, s := range svcs {
+		dests, err := p.h.GetDestinations(s)
+		if err != nil {
+			return fmt.Errorf("listing real servers of %s: %w", vsKeyOf(s), err)
+		}
+		p.kernel[vsKeyOf(s)] = newKernelVS(s, dests)
+	}
+	return nil
+}
+
+// readDraining refreshes the connection counts of the draining virtual servers.
+func (p *IPVSProxier) readDraining() error {
+	for k := range p.draining {
+		kv := p.kernel[k]
+		if kv == nil {
+			p.draining.Delete(k)
+			continue
+		}
+		dests, err := p.h.GetDestinations(&kv.svc)
+		if err != nil {
+			return fmt.Errorf("listing real servers of %s: %w", k, err)
+		}
+		p.kernel[k] = newKernelVS(&kv.svc, dests)
+	}
+	return nil
+}
+
+func newKernelVS(s *ipvs.Service, dests []*ipvs.Destination) *kernelVS {
+	kv := &kernelVS{svc: *s, dests: make(map[rsKey]*ipvs.Destination, len(dests))}
+	for _, d := range dests {
+		kv.dests[rsKeyOf(d)] = d
+	}
+	return kv
+}
+
+// applyVirtuals makes the kernel's virtual servers in keys match p.want, one netlink
+// call at a time, updating the copy as each succeeds.
+func (p *IPVSProxier) applyVirtuals(keys sets.Set[vsKey]) error {
+	for _, k := range slices.SortedFunc(maps.Keys(keys), compareVSKeys) {
+		ops, draining := diffVirtual(p.want[k], p.kernel[k])
+		if deletesTCPDest(ops) {
+			// The copy has no fresh connection counts: ask the kernel before deleting.
+			kv := p.kernel[k]
+			dests, err := p.h.GetDestinations(&kv.svc)
+			if err != nil {
+				return fmt.Errorf("listing real servers of %s: %w", k, err)
+			}
+			p.kernel[k] = newKernelVS(&kv.svc, dests)
+			ops, draining = diffVirtual(p.want[k], p.kernel[k])
+		}
+		if draining {
+			p.draining.Insert(k)
+		} else {
+			p.draining.Delete(k)
+		}
+		for _, op := range ops {
+			if err := p.run(op); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func deletesTCPDest(ops []ipvsOp) bool {
+	for _, op := range ops {
+		if op.verb == "delete" && op.dest != nil && op.svc.Protocol == syscall.IPPROTO_TCP {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *IPVSProxier) run(op ipvsOp) error {
+	var err error
+	k := vsKeyOf(op.svc)
+	switch {
+	case op.dest == nil && op.verb == "add":
+		err = p.h.NewService(op.svc)
+	case op.dest == nil && op.verb == "edit":
+		err = p.h.UpdateService(op.svc)
+	case op.dest == nil:
+		err = p.h.DelService(op.svc)
+	case op.verb == "add":
+		err = p.h.NewDestination(op.svc, op.dest)
+	case op.verb == "edit":
+		err = p.h.UpdateDestination(op.svc, op.dest)
+	default:
+		err = p.h.DelDestination(op.svc, op.dest)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	switch {
+	case op.dest == nil && op.verb == "delete":
+		delete(p.kernel, k)
+	case op.dest == nil:
+		kv := p.kernel[k]
+		if kv == nil {
+			kv = &kernelVS{dests: map[rsKey]*ipvs.Destination{}}
+			p.kernel[k] = kv
+		}
+		kv.svc = *op.svc
+	case op.verb == "delete":
+		delete(p.kernel[k].dests, rsKeyOf(op.dest))
+	default:
+		d := *op.dest
+		if c := p.kernel[k].dests[rsKeyOf(op.dest)]; c != nil {
+			d.ActiveConnections, d.InactiveConnections = c.ActiveConnections, c.InactiveConnections
+		}
+		p.kernel[k].dests[rsKeyOf(op.dest)] = &d
+	}
+	return nil
+}
+
+// applyAddresses binds exactly the planned service addresses on kube-ipvs0.
+func (p *IPVSProxier) applyAddresses(full bool) error {
+	dev := p.opts.Device
+	if full {
+		if err := dev.Ensure(); err != nil {
+			return fmt.Errorf("creating %s: %w", IPVSDeviceName, err)
+		}
+		have, err := dev.Addresses()
+		if err != nil {
+			return fmt.Errorf("listing the addresses of %s: %w", IPVSDeviceName, err)
+		}
+		p.bound = sets.New(have...)
+	}
+	want := sets.New[netip.Addr]()
+	for _, pl := range p.plans {
+		want.Insert(pl.bind...)
+	}
+	for _, a := range slices.SortedFunc(maps.Keys(p.bound.Difference(want)), netip.Addr.Compare) {
+		if err := dev.DelAddress(a); err != nil {
+			return fmt.Errorf("deleting %s from %s: %w", a, IPVSDeviceName, err)
+		}
+		p.bound.Delete(a)
+	}
+	for _, a := range slices.SortedFunc(maps.Keys(want.Difference(p.bound)), netip.Addr.Compare) {
+		if err := dev.AddAddress(a); err != nil {
+			return fmt.Errorf("adding %s to %s: %w", a, IPVSDeviceName, err)
+		}
+		p.bound.Insert(a)
+	}
+	return nil
+}
+
+// applyRules writes the ipsets and the iptables rules when their text changed.
+func (p *IPVSProxier) applyRules(ctx context.Context, full bool) error {
+	members := map[string][]string{}
+	for _, n := range ipvsServiceNames(p.plans) {
+		for set, m := range p.plans[n].members {
+			members[set] = append(members[set], m...)
+		}
+	}
+	for set, m := range members {
+		slices.Sort(m)
+		members[set] = slices.Compact(m)
+	}
+	ipsets := ipvsIPSetText(members)
+	if full || ipsets != p.ipsetText {
+		p.ipsetText = ""
+		if err := p.opts.Rules.RestoreIPSets(ctx, ipsets); err != nil {
+			return fmt.Errorf("ipset restore: %w", err)
+		}
+		p.ipsetText = ipsets
+	}
+	rules := ipvsIPTablesText(p.cfg.Config)
+	if full || rules != p.iptablesText {
+		p.iptablesText = ""
+		if err := p.opts.Rules.RestoreIPTables(ctx, rules, ipvsJumps); err != nil {
+			return fmt.Errorf("iptables-restore: %w", err)
+		}
+		p.iptablesText = rules
+	}
+	return nil
+}
+
+// reportDifference records a Warning Event when a service enters a state the ipvs mode
+// proxies differently from the nftables mode.
+func (p *IPVSProxier) reportDifference(n types.NamespacedName, pl *ipvsServicePlan) {
+	msg := ""
+	if len(pl.noLocal) > 0 {
+		msg = fmt.Sprintf("ports %s have a Local traffic policy and no endpoint on node %s: the nftables mode drops such packets, the ipvs mode refuses them (ICMP port unreachable) because an IPVS virtual server without real servers cannot drop",
+			strings.Join(pl.noLocal, ", "), p.cfg.NodeName)
+	}
+	if p.noLocal[n] == msg {
+		return
+	}
+	if msg == "" {
+		delete(p.noLocal, n)
+		return
+	}
+	p.noLocal[n] = msg
+	p.cfg.Logger.Warn("ipvs mode differs from nftables for a service", "node", p.cfg.NodeName, "service", n.String(), "difference", msg)
+	if p.cfg.Recorder != nil {
+		p.cfg.Recorder.Eventf(p.svcs.Ref(n), v1.EventTypeWarning, ReasonIPVSDifference, "%s", msg)
+	}
+}
