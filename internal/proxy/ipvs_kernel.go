@@ -42,9 +42,19 @@ func ipvsSupported(proc string, family func() error) error {
 // namespace (the caller runs it inside the node's): every virtual server when the
 // kernel has IP_VS, the device kube-ipvs0, and the mode's iptables jumps, KUBE-*
 // chains and ipsets. What is already gone is no error.
+//
+// On a kernel without IP_VS and without kube-ipvs0 there is nothing to remove: the ipvs
+// mode refuses to start there before it writes anything, so the iptables and ipset
+// calls (dozens of execs, on every agent start in the other modes) are skipped.
 func CleanupIPVS(ctx context.Context) error {
+	supported := IPVSSupported() == nil
+	if !supported {
+		if l, err := (netlinkIPVSDevice{}).link(); err == nil && l == nil {
+			return nil
+		}
+	}
 	var h IPVSHandle
-	if IPVSSupported() == nil {
+	if supported {
 		hh, err := ipvs.New("")
 		if err != nil {
 			return fmt.Errorf("opening an IPVS handle: %w", err)

@@ -211,8 +211,8 @@ func kernelCleaners(nft knftables.Interface, ipt IPTables) modeCleaners {
 			}
 			return NewIPTablesKernel()
 		},
-		// Without IP_VS, CleanupIPVS still removes the mode's device, iptables rules
-		// and ipsets, with whichever of the tools are installed.
+		// Without IP_VS, CleanupIPVS removes the mode's device, iptables rules and
+		// ipsets only when a kube-ipvs0 device says the mode once ran here.
 		ipvs: CleanupIPVS,
 	}
 }
