@@ -58,12 +58,7 @@ func (f *ipvsFixture) dump() string {
 	var b strings.Builder
 	b.WriteString("# ipvsadm -Ln\n" + f.h.Dump())
 	b.WriteString("# ip -br addr show " + IPVSDeviceName + "\n" + f.dev.Dump())
-	b.WriteString("# ipset members\n")
-	for _, l := range strings.Split(f.rules.IPSets, "\n") {
-		if strings.HasPrefix(l, "add ") {
-			b.WriteString(l + "\n")
-		}
-	}
+	b.WriteString("# ipset members\n" + f.rules.Members())
 	return b.String()
 }
 
@@ -245,8 +240,11 @@ func TestIPVSEndpointChangeMinimalCalls(t *testing.T) {
 	if d := cmp.Diff([]string{"del 10.96.0.1"}, f.dev.Calls); d != "" {
 		t.Errorf("device calls (-want +got):\n%s", d)
 	}
-	if strings.Contains(f.rules.IPSets, "10.96.0.1,") {
-		t.Errorf("the deleted service is still in the ipsets:\n%s", f.rules.IPSets)
+	if strings.Contains(f.rules.Members(), "10.96.0.1") {
+		t.Errorf("the deleted service is still in the ipsets:\n%s", f.rules.Members())
+	}
+	if want := "del KUBE-CLUSTER-IP 10.96.0.1,tcp:80\ndel KUBE-IPVS-IPS 10.96.0.1\ndel KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2\n"; f.rules.IPSets != want {
+		t.Errorf("ipset restore after a deletion:\n%s\nwant only\n%s", f.rules.IPSets, want)
 	}
 }
 
@@ -509,5 +507,34 @@ func TestIPVSContestedVirtualServer(t *testing.T) {
 	}
 	if as, _ := f.dev.Addresses(); !slices.Contains(as, netip.MustParseAddr("192.0.2.9")) {
 		t.Errorf("the external IP left kube-ipvs0: %v", as)
+	}
+}
+
+// TestFakeIPVSRulesValidates checks that the rules fake refuses what ipset and
+// iptables-restore refuse, and that a refused restore changes nothing.
+func TestFakeIPVSRulesValidates(t *testing.T) {
+	ctx := context.Background()
+	r := &FakeIPVSRules{}
+	if err := r.RestoreIPSets(ctx, "create S hash:ip\nadd S 10.0.0.1\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"add T 10.0.0.2\n", "swap S T\n", "create S\n", "add S 10.0.0.2\nadd S\n"} {
+		if err := r.RestoreIPSets(ctx, bad); err == nil {
+			t.Errorf("ipset restore accepted %q", bad)
+		}
+	}
+	if got := r.Members(); got != "" { // S is not one of the mode's sets: not listed
+		t.Errorf("members %q", got)
+	}
+	if err := r.RestoreIPSets(ctx, "del S 10.0.0.1\n"); err != nil || len(r.sets["S"]) != 0 {
+		t.Errorf("del: %v, left %v", err, r.sets["S"])
+	}
+	for _, bad := range []string{"*nat\n-A KUBE-X -j RETURN\nCOMMIT\n", "*nat\n:KUBE-X - [0:0]\n", ":KUBE-X - [0:0]\n", "*nat\nbogus\nCOMMIT\n"} {
+		if err := r.RestoreIPTables(ctx, bad, nil); err == nil {
+			t.Errorf("iptables-restore accepted %q", bad)
+		}
+	}
+	if r.IPTables != "" {
+		t.Errorf("a refused restore was kept: %q", r.IPTables)
 	}
 }
