@@ -337,7 +337,8 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 	dirty := sets.New[netip.Addr]()
 	dirtyMembers := sets.New[ipsetMember]()
 	for _, n := range slices.SortedFunc(maps.Keys(changed), compareNames) {
-		if old := p.plans[n]; old != nil {
+		old := p.plans[n]
+		if old != nil {
 			for _, v := range old.virtuals {
 				if p.owner[v.key] == n {
 					delete(p.want, v.key)
@@ -345,9 +346,6 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 				}
 				touched.Insert(v.key)
 			}
-		}
-		old := p.plans[n]
-		if old != nil {
 			for _, a := range old.bind {
 				if p.binds[a]--; p.binds[a] <= 0 {
 					delete(p.binds, a)
