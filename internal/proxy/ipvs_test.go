@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/ipvs"
@@ -537,4 +538,42 @@ func TestFakeIPVSRulesValidates(t *testing.T) {
 	if r.IPTables != "" {
 		t.Errorf("a refused restore was kept: %q", r.IPTables)
 	}
+}
+
+// TestIPVSRunRechecksDraining checks that Run, with no further event, comes back to a
+// draining real server and deletes it once the kernel counts no connection.
+func TestIPVSRunRechecksDraining(t *testing.T) {
+	h := NewFakeIPVS()
+	p, err := NewIPVSProxier(h, ProxierConfig{Config: DefaultConfig(testNode), RetryPeriod: 10 * time.Millisecond},
+		IPVSOptions{NodeAddresses: []netip.Addr{nodeIP}, Device: NewFakeIPVSDevice(), Rules: &FakeIPVSRules{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceAdd(makeService("demo", "web", "10.96.0.1", nil))
+	s1 := makeSlice("demo", "web", "web-1", httpPorts, ready("10.244.1.2", testNode), ready("10.244.2.2", "node-b"))
+	p.OnEndpointSliceAdd(s1)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetConnections("TCP", "10.96.0.1:80", "10.244.2.2:8080", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.OnEndpointSliceUpdate(s1, makeSlice("demo", "web", "web-1", httpPorts, ready("10.244.1.2", testNode)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor := func(what string, cond func(string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(h.Dump()); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never %s:\n%s", what, h.Dump())
+			}
+		}
+	}
+	waitFor("drained at weight 0", func(d string) bool { return strings.Contains(d, "10.244.2.2:8080              Masq    0      1") })
+	if err := h.SetConnections("TCP", "10.96.0.1:80", "10.244.2.2:8080", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("deleted", func(d string) bool { return !strings.Contains(d, "10.244.2.2") })
 }
