@@ -108,7 +108,7 @@ type FakeIPVSRules struct {
 	mu sync.Mutex
 	// IPSets is the last ipset text restored, IPTables the last iptables text.
 	IPSets, IPTables string
-	Jumps            []IPTablesJump
+	Jumps            []IPVSJump
 	sets             map[string]map[string]bool
 	// Writes counts the successful restores of either kind.
 	Writes int
@@ -172,7 +172,7 @@ func (f *FakeIPVSRules) Members() string {
 }
 
 // RestoreIPTables validates and keeps text and jumps.
-func (f *FakeIPVSRules) RestoreIPTables(_ context.Context, text string, jumps []IPTablesJump) error {
+func (f *FakeIPVSRules) RestoreIPTables(_ context.Context, text string, jumps []IPVSJump) error {
 	table := ""
 	declared := map[string]bool{}
 	for i, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {

@@ -145,11 +145,11 @@ func (d netlinkIPVSDevice) Delete() error {
 
 // NewIPVSRuleWriter returns the IPVSRuleWriter that runs Debian's ipset and iptables
 // commands in the calling process's network namespace.
-func NewIPVSRuleWriter() IPVSRuleWriter { return execRuleWriter{} }
+func NewIPVSRuleWriter() IPVSRuleWriter { return ipvsExecRules{} }
 
-type execRuleWriter struct{}
+type ipvsExecRules struct{}
 
-func runTool(ctx context.Context, pkg string, stdin string, name string, args ...string) error {
+func ipvsRunTool(ctx context.Context, pkg string, stdin string, name string, args ...string) error {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return fmt.Errorf("%s not found (Debian package %s): %w", name, pkg, err)
@@ -164,46 +164,46 @@ func runTool(ctx context.Context, pkg string, stdin string, name string, args ..
 	return nil
 }
 
-func (execRuleWriter) RestoreIPSets(ctx context.Context, text string) error {
-	return runTool(ctx, "ipset", text, "ipset", "-exist", "restore")
+func (ipvsExecRules) RestoreIPSets(ctx context.Context, text string) error {
+	return ipvsRunTool(ctx, "ipset", text, "ipset", "-exist", "restore")
 }
 
-func jumpArgs(j IPTablesJump, verb string, pos ...string) []string {
+func ipvsJumpArgs(j IPVSJump, verb string, pos ...string) []string {
 	args := append([]string{"-w", "-t", j.Table, verb, j.Chain}, pos...)
 	return append(args, "-m", "comment", "--comment", j.Comment, "-j", j.Target)
 }
 
-func (execRuleWriter) RestoreIPTables(ctx context.Context, text string, jumps []IPTablesJump) error {
-	if err := runTool(ctx, "iptables", text, "iptables-restore", "-w", "--noflush"); err != nil {
+func (ipvsExecRules) RestoreIPTables(ctx context.Context, text string, jumps []IPVSJump) error {
+	if err := ipvsRunTool(ctx, "iptables", text, "iptables-restore", "-w", "--noflush"); err != nil {
 		return err
 	}
 	for _, j := range jumps {
-		if runTool(ctx, "iptables", "", "iptables", jumpArgs(j, "-C")...) == nil {
+		if ipvsRunTool(ctx, "iptables", "", "iptables", ipvsJumpArgs(j, "-C")...) == nil {
 			continue
 		}
-		if err := runTool(ctx, "iptables", "", "iptables", jumpArgs(j, "-I", "1")...); err != nil {
+		if err := ipvsRunTool(ctx, "iptables", "", "iptables", ipvsJumpArgs(j, "-I", "1")...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (execRuleWriter) Cleanup(ctx context.Context) error {
+func (ipvsExecRules) Cleanup(ctx context.Context) error {
 	if _, err := exec.LookPath("iptables"); err == nil {
 		for _, j := range ipvsJumps {
-			for runTool(ctx, "iptables", "", "iptables", jumpArgs(j, "-D")...) == nil {
+			for ipvsRunTool(ctx, "iptables", "", "iptables", ipvsJumpArgs(j, "-D")...) == nil {
 			}
 		}
 		chains := ipvsChains(ipvsIPTablesText(Config{}))
 		for _, verb := range []string{"-F", "-X"} {
 			for _, c := range chains {
-				_ = runTool(ctx, "iptables", "", "iptables", "-w", "-t", c[0], verb, c[1]) // a missing chain is fine
+				_ = ipvsRunTool(ctx, "iptables", "", "iptables", "-w", "-t", c[0], verb, c[1]) // a missing chain is fine
 			}
 		}
 	}
 	if _, err := exec.LookPath("ipset"); err == nil {
 		for _, s := range ipvsIPSets {
-			_ = runTool(ctx, "ipset", "", "ipset", "destroy", s.name) // a missing set is fine
+			_ = ipvsRunTool(ctx, "ipset", "", "ipset", "destroy", s.name) // a missing set is fine
 		}
 	}
 	return nil

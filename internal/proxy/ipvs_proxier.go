@@ -55,7 +55,7 @@ type IPVSRuleWriter interface {
 	RestoreIPSets(ctx context.Context, text string) error
 	// RestoreIPTables runs text through `iptables-restore --noflush`, then makes sure
 	// each jump exists once (inserted first in its built-in chain).
-	RestoreIPTables(ctx context.Context, text string, jumps []IPTablesJump) error
+	RestoreIPTables(ctx context.Context, text string, jumps []IPVSJump) error
 	// Cleanup deletes the jumps, the KUBE-* chains the text declared and the KUBE-*
 	// ipsets of the mode; what is already gone is no error.
 	Cleanup(ctx context.Context) error
@@ -637,7 +637,7 @@ func (p *IPVSProxier) applyRules(ctx context.Context, full bool, dirty sets.Set[
 		text = ipvsIPSetText(bySet)
 	case dirty.Len() > 0:
 		var b strings.Builder
-		for _, k := range slices.SortedFunc(maps.Keys(dirty), compareMembers) {
+		for _, k := range slices.SortedFunc(maps.Keys(dirty), compareIPSetMembers) {
 			verb := "del"
 			if p.members[k] > 0 {
 				verb = "add"
@@ -664,7 +664,7 @@ func (p *IPVSProxier) applyRules(ctx context.Context, full bool, dirty sets.Set[
 	return nil
 }
 
-func compareMembers(a, b ipsetMember) int {
+func compareIPSetMembers(a, b ipsetMember) int {
 	if c := strings.Compare(a.set, b.set); c != 0 {
 		return c
 	}

@@ -455,16 +455,16 @@ func TestCleanupIPVS(t *testing.T) {
 	}
 }
 
-type healthLog struct {
+type ipvsHealthLog struct {
 	last map[types.NamespacedName]ServiceHealth
 }
 
-func (h *healthLog) Sync(m map[types.NamespacedName]ServiceHealth) error { h.last = m; return nil }
+func (h *ipvsHealthLog) Sync(m map[types.NamespacedName]ServiceHealth) error { h.last = m; return nil }
 
 // TestIPVSHealthCheckNodePort checks that the ipvs mode serves healthCheckNodePorts as
 // the nftables mode does.
 func TestIPVSHealthCheckNodePort(t *testing.T) {
-	hl := &healthLog{}
+	hl := &ipvsHealthLog{}
 	cfg := DefaultConfig(testNode)
 	p, err := NewIPVSProxier(NewFakeIPVS(), ProxierConfig{Config: cfg, ServiceHealth: hl},
 		IPVSOptions{NodeAddresses: []netip.Addr{nodeIP}, Device: NewFakeIPVSDevice(), Rules: &FakeIPVSRules{}})
