@@ -190,15 +190,16 @@ func (ipvsExecRules) RestoreIPTables(ctx context.Context, text string, jumps []I
 
 func (ipvsExecRules) Cleanup(ctx context.Context) error {
 	if _, err := exec.LookPath("iptables"); err == nil {
-		for _, j := range ipvsJumps {
+		jumps, flush, del := ipvsCleanupPlan()
+		for _, j := range jumps {
 			for ipvsRunTool(ctx, "iptables", "", "iptables", ipvsJumpArgs(j, "-D")...) == nil {
 			}
 		}
-		chains := ipvsChains(ipvsIPTablesText(Config{}))
-		for _, verb := range []string{"-F", "-X"} {
-			for _, c := range chains {
-				_ = ipvsRunTool(ctx, "iptables", "", "iptables", "-w", "-t", c[0], verb, c[1]) // a missing chain is fine
-			}
+		for _, c := range flush {
+			_ = ipvsRunTool(ctx, "iptables", "", "iptables", "-w", "-t", c[0], "-F", c[1]) // a missing chain is fine
+		}
+		for _, c := range del {
+			_ = ipvsRunTool(ctx, "iptables", "", "iptables", "-w", "-t", c[0], "-X", c[1])
 		}
 	}
 	if _, err := exec.LookPath("ipset"); err == nil {
@@ -207,6 +208,33 @@ func (ipvsExecRules) Cleanup(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ipvsSharedChains are the chains the iptables mode uses too, under the same names.
+var ipvsSharedChains = map[[2]string]bool{
+	{"nat", "KUBE-SERVICES"}: true, {"nat", "KUBE-POSTROUTING"}: true, {"nat", "KUBE-MARK-MASQ"}: true,
+	{"filter", "KUBE-FORWARD"}: true, {"filter", "KUBE-PROXY-FIREWALL"}: true,
+}
+
+// ipvsCleanupPlan returns what Cleanup removes: the jumps into the chains only this
+// mode uses; every chain it declares flushed, so that none refers to its ipsets or
+// chains any more; and the chains only it uses deleted. The chains it shares with the
+// iptables mode are left empty with their jumps, for that mode to rewrite (or for
+// CleanupIPTables to delete), so that cleaning up the ipvs mode before the iptables
+// mode starts never takes the iptables mode's jumps away.
+func ipvsCleanupPlan() (jumps []IPVSJump, flush, del [][2]string) {
+	for _, j := range ipvsJumps {
+		if !ipvsSharedChains[[2]string{j.Table, j.Target}] {
+			jumps = append(jumps, j)
+		}
+	}
+	flush = ipvsChains(ipvsIPTablesText(Config{}))
+	for _, c := range flush {
+		if !ipvsSharedChains[c] {
+			del = append(del, c)
+		}
+	}
+	return jumps, flush, del
 }
 
 // ipvsChains lists the (table, chain) pairs an iptables-restore text declares.

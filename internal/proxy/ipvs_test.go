@@ -577,3 +577,24 @@ func TestIPVSRunRechecksDraining(t *testing.T) {
 	}
 	waitFor("deleted", func(d string) bool { return !strings.Contains(d, "10.244.2.2") })
 }
+
+// TestIPVSCleanupPlanSparesSharedChains checks that cleaning up the ipvs mode deletes
+// only the chains and jumps no other mode uses, and flushes every chain it declares.
+func TestIPVSCleanupPlanSparesSharedChains(t *testing.T) {
+	jumps, flush, del := ipvsCleanupPlan()
+	var gotJumps []string
+	for _, j := range jumps {
+		gotJumps = append(gotJumps, j.Table+" "+j.Chain+" -> "+j.Target)
+	}
+	if d := cmp.Diff([]string{"filter INPUT -> KUBE-NODE-PORT", "filter INPUT -> KUBE-IPVS-FILTER"}, gotJumps); d != "" {
+		t.Errorf("jumps deleted (-want +got):\n%s", d)
+	}
+	wantDel := [][2]string{{"nat", "KUBE-NODE-PORT"}, {"nat", "KUBE-LOAD-BALANCER"}, {"filter", "KUBE-NODE-PORT"},
+		{"filter", "KUBE-SOURCE-RANGES-FIREWALL"}, {"filter", "KUBE-IPVS-FILTER"}}
+	if d := cmp.Diff(wantDel, del); d != "" {
+		t.Errorf("chains deleted (-want +got):\n%s", d)
+	}
+	if len(flush) != len(del)+len(ipvsSharedChains) {
+		t.Errorf("flushed %v, want every declared chain", flush)
+	}
+}
