@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/tranche/tranche/internal/apilookup"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/memtune"
+	"github.com/tranche/tranche/internal/proxy"
 )
 
 func agentCmd() *cobra.Command {
@@ -62,6 +64,12 @@ func agentCmd() *cobra.Command {
 				return fmt.Errorf("--container-log-max-size %q: %w", logMaxSize, err)
 			}
 			cfg.Logs.MaxSize = q.Value()
+			if cfg.ProxyMode, err = proxy.ParseMode(field.NewPath("--proxy-mode"), cfg.ProxyMode); err != nil {
+				return err
+			}
+			if cfg.IPVSScheduler, err = proxy.ParseIPVSScheduler(field.NewPath("--ipvs-scheduler"), cfg.IPVSScheduler); err != nil {
+				return err
+			}
 			if cfg.SelfExe, err = os.Executable(); err != nil {
 				return err
 			}
@@ -88,6 +96,9 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&dns, "cluster-dns", "10.96.0.10", "DNS Service address(es) written into pods' resolv.conf, comma-separated")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster domain")
 	f.StringVar(&serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range the node's service proxy serves (the API server's)")
+	f.StringVar(&cfg.ProxyMode, "proxy-mode", proxy.ModeNFTables, "which proxy mode the node's service proxy uses: "+strings.Join(proxy.Modes(), ", ")+
+		" (kube-proxy's --proxy-mode); at start it removes the rules of the other modes")
+	f.StringVar(&cfg.IPVSScheduler, "ipvs-scheduler", proxy.DefaultIPVSScheduler, "IPVS scheduler of --proxy-mode ipvs (kube-proxy's --ipvs-scheduler)")
 	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
 	f.StringVar(&logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (kubelet's containerLogMaxSize)")
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")

@@ -11,15 +11,17 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/tranche/tranche/internal/cluster"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/memtune"
+	"github.com/tranche/tranche/internal/proxy"
 )
 
 func upCmd() *cobra.Command {
 	var cfg cluster.Config
-	var zones, logLevel, logFile string
+	var zones, logLevel, logFile, proxyMode, ipvsScheduler string
 	var detach bool
 	var net serviceNetFlags
 	var psa podSecurityFlags
@@ -38,6 +40,19 @@ func upCmd() *cobra.Command {
 			}
 			if _, err := logging.ParseLevel(logLevel); err != nil {
 				return err
+			}
+			// Checked before --detach, so that the mistake is told at once. Unset, the
+			// proxy mode and scheduler are the recorded ones (else nftables).
+			var err error
+			if cmd.Flags().Changed("proxy-mode") {
+				if cfg.ProxyMode, err = proxy.ParseMode(field.NewPath("--proxy-mode"), proxyMode); err != nil {
+					return err
+				}
+			}
+			if cmd.Flags().Changed("ipvs-scheduler") {
+				if cfg.IPVSScheduler, err = proxy.ParseIPVSScheduler(field.NewPath("--ipvs-scheduler"), ipvsScheduler); err != nil {
+					return err
+				}
 			}
 			if pid, ok := cluster.Running(cfg.DataDir); ok {
 				return fmt.Errorf("a cluster is already running on %s (pid %d); stop it with `tranche down --data-dir %s`", cfg.DataDir, pid, cfg.DataDir)
@@ -90,6 +105,9 @@ func upCmd() *cobra.Command {
 	f.StringVar(&zones, "zones", "", "zones given to the nodes round robin, comma-separated (e.g. a,b,c)")
 	names.register(f, "directory of the cluster's data; starting again on it resumes the cluster")
 	f.StringVar(&cfg.Server.Listen, "listen", cluster.DefaultListen, "HTTPS address of the API server on the host (default for another --name: a free port from 6444, recorded)")
+	f.StringVar(&proxyMode, "proxy-mode", proxy.ModeNFTables, "the nodes' service proxy mode: "+strings.Join(proxy.Modes(), ", ")+
+		"; a restart without it keeps the recorded one, another one switches every node (its old rules are removed)")
+	f.StringVar(&ipvsScheduler, "ipvs-scheduler", proxy.DefaultIPVSScheduler, "IPVS scheduler of --proxy-mode ipvs (recorded like the mode)")
 	f.BoolVar(&detach, "detach", false, "return once the cluster is ready and keep it running in the background")
 	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
 	f.StringVar(&logFile, "log-file", "", "file the API server, controllers and etcd log to (default DATA/tranche.log; - for standard error, as the background process of --detach does)")

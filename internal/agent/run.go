@@ -53,6 +53,9 @@ type NodeConfig struct {
 	Lookup        runtime.Lookup
 	// ServiceCIDR is the ClusterIP range the node's service proxy serves.
 	ServiceCIDR netip.Prefix
+	// ProxyMode is the service proxy's mode (proxy.ModeNFTables when empty) and
+	// IPVSScheduler its scheduler in mode ipvs.
+	ProxyMode, IPVSScheduler string
 	// Logs is the container log rotation (kubelet's defaults when zero).
 	Logs shim.LogPolicy
 	// PodMaxPids is the pids.max of each pod's cgroup (kubelet's --pod-max-pids);
@@ -92,15 +95,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	log := cfg.Logger
 	nodeAgent := node.New(node.Config{Name: cfg.NodeName, InternalIP: me.Underlay.String(), Zone: cfg.Zone,
 		PodCIDR: me.PodCIDR.String(), Logger: log}, cfg.Client)
-	if _, err := nodeAgent.Register(ctx); err != nil {
-		return err
-	}
 	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
 		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
 			ServiceCIDR: cfg.ServiceCIDR},
+		Mode: cfg.ProxyMode, IPVSScheduler: cfg.IPVSScheduler,
 		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy"),
 		Recorder: proxy.NewEventRecorder(ctx, cfg.Client, cfg.NodeName)})
 	if err != nil {
+		return err
+	}
+	// Registered once the proxy could be prepared: a node whose proxy mode cannot run
+	// here (a missing package or kernel module) fails before it is ever Ready.
+	if _, err := nodeAgent.Register(ctx); err != nil {
 		return err
 	}
 	go func() {

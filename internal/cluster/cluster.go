@@ -68,6 +68,10 @@ type Config struct {
 	Nodes int
 	// Zones are handed out round robin to a new cluster's nodes.
 	Zones []string
+	// ProxyMode is the nodes' service proxy mode (`--proxy-mode`, already checked);
+	// empty means the one recorded in cluster.json, else nftables. IPVSScheduler is the
+	// scheduler of mode ipvs, empty meaning the recorded one, else the agent's default.
+	ProxyMode, IPVSScheduler string
 	// Server is the API server's configuration. Up sets DataDir, Listeners,
 	// AdvertiseAddress and LoadBalancerPool, and ClusterCIDR when it is unset; an empty
 	// Listen means the one recorded in cluster.json, else DefaultListen (or a free port
@@ -156,6 +160,9 @@ type Agent struct {
 	Zone string
 	// LogLevel is --log-level, empty for the agent's default.
 	LogLevel string
+	// ProxyMode is --proxy-mode and IPVSScheduler --ipvs-scheduler, empty for the
+	// agent's defaults.
+	ProxyMode, IPVSScheduler string
 }
 
 // Args returns the arguments of `tranche agent` for a (without the program name).
@@ -167,6 +174,12 @@ func (a Agent) Args() []string {
 	}
 	if a.LogLevel != "" {
 		args = append(args, "--log-level", a.LogLevel)
+	}
+	if a.ProxyMode != "" {
+		args = append(args, "--proxy-mode", a.ProxyMode)
+	}
+	if a.IPVSScheduler != "" {
+		args = append(args, "--ipvs-scheduler", a.IPVSScheduler)
 	}
 	return args
 }
@@ -187,6 +200,9 @@ type agentProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// started is when it was started: its Node's heartbeats from before are an
+	// earlier agent's.
+	started time.Time
 }
 
 // exited returns the agent's exit error once it has exited.
@@ -237,6 +253,10 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 		RootDir:     p.nodeDir(node),
 		Zone:        s.Zones[node],
 		LogLevel:    cfg.AgentLogLevel,
+		// The recorded mode, so that agents restarted by superviseAgent or started by
+		// `tranche node add` run the cluster's mode.
+		ProxyMode:     s.ProxyMode,
+		IPVSScheduler: s.IPVSScheduler,
 	}
 	build := cfg.AgentCommand
 	if build == nil {
@@ -259,10 +279,11 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 	if !detached {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	}
+	started := time.Now()
 	if err := netns.StartProcess(a.Namespace, cmd); err != nil {
 		return nil, fmt.Errorf("agent of node %q: %w", node, err)
 	}
-	proc := &agentProc{node: node, log: logPath, cmd: cmd, done: make(chan struct{})}
+	proc := &agentProc{node: node, log: logPath, cmd: cmd, done: make(chan struct{}), started: started}
 	go func() {
 		proc.err = cmd.Wait()
 		close(proc.done)
@@ -313,18 +334,20 @@ func adminClient(p paths) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(rc)
 }
 
-// nodeReady reports whether a Node's Ready condition is True.
-func nodeReady(n *v1.Node) bool {
+// nodeReadySince reports whether n is Ready by a heartbeat not older than since (to the
+// second, the heartbeat's precision): on a restart, the Node of the last run is still
+// Ready until the node lifecycle controller notices, whatever its new agent does.
+func nodeReadySince(n *v1.Node, since time.Time) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == v1.NodeReady {
-			return c.Status == v1.ConditionTrue
+			return c.Status == v1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(since.Truncate(time.Second))
 		}
 	}
 	return false
 }
 
-// waitNodesReady polls the API until every named node is Ready, printing each as it
-// turns Ready. It fails as soon as one of procs (agents this process started) exits,
+// waitNodesReady polls the API until every named node is Ready, by a heartbeat of the
+// agent started in procs when there is one, printing each as it turns Ready. It fails as soon as one of procs (agents this process started) exits,
 // or after timeout.
 func waitNodesReady(ctx context.Context, client kubernetes.Interface, names []string, procs []*agentProc, timeout time.Duration, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -332,6 +355,10 @@ func waitNodesReady(ctx context.Context, client kubernetes.Interface, names []st
 	pending := map[string]bool{}
 	for _, n := range names {
 		pending[n] = true
+	}
+	since := map[string]time.Time{}
+	for _, a := range procs {
+		since[a.node] = a.started
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -345,7 +372,7 @@ func waitNodesReady(ctx context.Context, client kubernetes.Interface, names []st
 		if err == nil {
 			for _, name := range names {
 				for i := range list.Items {
-					if n := &list.Items[i]; pending[name] && n.Name == name && nodeReady(n) {
+					if n := &list.Items[i]; pending[name] && n.Name == name && nodeReadySince(n, since[name]) {
 						delete(pending, name)
 						fmt.Fprintf(out, "node %s Ready\n", name)
 					}

@@ -300,6 +300,9 @@ func TestLifecycle(t *testing.T) {
 	if got := fmt.Sprint(state.Zones); got != "map[tranche-1:a tranche-2:b]" {
 		t.Errorf("zones = %s", got)
 	}
+	if state.ProxyMode != "nftables" {
+		t.Errorf("recorded proxy mode %q, want the default nftables", state.ProxyMode)
+	}
 	for i, n := range state.Topology.Nodes {
 		if want := netip.AddrFrom4([4]byte{10, 240, 0, byte(10 + i)}); n.Underlay != want {
 			t.Errorf("node %s underlay %s, want %s", n.Name, n.Underlay, want)
@@ -309,7 +312,7 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("agent of %s (pid %d, %v) is not running in its namespace", n.Name, pid, ok)
 		}
 	}
-	for _, want := range []string{"network: 2 nodes", "API server ready on https://", "node tranche-1 Ready", "node tranche-2 Ready", "cluster ready in", "export KUBECONFIG=" + dataDir} {
+	for _, want := range []string{"proxy mode: nftables", "network: 2 nodes", "API server ready on https://", "node tranche-1 Ready", "node tranche-2 Ready", "cluster ready in", "export KUBECONFIG=" + dataDir} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("progress output lacks %q:\n%s", want, out)
 		}

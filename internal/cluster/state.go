@@ -31,6 +31,12 @@ type State struct {
 	// LoadBalancerPool is the load-balancer pool of the last start, which a restart
 	// without --loadbalancer-pool keeps: NoPool for none, empty when not recorded.
 	LoadBalancerPool string `json:"loadBalancerPool,omitempty"`
+	// ProxyMode is the service proxy mode of the nodes' agents at the last start, which
+	// a restart without --proxy-mode keeps; empty in files of older releases, which
+	// ran nftables.
+	ProxyMode string `json:"proxyMode,omitempty"`
+	// IPVSScheduler is the IPVS scheduler of proxy mode ipvs, kept the same way.
+	IPVSScheduler string `json:"ipvsScheduler,omitempty"`
 }
 
 // NoPool is the LoadBalancerPool State records for a cluster without load balancers.

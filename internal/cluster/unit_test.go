@@ -135,4 +135,32 @@ func TestAgentArgs(t *testing.T) {
 	if got := strings.Join(a.Args(), " "); got != want+" --zone z1 --log-level debug" {
 		t.Errorf("Args with zone = %q", got)
 	}
+	a.Zone, a.LogLevel, a.ProxyMode, a.IPVSScheduler = "", "", "ipvs", "wlc"
+	if got := strings.Join(a.Args(), " "); got != want+" --proxy-mode ipvs --ipvs-scheduler wlc" {
+		t.Errorf("Args with proxy mode = %q", got)
+	}
+}
+
+func TestProxyModeOf(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		flag, flagSched     string
+		recorded, recSched  string
+		wantMode, wantSched string
+	}{
+		{name: "new cluster", wantMode: "nftables"},
+		{name: "new cluster in iptables", flag: "iptables", wantMode: "iptables"},
+		{name: "restart keeps the recorded mode", recorded: "iptables", wantMode: "iptables"},
+		{name: "restart switches", flag: "nftables", recorded: "iptables", wantMode: "nftables"},
+		{name: "ipvs keeps its scheduler", recorded: "ipvs", recSched: "wlc", wantMode: "ipvs", wantSched: "wlc"},
+		{name: "another scheduler", flagSched: "sh", recorded: "ipvs", recSched: "wlc", wantMode: "ipvs", wantSched: "sh"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mode, sched := proxyModeOf(Config{ProxyMode: tc.flag, IPVSScheduler: tc.flagSched},
+				State{ProxyMode: tc.recorded, IPVSScheduler: tc.recSched})
+			if mode != tc.wantMode || sched != tc.wantSched {
+				t.Errorf("proxyModeOf = %q, %q; want %q, %q", mode, sched, tc.wantMode, tc.wantSched)
+			}
+		})
+	}
 }

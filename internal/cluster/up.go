@@ -18,6 +18,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/dns"
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/proxy"
 	"github.com/tranche/tranche/internal/publisher"
 	"github.com/tranche/tranche/internal/server"
 )
@@ -243,6 +244,8 @@ func (r *bringUp) restoreOrCreate() error {
 	}
 	state.Name, state.Listen = r.name, r.addr.listen
 	state.LoadBalancerPool = recordPool(r.addr.pool)
+	state.ProxyMode, state.IPVSScheduler = proxyModeOf(cfg, state)
+	fmt.Fprintf(out, "proxy mode: %s\n", state.ProxyMode)
 	if r.name != "" {
 		shown := state.LoadBalancerPool
 		fmt.Fprintf(out, "cluster %s: data dir %s, network namespaces %s*, API server https://%s, load balancers %s\n",
@@ -250,6 +253,24 @@ func (r *bringUp) restoreOrCreate() error {
 	}
 	r.state = state
 	return writeState(r.p, state)
+}
+
+// proxyModeOf picks the nodes' proxy mode and IPVS scheduler: the configured ones, else
+// the recorded ones, else nftables (and the agent's default scheduler). Another mode
+// than the recorded one switches the cluster: each agent removes the old mode's rules
+// at start.
+func proxyModeOf(cfg Config, recorded State) (mode, scheduler string) {
+	mode, scheduler = cfg.ProxyMode, cfg.IPVSScheduler
+	if mode == "" {
+		mode = recorded.ProxyMode
+	}
+	if mode == "" {
+		mode = proxy.ModeNFTables
+	}
+	if scheduler == "" {
+		scheduler = recorded.IPVSScheduler
+	}
+	return mode, scheduler
 }
 
 // buildNetwork builds the cluster network of the state's topology.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -37,6 +39,12 @@ const (
 // RunConfig is what a node's proxy runs with.
 type RunConfig struct {
 	Config
+	// Mode is the proxy mode (ModeNFTables, ModeIPTables or ModeIPVS; "" is
+	// ModeNFTables). NewRunner removes the other modes' rules before building its
+	// proxier.
+	Mode string
+	// IPVSScheduler is the IPVS scheduler of mode ipvs ("" is DefaultIPVSScheduler).
+	IPVSScheduler string
 	// NodeIP is the node's primary address. When the node has no route for the service
 	// CIDR, one is added through the interface holding it (see ensureServiceRoute).
 	NodeIP netip.Addr
@@ -45,11 +53,19 @@ type RunConfig struct {
 	// NFT writes the table; nil uses a Kernel (the nft command in the current network
 	// namespace).
 	NFT knftables.Interface
+	// IPTables writes the iptables rules of mode iptables and removes them in the other
+	// modes; nil uses iptables-restore and iptables-save in the current network
+	// namespace.
+	IPTables IPTables
+	// IPVS programs the virtual servers of mode ipvs; nil uses the kernel's (mode ipvs
+	// then needs IPVSSupported).
+	IPVS IPVSHandle
 	// Conntrack cleans UDP entries; nil uses netlink in the current network namespace.
 	Conntrack Conntrack
 	// HealthzBindAddress serves /healthz and /livez; "" means DefaultHealthzBindAddress.
 	HealthzBindAddress string
-	// MetricsBindAddress serves /metrics; "" means DefaultMetricsBindAddress.
+	// MetricsBindAddress serves /metrics and /proxyMode; "" means
+	// DefaultMetricsBindAddress.
 	MetricsBindAddress string
 	// MinSyncPeriod is the least time between two syncs (0: sync at once).
 	MinSyncPeriod time.Duration
@@ -85,7 +101,7 @@ func NewEventRecorder(ctx context.Context, client kubernetes.Interface, nodeName
 // node, the Proxier they feed, and its health and metrics servers.
 type Runner struct {
 	cfg       RunConfig
-	proxier   *Proxier
+	proxier   ModeProxier
 	health    *HealthServer
 	svcHealth *ServiceHealthServer
 	healthLn  net.Listener
@@ -93,9 +109,10 @@ type Runner struct {
 	log       *slog.Logger
 }
 
-// NewRunner prepares a node's proxy: it checks that nftables can be driven, makes the
-// service CIDR routable and opens the health and metrics ports, so that a node that
-// cannot proxy fails at start rather than later. Run starts it.
+// NewRunner prepares a node's proxy: it checks that its mode can be driven (nft,
+// iptables-restore, the ip_vs kernel module), removes the rules of the other modes,
+// makes the service CIDR routable and opens the health and metrics ports, so that a
+// node that cannot proxy fails at start rather than later. Run starts it.
 func NewRunner(cfg RunConfig) (*Runner, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("proxy: no API client")
@@ -113,12 +130,19 @@ func NewRunner(cfg RunConfig) (*Runner, error) {
 	if cfg.MetricsBindAddress == "" {
 		cfg.MetricsBindAddress = DefaultMetricsBindAddress
 	}
-	if cfg.NFT == nil {
-		nft, err := NewKernel()
-		if err != nil {
-			return nil, fmt.Errorf("proxy: node %q: nftables: %w", cfg.NodeName, err)
-		}
-		cfg.NFT = nft
+	mode, err := ParseMode(field.NewPath("mode"), cfg.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: node %q: %w", cfg.NodeName, err)
+	}
+	cfg.Mode = mode
+	if err := checkMode(&cfg); err != nil {
+		return nil, fmt.Errorf("proxy: node %q: %s mode: %w", cfg.NodeName, mode, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err = cleanupOtherModes(ctx, mode, kernelCleaners(cfg.NFT, cfg.IPTables), log)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("proxy: node %q: %w", cfg.NodeName, err)
 	}
 	if cfg.Conntrack == nil {
 		cfg.Conntrack = NetlinkConntrack{}
@@ -134,7 +158,6 @@ func NewRunner(cfg RunConfig) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: log, health: NewHealthServer(0, nil)}
 	r.svcHealth = NewServiceHealthServer(nil, r.health.Healthy, log)
-	var err error
 	if r.healthLn, err = net.Listen("tcp", cfg.HealthzBindAddress); err != nil {
 		return nil, fmt.Errorf("proxy: node %q: health server: %w", cfg.NodeName, err)
 	}
@@ -142,7 +165,7 @@ func NewRunner(cfg RunConfig) (*Runner, error) {
 		r.healthLn.Close()
 		return nil, fmt.Errorf("proxy: node %q: metrics server: %w", cfg.NodeName, err)
 	}
-	r.proxier, err = NewProxier(cfg.NFT, ProxierConfig{
+	r.proxier, err = newModeProxier(cfg, ProxierConfig{
 		Config: cfg.Config, MinSyncPeriod: cfg.MinSyncPeriod, Logger: log, Registerer: cfg.Metrics,
 		Health: r.health, ServiceHealth: r.svcHealth, Conntrack: cfg.Conntrack, Recorder: cfg.Recorder,
 	})
@@ -158,7 +181,10 @@ func NewRunner(cfg RunConfig) (*Runner, error) {
 // for the informers' initial lists, so that it never writes a partial table.
 func (r *Runner) Run(ctx context.Context) error {
 	go serveUntilDone(ctx, r.healthLn, r.health, r.log, "health")
-	go serveUntilDone(ctx, r.metricsLn, promhttp.HandlerFor(r.cfg.Metrics, promhttp.HandlerOpts{}), r.log, "metrics")
+	metrics := http.NewServeMux()
+	metrics.Handle("/metrics", promhttp.HandlerFor(r.cfg.Metrics, promhttp.HandlerOpts{}))
+	metrics.Handle("/proxyMode", proxyModeHandler(r.cfg.Mode))
+	go serveUntilDone(ctx, r.metricsLn, metrics, r.log, "metrics")
 	defer r.svcHealth.Close()
 
 	factory := informers.NewSharedInformerFactory(r.cfg.Client, 0)
@@ -231,7 +257,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), svcs.HasSynced, slicesInf.HasSynced) {
 		return ctx.Err()
 	}
-	r.log.Info("service proxy running", "table", "ip "+TableName, "healthz", r.healthLn.Addr().String(), "metrics", r.metricsLn.Addr().String())
+	r.log.Info("service proxy running", "mode", r.cfg.Mode, "healthz", r.healthLn.Addr().String(), "metrics", r.metricsLn.Addr().String())
 	r.proxier.Run(ctx)
 	return nil
 }

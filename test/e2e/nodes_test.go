@@ -36,7 +36,7 @@ var (
 // startLocalCluster runs `tranche up --nodes N [--zones Z] --detach` on a fresh data dir
 // with the netns prefix <tag><pid%1000>-. It returns the cluster also when up failed, so
 // that the caller can take down whatever was started.
-func startLocalCluster(tag string, nodes int, zones string) (*localCluster, error) {
+func startLocalCluster(tag string, nodes int, zones string, extra ...string) (*localCluster, error) {
 	dir, err := os.MkdirTemp("", "trup-")
 	if err != nil {
 		return nil, err
@@ -56,6 +56,7 @@ func startLocalCluster(tag string, nodes int, zones string) (*localCluster, erro
 	if zones != "" {
 		args = append(args, "--zones", zones)
 	}
+	args = append(args, extra...)
 	out, err := exec.Command(trancheBin, args...).CombinedOutput()
 	if err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "tranche.log"))
@@ -85,11 +86,11 @@ func up(t *testing.T) *localCluster {
 	return theCluster
 }
 
-// upOwn starts a cluster of nodes nodes for t alone (netns prefix <tag><pid>-) and takes
-// it down when t ends, also on failure, after logging the end of its log if t failed.
-func upOwn(t *testing.T, tag string, nodes int) *localCluster {
+// upOwn starts a cluster of nodes nodes for t alone (netns prefix <tag><pid>-), with
+// extra flags of `tranche up` if any, and takes it down when t ends, also on failure, after logging the end of its log if t failed.
+func upOwn(t *testing.T, tag string, nodes int, extra ...string) *localCluster {
 	t.Helper()
-	c, err := startLocalCluster(tag, nodes, "")
+	c, err := startLocalCluster(tag, nodes, "", extra...)
 	if c != nil {
 		ownMu.Lock()
 		ownClusters[c] = true

@@ -230,7 +230,12 @@ func hits(nsName, url string, n int) map[string]int {
 // cleanup, and a rolling restart under continuous requests. Requests come from a
 // busybox pod's network namespace (`ip netns exec`, or sockets opened there).
 func TestServiceProxy(t *testing.T) {
-	c := up(t)
+	serviceProxyChecks(t, up(t))
+}
+
+// serviceProxyChecks runs TestServiceProxy's scenarios on c, a cluster of three nodes
+// tranche-1..3 in any proxy mode, in a namespace of its own, which it returns.
+func serviceProxyChecks(t *testing.T, c *localCluster) string {
 	s := c.srv
 	ns := s.namespace(t)
 	if _, errOut, err := s.kubectl(t, proxyManifests, "apply", "-n", ns, "-f", "-"); err != nil {
@@ -558,4 +563,5 @@ func TestServiceProxy(t *testing.T) {
 		})
 		t.Logf("%d requests, none failed", r.ok)
 	})
+	return ns
 }

@@ -74,7 +74,12 @@ endpoints:
 // while its good endpoints answer through the Service's ClusterIP from a pod on a third
 // node and another Service keeps answering.
 func TestProxyBadInput(t *testing.T) {
-	c := up(t)
+	proxyBadInputChecks(t, up(t))
+}
+
+// proxyBadInputChecks runs TestProxyBadInput's checks on c, a cluster of nodes
+// tranche-1..3 in any proxy mode.
+func proxyBadInputChecks(t *testing.T, c *localCluster) {
 	s := c.srv
 	ns := s.namespace(t)
 	manifests := fmt.Sprintf(badWebPod, "good-1", "manual", "tranche-1") + fmt.Sprintf(badWebPod, "good-2", "manual", "tranche-2") +

@@ -87,7 +87,12 @@ spec:
 // (same node → same zone → everywhere as the closer endpoints turn unready) and that
 // hints are ignored when one ready endpoint lacks them.
 func TestTrafficDistribution(t *testing.T) {
-	c := up(t)
+	trafficDistributionChecks(t, up(t))
+}
+
+// trafficDistributionChecks runs TestTrafficDistribution's checks on c, a cluster of
+// nodes tranche-1..3 in zones a, b, a, in any proxy mode.
+func trafficDistributionChecks(t *testing.T, c *localCluster) {
 	s := c.srv
 	ns := s.namespace(t)
 	zones := map[string]string{}

@@ -80,7 +80,7 @@ func New(cfg Config) *Controller {
 		client:   cfg.Client,
 		recorder: cfg.Recorder,
 		clock:    cfg.Clock,
-		logger:   cfg.Logger.With("controller", "cronjob"),
+		logger:   cfg.Logger,
 		cronJobs: cjInf.Lister(),
 		jobs:     jobInf.Lister(),
 		synced:   []cache.InformerSynced{cjInf.Informer().HasSynced, jobInf.Informer().HasSynced},

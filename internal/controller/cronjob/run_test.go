@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // TestRunRequeuesOnTheClock drives the controller through its informers and
@@ -21,24 +21,14 @@ func TestRunRequeuesOnTheClock(t *testing.T) {
 		f.factory.Shutdown()
 	}()
 	// The first sync schedules a wake-up in 5 minutes on the fake clock.
-	poll(t, func() bool { return f.clock.HasWaiters() })
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool { return f.clock.HasWaiters() })
 	if got := f.jobNames(t); len(got) != 0 {
 		t.Fatalf("jobs before the schedule: %v", got)
 	}
 	f.clock.Step(5*time.Minute + time.Second)
 	want := name(t0.Add(5 * time.Minute))
-	poll(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool {
 		got := f.jobNames(t)
 		return len(got) == 1 && got[0] == want
 	})
-}
-
-// poll waits for cond, failing after five seconds.
-func poll(t *testing.T, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatal("condition not reached within 5s")
-	}
 }

@@ -102,7 +102,7 @@ func New(cfg Config) *Controller {
 		client:    cfg.Client,
 		recorder:  cfg.Recorder,
 		clock:     cfg.Clock,
-		logger:    cfg.Logger.With("controller", "daemonset"),
+		logger:    cfg.Logger,
 		sets:      dsInf.Lister(),
 		pods:      podInf.Lister(),
 		nodes:     nodeInf.Lister(),

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tranche/tranche/internal/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestRunWithInformers drives the controller through its informers and
@@ -23,25 +23,15 @@ func TestRunWithInformers(t *testing.T) {
 		f.factory.Shutdown()
 	}()
 	want := []string{"n1", "n2", "n3", "n4"}
-	poll(t, func() bool { return cmp.Equal(want, f.podNodes(t)) })
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool { return cmp.Equal(want, f.podNodes(t)) })
 	if _, err := f.client.CoreV1().Nodes().Create(ctx, makeNode("n5", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, "n5")
-	poll(t, func() bool { return cmp.Equal(want, f.podNodes(t)) })
-	poll(t, func() bool { return f.daemonSet(t, "default", "log-collector").Status.DesiredNumberScheduled == 5 })
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool { return cmp.Equal(want, f.podNodes(t)) })
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool { return f.daemonSet(t, "default", "log-collector").Status.DesiredNumberScheduled == 5 })
 	// Nothing more was created while the informer caught up.
 	if got := f.podNodes(t); !cmp.Equal(want, got) {
 		t.Fatalf("pods on %v", got)
-	}
-}
-
-// poll waits for cond, failing after five seconds.
-func poll(t *testing.T, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatal("condition not reached within 5s")
 	}
 }

@@ -82,7 +82,6 @@ func New(cfg Config) *Controller {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.log = c.log.With("controller", "deployment")
 	// The default controller limiter backs a failing Deployment off
 	// exponentially (5ms doubling up to 1000s): no hot loop.
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(

@@ -68,7 +68,7 @@ func New(cfg Config) *Controller {
 	epInf := cfg.Informers.Core().V1().Endpoints()
 	c := &Controller{
 		client:    cfg.Client,
-		logger:    logger.With("controller", "endpoints"),
+		logger:    logger,
 		recorder:  cfg.Recorder,
 		services:  svcInf.Lister(),
 		pods:      podInf.Lister(),

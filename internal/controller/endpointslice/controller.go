@@ -99,7 +99,7 @@ func New(cfg Config) *Controller {
 		podIndex:    podInf.Informer().GetIndexer(),
 		svcIndex:    svcInf.Informer().GetIndexer(),
 		client:      cfg.Client,
-		logger:      logger.With("controller", "endpointslice"),
+		logger:      logger,
 		recorder:    cfg.Recorder,
 		maxPerSlice: maxPerSlice,
 		services:    svcInf.Lister(),

@@ -74,7 +74,7 @@ func New(cfg Config) *Controller {
 	sliceInf := cfg.Informers.Discovery().V1().EndpointSlices()
 	c := &Controller{
 		client:    cfg.Client,
-		logger:    logger.With("controller", "endpointslicemirroring"),
+		logger:    logger,
 		recorder:  cfg.Recorder,
 		endpoints: epInf.Lister(),
 		services:  svcInf.Lister(),

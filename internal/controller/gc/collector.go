@@ -88,7 +88,7 @@ func New(cfg Config) *Collector {
 	return &Collector{
 		metadata:  cfg.Metadata,
 		discovery: cfg.Discovery,
-		log:       log.With("controller", "garbagecollector"),
+		log:       log,
 		resync:    resync,
 		graph:     newGraph(),
 		monitors:  map[schema.GroupVersionResource]*monitor{},

@@ -90,7 +90,7 @@ func New(cfg Config) *Controller {
 		client:       cfg.Client,
 		recorder:     cfg.Recorder,
 		clock:        cfg.Clock,
-		logger:       cfg.Logger.With("controller", "job"),
+		logger:       cfg.Logger,
 		jobs:         jobInf.Lister(),
 		pods:         podInf.Lister(),
 		synced:       []cache.InformerSynced{jobInf.Informer().HasSynced, podInf.Informer().HasSynced},

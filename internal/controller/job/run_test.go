@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche/tranche/internal/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestRunWithInformers drives the controller through its informers and
@@ -24,7 +24,7 @@ func TestRunWithInformers(t *testing.T) {
 	}()
 
 	var pod v1.Pod
-	poll(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool {
 		pods := f.pods(t)
 		if len(pods) == 1 {
 			pod = pods[0]
@@ -32,7 +32,7 @@ func TestRunWithInformers(t *testing.T) {
 		return len(pods) == 1
 	})
 	f.finishPod(t, pod, v1.PodSucceeded)
-	poll(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool {
 		return conditionTrue(f.job(t, "default", "migration").Status.Conditions, batchv1.JobComplete)
 	})
 	st := f.job(t, "default", "migration").Status
@@ -41,15 +41,5 @@ func TestRunWithInformers(t *testing.T) {
 	}
 	if got, _ := f.client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); hasFinalizer(got) {
 		t.Error("finalizer left on the pod")
-	}
-}
-
-// poll waits for cond, failing after five seconds.
-func poll(t *testing.T, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatal("condition not reached within 5s")
 	}
 }

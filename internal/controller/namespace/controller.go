@@ -83,7 +83,7 @@ func New(cfg Config) *Controller {
 		client:    cfg.Client,
 		metadata:  cfg.Metadata,
 		discovery: cfg.Discovery,
-		log:       log.With("controller", "namespace"),
+		log:       log,
 		factory:   factory,
 		informer:  factory.Core().V1().Namespaces().Informer(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(

@@ -110,7 +110,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{
 		client:   cfg.Client,
 		recorder: cfg.Recorder,
-		log:      log.With("controller", "nodeipam"),
+		log:      log,
 		nodes:    inf.Lister(),
 		synced:   inf.Informer().HasSynced,
 		queue:    worker.NewQueue("nodeipam", nil),

@@ -161,7 +161,6 @@ func New(cfg Config) *Controller {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.log = c.log.With("controller", "nodelifecycle")
 	if c.grace <= 0 {
 		c.grace = DefaultGracePeriod
 	}

@@ -86,7 +86,7 @@ func New(cfg Config) *Controller {
 }
 
 // newController builds a controller keeping the pods of the objects o
-// serves; name names its logs and queue.
+// serves; name names its queue (the manager names its logs).
 func newController(cfg Config, o owners, name string) *Controller {
 	c := &Controller{
 		owners:   o,
@@ -104,7 +104,6 @@ func newController(cfg Config, o owners, name string) *Controller {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.log = c.log.With("controller", name)
 	c.expectations = newExpectations(c.clock)
 	// The default controller limiter backs a failing ReplicaSet off
 	// exponentially (5ms doubling up to 1000s), so a ReplicaSet that cannot

@@ -87,7 +87,7 @@ func New(cfg Config) *Controller {
 		client:    cfg.Client,
 		recorder:  cfg.Recorder,
 		clock:     cfg.Clock,
-		logger:    cfg.Logger.With("controller", "statefulset"),
+		logger:    cfg.Logger,
 		sets:      setInf.Lister(),
 		pods:      podInf.Lister(),
 		claims:    pvcInf.Lister(),

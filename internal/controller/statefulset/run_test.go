@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche/tranche/internal/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestRunWithInformers drives the controller through its informers and
@@ -21,25 +21,15 @@ func TestRunWithInformers(t *testing.T) {
 		f.factory.Shutdown()
 	}()
 	for _, name := range []string{"postgres-0", "postgres-1", "postgres-2"} {
-		poll(t, func() bool {
+		testutil.Eventually(t, 5*time.Second, "the condition", func() bool {
 			_, err := f.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 			return err == nil
 		})
 		f.makeReady(t, name)
 	}
-	poll(t, func() bool { return f.set(t, "postgres").Status.ReadyReplicas == 3 })
+	testutil.Eventually(t, 5*time.Second, "the condition", func() bool { return f.set(t, "postgres").Status.ReadyReplicas == 3 })
 	claims, err := f.client.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{})
 	if err != nil || len(claims.Items) != 3 {
 		t.Fatalf("claims %d, %v", len(claims.Items), err)
-	}
-}
-
-// poll waits for cond, failing after five seconds.
-func poll(t *testing.T, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatal("condition not reached within 5s")
 	}
 }
