@@ -100,51 +100,79 @@ func (f *FakeIPVSDevice) Dump() string {
 	return b.String()
 }
 
-// FakeIPVSRules keeps the last ipset and iptables text written, after checking them
-// the way ipset and iptables-restore would reject them: a member of a set not created
-// before, an unknown verb, a rule in a chain its table section did not declare, a
-// table not committed.
+// FakeIPVSRules keeps the ipsets' members and the last iptables text written, after
+// checking them the way ipset and iptables-restore would reject them: a member of a
+// set not created, an unknown command, a rule in a chain its table section did not
+// declare, a table not committed. A refused restore changes nothing.
 type FakeIPVSRules struct {
-	mu               sync.Mutex
+	mu sync.Mutex
+	// IPSets is the last ipset text restored, IPTables the last iptables text.
 	IPSets, IPTables string
-	Jumps            []IPTablesJump
+	Jumps            []IPVSJump
+	sets             map[string]map[string]bool
 	// Writes counts the successful restores of either kind.
 	Writes int
 	// Cleaned is set by Cleanup, which empties everything.
 	Cleaned bool
 }
 
-// RestoreIPSets validates and keeps text.
+// RestoreIPSets validates and applies text as `ipset -exist restore` does.
 func (f *FakeIPVSRules) RestoreIPSets(_ context.Context, text string) error {
-	created := map[string]bool{}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := map[string]map[string]bool{}
+	for name, ms := range f.sets {
+		next[name] = maps.Clone(ms)
+	}
 	for i, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
 		w := strings.Fields(l)
 		if len(w) < 2 {
 			return fmt.Errorf("ipset restore line %d %q: missing set name", i+1, l)
 		}
-		switch w[0] {
-		case "create":
-			if len(w) < 3 {
-				return fmt.Errorf("ipset restore line %d %q: missing set type", i+1, l)
+		set := next[w[1]]
+		switch {
+		case w[0] == "create" && len(w) < 3:
+			return fmt.Errorf("ipset restore line %d %q: missing set type", i+1, l)
+		case w[0] == "create":
+			if set == nil {
+				next[w[1]] = map[string]bool{}
 			}
-			created[w[1]] = true
-		case "flush", "add":
-			if !created[w[1]] {
-				return fmt.Errorf("ipset restore line %d %q: the set with the given name does not exist", i+1, l)
-			}
-		default:
+		case w[0] != "flush" && w[0] != "add" && w[0] != "del":
 			return fmt.Errorf("ipset restore line %d %q: unknown command %s", i+1, l, w[0])
+		case set == nil:
+			return fmt.Errorf("ipset restore line %d %q: the set with the given name does not exist", i+1, l)
+		case w[0] == "flush":
+			clear(set)
+		case len(w) != 3:
+			return fmt.Errorf("ipset restore line %d %q: want one member", i+1, l)
+		case w[0] == "add":
+			set[w[2]] = true
+		default:
+			delete(set, w[2])
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.sets = next
 	f.IPSets = text
 	f.Writes++
 	return nil
 }
 
+// Members lists every member as "add SET MEMBER" lines, sets in the order the mode
+// writes them, members sorted.
+func (f *FakeIPVSRules) Members() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	for _, s := range ipvsIPSets {
+		for _, m := range slices.Sorted(maps.Keys(f.sets[s.name])) {
+			b.WriteString("add " + s.name + " " + m + "\n")
+		}
+	}
+	return b.String()
+}
+
 // RestoreIPTables validates and keeps text and jumps.
-func (f *FakeIPVSRules) RestoreIPTables(_ context.Context, text string, jumps []IPTablesJump) error {
+func (f *FakeIPVSRules) RestoreIPTables(_ context.Context, text string, jumps []IPVSJump) error {
 	table := ""
 	declared := map[string]bool{}
 	for i, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
@@ -183,6 +211,6 @@ func (f *FakeIPVSRules) RestoreIPTables(_ context.Context, text string, jumps []
 func (f *FakeIPVSRules) Cleanup(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.IPSets, f.IPTables, f.Jumps, f.Cleaned = "", "", nil, true
+	f.IPSets, f.IPTables, f.Jumps, f.sets, f.Cleaned = "", "", nil, nil, true
 	return nil
 }

@@ -125,7 +125,7 @@ func (f *FakeIPVS) call(verb string, s *ipvs.Service, d *ipvs.Destination) error
 	return nil
 }
 
-func validService(s *ipvs.Service) error {
+func ipvsValidService(s *ipvs.Service) error {
 	a, ok := netip.AddrFromSlice(s.Address)
 	switch {
 	case !ok || s.FWMark != 0:
@@ -146,7 +146,7 @@ func validService(s *ipvs.Service) error {
 func (f *FakeIPVS) NewService(s *ipvs.Service) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := validService(s); err != nil {
+	if err := ipvsValidService(s); err != nil {
 		return err
 	}
 	k := vsKeyOf(s)
@@ -156,7 +156,7 @@ func (f *FakeIPVS) NewService(s *ipvs.Service) error {
 	if err := f.call("add", s, nil); err != nil {
 		return err
 	}
-	f.vss[k] = &fakeVS{svc: copyService(s), dests: map[rsKey]*ipvs.Destination{}}
+	f.vss[k] = &fakeVS{svc: ipvsCopyService(s), dests: map[rsKey]*ipvs.Destination{}}
 	return nil
 }
 
@@ -164,7 +164,7 @@ func (f *FakeIPVS) NewService(s *ipvs.Service) error {
 func (f *FakeIPVS) UpdateService(s *ipvs.Service) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := validService(s); err != nil {
+	if err := ipvsValidService(s); err != nil {
 		return err
 	}
 	vs := f.vss[vsKeyOf(s)]
@@ -174,7 +174,7 @@ func (f *FakeIPVS) UpdateService(s *ipvs.Service) error {
 	if err := f.call("edit", s, nil); err != nil {
 		return err
 	}
-	vs.svc = copyService(s)
+	vs.svc = ipvsCopyService(s)
 	return nil
 }
 
@@ -213,7 +213,7 @@ func (f *FakeIPVS) GetServices() ([]*ipvs.Service, error) {
 	defer f.mu.Unlock()
 	out := make([]*ipvs.Service, 0, len(f.vss))
 	for _, k := range slices.SortedFunc(maps.Keys(f.vss), compareVSKeys) {
-		s := copyService(&f.vss[k].svc)
+		s := ipvsCopyService(&f.vss[k].svc)
 		out = append(out, &s)
 	}
 	return out, nil
@@ -346,19 +346,19 @@ func (f *FakeIPVS) Dump() string {
 		if vs.svc.Flags&ipvsFlagPersistent != 0 {
 			fmt.Fprintf(&b, " persistent %d", vs.svc.Timeout)
 			if vs.svc.Netmask != 0xffffffff {
-				fmt.Fprintf(&b, " mask %s", net.IP(net.CIDRMask(maskBits(vs.svc.Netmask), 32)))
+				fmt.Fprintf(&b, " mask %s", net.IP(net.CIDRMask(ipvsMaskBits(vs.svc.Netmask), 32)))
 			}
 		}
 		b.WriteString("\n")
 		for _, rk := range slices.SortedFunc(maps.Keys(vs.dests), netip.AddrPort.Compare) {
 			d := vs.dests[rk]
-			fmt.Fprintf(&b, "  -> %-28s %-7s %-6d %-10d %d\n", rk, forwardName(d.ConnectionFlags), d.Weight, d.ActiveConnections, d.InactiveConnections)
+			fmt.Fprintf(&b, "  -> %-28s %-7s %-6d %-10d %d\n", rk, ipvsForwardName(d.ConnectionFlags), d.Weight, d.ActiveConnections, d.InactiveConnections)
 		}
 	}
 	return b.String()
 }
 
-func maskBits(m uint32) int {
+func ipvsMaskBits(m uint32) int {
 	n := 0
 	for m&0x80000000 != 0 {
 		n++
@@ -367,7 +367,7 @@ func maskBits(m uint32) int {
 	return n
 }
 
-func forwardName(flags uint32) string {
+func ipvsForwardName(flags uint32) string {
 	switch flags & ipvs.ConnFwdMask {
 	case ipvs.ConnFwdMasq:
 		return "Masq"
@@ -381,7 +381,7 @@ func forwardName(flags uint32) string {
 	return "Bypass"
 }
 
-func copyService(s *ipvs.Service) ipvs.Service {
+func ipvsCopyService(s *ipvs.Service) ipvs.Service {
 	c := *s
 	c.Address = slices.Clone(s.Address)
 	c.Stats = ipvs.SvcStats{}

@@ -155,11 +155,11 @@ func (d netlinkIPVSDevice) Delete() error {
 
 // NewIPVSRuleWriter returns the IPVSRuleWriter that runs Debian's ipset and iptables
 // commands in the calling process's network namespace.
-func NewIPVSRuleWriter() IPVSRuleWriter { return execRuleWriter{} }
+func NewIPVSRuleWriter() IPVSRuleWriter { return ipvsExecRules{} }
 
-type execRuleWriter struct{}
+type ipvsExecRules struct{}
 
-func runTool(ctx context.Context, pkg string, stdin string, name string, args ...string) error {
+func ipvsRunTool(ctx context.Context, pkg string, stdin string, name string, args ...string) error {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return fmt.Errorf("%s not found (Debian package %s): %w", name, pkg, err)
@@ -174,49 +174,77 @@ func runTool(ctx context.Context, pkg string, stdin string, name string, args ..
 	return nil
 }
 
-func (execRuleWriter) RestoreIPSets(ctx context.Context, text string) error {
-	return runTool(ctx, "ipset", text, "ipset", "-exist", "restore")
+func (ipvsExecRules) RestoreIPSets(ctx context.Context, text string) error {
+	return ipvsRunTool(ctx, "ipset", text, "ipset", "-exist", "restore")
 }
 
-func jumpArgs(j IPTablesJump, verb string, pos ...string) []string {
+func ipvsJumpArgs(j IPVSJump, verb string, pos ...string) []string {
 	args := append([]string{"-w", "-t", j.Table, verb, j.Chain}, pos...)
 	return append(args, "-m", "comment", "--comment", j.Comment, "-j", j.Target)
 }
 
-func (execRuleWriter) RestoreIPTables(ctx context.Context, text string, jumps []IPTablesJump) error {
-	if err := runTool(ctx, "iptables", text, "iptables-restore", "-w", "--noflush"); err != nil {
+func (ipvsExecRules) RestoreIPTables(ctx context.Context, text string, jumps []IPVSJump) error {
+	if err := ipvsRunTool(ctx, "iptables", text, "iptables-restore", "-w", "--noflush"); err != nil {
 		return err
 	}
 	for _, j := range jumps {
-		if runTool(ctx, "iptables", "", "iptables", jumpArgs(j, "-C")...) == nil {
+		if ipvsRunTool(ctx, "iptables", "", "iptables", ipvsJumpArgs(j, "-C")...) == nil {
 			continue
 		}
-		if err := runTool(ctx, "iptables", "", "iptables", jumpArgs(j, "-I", "1")...); err != nil {
+		if err := ipvsRunTool(ctx, "iptables", "", "iptables", ipvsJumpArgs(j, "-I", "1")...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (execRuleWriter) Cleanup(ctx context.Context) error {
+func (ipvsExecRules) Cleanup(ctx context.Context) error {
 	if _, err := exec.LookPath("iptables"); err == nil {
-		for _, j := range ipvsJumps {
-			for runTool(ctx, "iptables", "", "iptables", jumpArgs(j, "-D")...) == nil {
+		jumps, flush, del := ipvsCleanupPlan()
+		for _, j := range jumps {
+			for ipvsRunTool(ctx, "iptables", "", "iptables", ipvsJumpArgs(j, "-D")...) == nil {
 			}
 		}
-		chains := ipvsChains(ipvsIPTablesText(Config{}))
-		for _, verb := range []string{"-F", "-X"} {
-			for _, c := range chains {
-				_ = runTool(ctx, "iptables", "", "iptables", "-w", "-t", c[0], verb, c[1]) // a missing chain is fine
-			}
+		for _, c := range flush {
+			_ = ipvsRunTool(ctx, "iptables", "", "iptables", "-w", "-t", c[0], "-F", c[1]) // a missing chain is fine
+		}
+		for _, c := range del {
+			_ = ipvsRunTool(ctx, "iptables", "", "iptables", "-w", "-t", c[0], "-X", c[1])
 		}
 	}
 	if _, err := exec.LookPath("ipset"); err == nil {
 		for _, s := range ipvsIPSets {
-			_ = runTool(ctx, "ipset", "", "ipset", "destroy", s.name) // a missing set is fine
+			_ = ipvsRunTool(ctx, "ipset", "", "ipset", "destroy", s.name) // a missing set is fine
 		}
 	}
 	return nil
+}
+
+// ipvsSharedChains are the chains the iptables mode uses too, under the same names.
+var ipvsSharedChains = map[[2]string]bool{
+	{"nat", "KUBE-SERVICES"}: true, {"nat", "KUBE-POSTROUTING"}: true, {"nat", "KUBE-MARK-MASQ"}: true,
+	{"filter", "KUBE-FORWARD"}: true, {"filter", "KUBE-PROXY-FIREWALL"}: true,
+}
+
+// ipvsCleanupPlan returns what Cleanup removes: the jumps into the chains only this
+// mode uses; every chain it declares flushed, so that none refers to its ipsets or
+// chains any more; and the chains only it uses deleted. The chains it shares with the
+// iptables mode are left empty with their jumps, for that mode to rewrite (or for
+// CleanupIPTables to delete), so that cleaning up the ipvs mode before the iptables
+// mode starts never takes the iptables mode's jumps away.
+func ipvsCleanupPlan() (jumps []IPVSJump, flush, del [][2]string) {
+	for _, j := range ipvsJumps {
+		if !ipvsSharedChains[[2]string{j.Table, j.Target}] {
+			jumps = append(jumps, j)
+		}
+	}
+	flush = ipvsChains(ipvsIPTablesText(Config{}))
+	for _, c := range flush {
+		if !ipvsSharedChains[c] {
+			del = append(del, c)
+		}
+	}
+	return jumps, flush, del
 }
 
 // ipvsChains lists the (table, chain) pairs an iptables-restore text declares.

@@ -225,7 +225,7 @@ func (o ipvsOp) String() string {
 	return s
 }
 
-func newDest(k rsKey, weight int) *ipvs.Destination {
+func ipvsDest(k rsKey, weight int) *ipvs.Destination {
 	return &ipvs.Destination{Address: k.Addr().AsSlice(), Port: k.Port(), Weight: weight,
 		ConnectionFlags: ipvs.ConnFwdMasq, AddressFamily: syscall.AF_INET}
 }
@@ -245,7 +245,7 @@ func diffVirtual(want *ipvsVirtual, cur *kernelVS) (ops []ipvsOp, draining bool)
 	if cur == nil {
 		ops = append(ops, ipvsOp{verb: "add", svc: svc})
 		for _, d := range want.dests {
-			ops = append(ops, ipvsOp{verb: "add", svc: svc, dest: newDest(d, 1)})
+			ops = append(ops, ipvsOp{verb: "add", svc: svc, dest: ipvsDest(d, 1)})
 		}
 		return ops, false
 	}
@@ -256,9 +256,9 @@ func diffVirtual(want *ipvsVirtual, cur *kernelVS) (ops []ipvsOp, draining bool)
 	for _, d := range want.dests {
 		switch c := cur.dests[d]; {
 		case c == nil:
-			ops = append(ops, ipvsOp{verb: "add", svc: svc, dest: newDest(d, 1)})
+			ops = append(ops, ipvsOp{verb: "add", svc: svc, dest: ipvsDest(d, 1)})
 		case c.Weight != 1 || c.ConnectionFlags&ipvs.ConnFwdMask != ipvs.ConnFwdMasq:
-			ops = append(ops, ipvsOp{verb: "edit", svc: svc, dest: newDest(d, 1)})
+			ops = append(ops, ipvsOp{verb: "edit", svc: svc, dest: ipvsDest(d, 1)})
 		}
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(cur.dests), netip.AddrPort.Compare) {
@@ -269,11 +269,11 @@ func diffVirtual(want *ipvsVirtual, cur *kernelVS) (ops []ipvsOp, draining bool)
 		if want.key.proto == syscall.IPPROTO_TCP && c.ActiveConnections+c.InactiveConnections > 0 {
 			draining = true
 			if c.Weight != 0 {
-				ops = append(ops, ipvsOp{verb: "edit", svc: svc, dest: newDest(k, 0)})
+				ops = append(ops, ipvsOp{verb: "edit", svc: svc, dest: ipvsDest(k, 0)})
 			}
 			continue
 		}
-		ops = append(ops, ipvsOp{verb: "delete", svc: svc, dest: newDest(k, c.Weight)})
+		ops = append(ops, ipvsOp{verb: "delete", svc: svc, dest: ipvsDest(k, c.Weight)})
 	}
 	return ops, draining
 }
@@ -297,13 +297,13 @@ func ipvsIPSetText(members map[string][]string) string {
 	return b.String()
 }
 
-// IPTablesJump is a rule in a built-in chain that jumps to one of the mode's chains.
-type IPTablesJump struct {
+// IPVSJump is a rule in a built-in chain that jumps to one of the mode's chains.
+type IPVSJump struct {
 	Table, Chain, Target, Comment string
 }
 
 // ipvsJumps are the jumps from the built-in chains into the mode's chains.
-var ipvsJumps = []IPTablesJump{
+var ipvsJumps = []IPVSJump{
 	{"nat", "PREROUTING", "KUBE-SERVICES", "kubernetes service portals"},
 	{"nat", "OUTPUT", "KUBE-SERVICES", "kubernetes service portals"},
 	{"nat", "POSTROUTING", "KUBE-POSTROUTING", "kubernetes postrouting rules"},

@@ -55,7 +55,7 @@ type IPVSRuleWriter interface {
 	RestoreIPSets(ctx context.Context, text string) error
 	// RestoreIPTables runs text through `iptables-restore --noflush`, then makes sure
 	// each jump exists once (inserted first in its built-in chain).
-	RestoreIPTables(ctx context.Context, text string, jumps []IPTablesJump) error
+	RestoreIPTables(ctx context.Context, text string, jumps []IPVSJump) error
 	// Cleanup deletes the jumps, the KUBE-* chains the text declared and the KUBE-*
 	// ipsets of the mode; what is already gone is no error.
 	Cleanup(ctx context.Context) error
@@ -98,7 +98,14 @@ type IPVSProxier struct {
 	contested sets.Set[vsKey]
 	// health holds the healthCheckNodePort state of every service that has one.
 	health map[types.NamespacedName]ServiceHealth
+	// binds counts the plans needing each address on kube-ipvs0, members the plans
+	// needing each ipset member.
+	binds   map[netip.Addr]int
+	members map[ipsetMember]int
 }
+
+// ipsetMember is one member of one of the mode's ipsets.
+type ipsetMember struct{ set, member string }
 
 var _ interface {
 	OnServiceAdd(*v1.Service)
@@ -162,7 +169,7 @@ func NewIPVSProxier(h IPVSHandle, cfg ProxierConfig, opts IPVSOptions) (*IPVSPro
 		plans: map[types.NamespacedName]*ipvsServicePlan{}, want: map[vsKey]*ipvsVirtual{},
 		owner: map[vsKey]types.NamespacedName{}, kernel: map[vsKey]*kernelVS{},
 		draining: sets.New[vsKey](), bound: sets.New[netip.Addr](), noLocal: map[types.NamespacedName]string{},
-		contested: sets.New[vsKey](), health: map[types.NamespacedName]ServiceHealth{},
+		contested: sets.New[vsKey](), health: map[types.NamespacedName]ServiceHealth{}, binds: map[netip.Addr]int{}, members: map[ipsetMember]int{},
 	}, nil
 }
 
@@ -327,8 +334,11 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 	}
 	// Plan the changed services and collect the virtual servers to compare.
 	touched := sets.New[vsKey]()
+	dirty := sets.New[netip.Addr]()
+	dirtyMembers := sets.New[ipsetMember]()
 	for _, n := range slices.SortedFunc(maps.Keys(changed), compareNames) {
-		if old := p.plans[n]; old != nil {
+		old := p.plans[n]
+		if old != nil {
 			for _, v := range old.virtuals {
 				if p.owner[v.key] == n {
 					delete(p.want, v.key)
@@ -336,15 +346,27 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 				}
 				touched.Insert(v.key)
 			}
+			for _, a := range old.bind {
+				if p.binds[a]--; p.binds[a] <= 0 {
+					delete(p.binds, a)
+				}
+				dirty.Insert(a)
+			}
 		}
 		ports := p.svcs.Ports(n)
 		if ports == nil {
+			p.countMembers(old, nil, dirtyMembers)
 			delete(p.plans, n)
 			delete(p.noLocal, n)
 			continue
 		}
 		pl := planIPVSService(p.cfg.Config, p.opts, ports, p.eps.Endpoints(n))
+		p.countMembers(old, pl, dirtyMembers)
 		p.plans[n] = pl
+		for _, a := range pl.bind {
+			p.binds[a]++
+			dirty.Insert(a)
+		}
 		p.reportDifference(n, pl)
 	}
 	// Claim virtual servers in name order, so that a conflict always resolves alike.
@@ -384,10 +406,10 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 	if err := p.applyVirtuals(touched); err != nil {
 		return err
 	}
-	if err := p.applyAddresses(full); err != nil {
+	if err := p.applyAddresses(full, dirty); err != nil {
 		return err
 	}
-	if err := p.applyRules(ctx, full); err != nil {
+	if err := p.applyRules(ctx, full, dirtyMembers); err != nil {
 		return err
 	}
 	p.syncHealth(changed)
@@ -539,8 +561,9 @@ func (p *IPVSProxier) run(op ipvsOp) error {
 	return nil
 }
 
-// applyAddresses binds exactly the planned service addresses on kube-ipvs0.
-func (p *IPVSProxier) applyAddresses(full bool) error {
+// applyAddresses binds exactly the planned service addresses on kube-ipvs0: those in
+// dirty (whose count of plans changed), or all on a full sync.
+func (p *IPVSProxier) applyAddresses(full bool, dirty sets.Set[netip.Addr]) error {
 	dev := p.opts.Device
 	if full {
 		if err := dev.Ensure(); err != nil {
@@ -551,45 +574,84 @@ func (p *IPVSProxier) applyAddresses(full bool) error {
 			return fmt.Errorf("listing the addresses of %s: %w", IPVSDeviceName, err)
 		}
 		p.bound = sets.New(have...)
+		dirty = dirty.Union(p.bound).Union(sets.KeySet(p.binds))
 	}
-	want := sets.New[netip.Addr]()
-	for _, pl := range p.plans {
-		want.Insert(pl.bind...)
-	}
-	for _, a := range slices.SortedFunc(maps.Keys(p.bound.Difference(want)), netip.Addr.Compare) {
-		if err := dev.DelAddress(a); err != nil {
-			return fmt.Errorf("deleting %s from %s: %w", a, IPVSDeviceName, err)
+	for _, a := range slices.SortedFunc(maps.Keys(dirty), netip.Addr.Compare) {
+		switch want, have := p.binds[a] > 0, p.bound.Has(a); {
+		case have && !want:
+			if err := dev.DelAddress(a); err != nil {
+				return fmt.Errorf("deleting %s from %s: %w", a, IPVSDeviceName, err)
+			}
+			p.bound.Delete(a)
+		case want && !have:
+			if err := dev.AddAddress(a); err != nil {
+				return fmt.Errorf("adding %s to %s: %w", a, IPVSDeviceName, err)
+			}
+			p.bound.Insert(a)
 		}
-		p.bound.Delete(a)
-	}
-	for _, a := range slices.SortedFunc(maps.Keys(want.Difference(p.bound)), netip.Addr.Compare) {
-		if err := dev.AddAddress(a); err != nil {
-			return fmt.Errorf("adding %s to %s: %w", a, IPVSDeviceName, err)
-		}
-		p.bound.Insert(a)
 	}
 	return nil
 }
 
-// applyRules writes the ipsets and the iptables rules when their text changed.
-func (p *IPVSProxier) applyRules(ctx context.Context, full bool) error {
-	members := map[string][]string{}
-	for _, n := range ipvsServiceNames(p.plans) {
-		for set, m := range p.plans[n].members {
-			members[set] = append(members[set], m...)
+// countMembers moves the member counts from old's members to cur's (either may be
+// nil), noting in dirty the members whose presence may have changed.
+func (p *IPVSProxier) countMembers(old, cur *ipvsServicePlan, dirty sets.Set[ipsetMember]) {
+	count := func(pl *ipvsServicePlan, delta int, other *ipvsServicePlan) {
+		if pl == nil {
+			return
+		}
+		for set, ms := range pl.members {
+			var others []string
+			if other != nil {
+				others = other.members[set]
+			}
+			for _, m := range ms {
+				if _, both := slices.BinarySearch(others, m); both {
+					continue
+				}
+				k := ipsetMember{set, m}
+				if p.members[k] += delta; p.members[k] <= 0 {
+					delete(p.members, k)
+				}
+				dirty.Insert(k)
+			}
 		}
 	}
-	for set, m := range members {
-		slices.Sort(m)
-		members[set] = slices.Compact(m)
+	count(old, -1, cur)
+	count(cur, +1, old)
+}
+
+// applyRules writes the ipsets (whole on a full sync, else the members that changed)
+// and the iptables rules when their text changed or on a full sync.
+func (p *IPVSProxier) applyRules(ctx context.Context, full bool, dirty sets.Set[ipsetMember]) error {
+	var text string
+	switch {
+	case full || p.ipsetText == "":
+		bySet := map[string][]string{}
+		for k := range p.members {
+			bySet[k.set] = append(bySet[k.set], k.member)
+		}
+		for _, ms := range bySet {
+			slices.Sort(ms)
+		}
+		text = ipvsIPSetText(bySet)
+	case dirty.Len() > 0:
+		var b strings.Builder
+		for _, k := range slices.SortedFunc(maps.Keys(dirty), compareIPSetMembers) {
+			verb := "del"
+			if p.members[k] > 0 {
+				verb = "add"
+			}
+			b.WriteString(verb + " " + k.set + " " + k.member + "\n")
+		}
+		text = b.String()
 	}
-	ipsets := ipvsIPSetText(members)
-	if full || ipsets != p.ipsetText {
+	if text != "" {
 		p.ipsetText = ""
-		if err := p.opts.Rules.RestoreIPSets(ctx, ipsets); err != nil {
+		if err := p.opts.Rules.RestoreIPSets(ctx, text); err != nil {
 			return fmt.Errorf("ipset restore: %w", err)
 		}
-		p.ipsetText = ipsets
+		p.ipsetText = text
 	}
 	rules := ipvsIPTablesText(p.cfg.Config)
 	if full || rules != p.iptablesText {
@@ -600,6 +662,13 @@ func (p *IPVSProxier) applyRules(ctx context.Context, full bool) error {
 		p.iptablesText = rules
 	}
 	return nil
+}
+
+func compareIPSetMembers(a, b ipsetMember) int {
+	if c := strings.Compare(a.set, b.set); c != 0 {
+		return c
+	}
+	return strings.Compare(a.member, b.member)
 }
 
 // reportDifference records a Warning Event when a service enters a state the ipvs mode

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/ipvs"
@@ -58,12 +59,7 @@ func (f *ipvsFixture) dump() string {
 	var b strings.Builder
 	b.WriteString("# ipvsadm -Ln\n" + f.h.Dump())
 	b.WriteString("# ip -br addr show " + IPVSDeviceName + "\n" + f.dev.Dump())
-	b.WriteString("# ipset members\n")
-	for _, l := range strings.Split(f.rules.IPSets, "\n") {
-		if strings.HasPrefix(l, "add ") {
-			b.WriteString(l + "\n")
-		}
-	}
+	b.WriteString("# ipset members\n" + f.rules.Members())
 	return b.String()
 }
 
@@ -245,8 +241,11 @@ func TestIPVSEndpointChangeMinimalCalls(t *testing.T) {
 	if d := cmp.Diff([]string{"del 10.96.0.1"}, f.dev.Calls); d != "" {
 		t.Errorf("device calls (-want +got):\n%s", d)
 	}
-	if strings.Contains(f.rules.IPSets, "10.96.0.1,") {
-		t.Errorf("the deleted service is still in the ipsets:\n%s", f.rules.IPSets)
+	if strings.Contains(f.rules.Members(), "10.96.0.1") {
+		t.Errorf("the deleted service is still in the ipsets:\n%s", f.rules.Members())
+	}
+	if want := "del KUBE-CLUSTER-IP 10.96.0.1,tcp:80\ndel KUBE-IPVS-IPS 10.96.0.1\ndel KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2\n"; f.rules.IPSets != want {
+		t.Errorf("ipset restore after a deletion:\n%s\nwant only\n%s", f.rules.IPSets, want)
 	}
 }
 
@@ -456,16 +455,16 @@ func TestCleanupIPVS(t *testing.T) {
 	}
 }
 
-type healthLog struct {
+type ipvsHealthLog struct {
 	last map[types.NamespacedName]ServiceHealth
 }
 
-func (h *healthLog) Sync(m map[types.NamespacedName]ServiceHealth) error { h.last = m; return nil }
+func (h *ipvsHealthLog) Sync(m map[types.NamespacedName]ServiceHealth) error { h.last = m; return nil }
 
 // TestIPVSHealthCheckNodePort checks that the ipvs mode serves healthCheckNodePorts as
 // the nftables mode does.
 func TestIPVSHealthCheckNodePort(t *testing.T) {
-	hl := &healthLog{}
+	hl := &ipvsHealthLog{}
 	cfg := DefaultConfig(testNode)
 	p, err := NewIPVSProxier(NewFakeIPVS(), ProxierConfig{Config: cfg, ServiceHealth: hl},
 		IPVSOptions{NodeAddresses: []netip.Addr{nodeIP}, Device: NewFakeIPVSDevice(), Rules: &FakeIPVSRules{}})
@@ -509,5 +508,93 @@ func TestIPVSContestedVirtualServer(t *testing.T) {
 	}
 	if as, _ := f.dev.Addresses(); !slices.Contains(as, netip.MustParseAddr("192.0.2.9")) {
 		t.Errorf("the external IP left kube-ipvs0: %v", as)
+	}
+}
+
+// TestFakeIPVSRulesValidates checks that the rules fake refuses what ipset and
+// iptables-restore refuse, and that a refused restore changes nothing.
+func TestFakeIPVSRulesValidates(t *testing.T) {
+	ctx := context.Background()
+	r := &FakeIPVSRules{}
+	if err := r.RestoreIPSets(ctx, "create S hash:ip\nadd S 10.0.0.1\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"add T 10.0.0.2\n", "swap S T\n", "create S\n", "add S 10.0.0.2\nadd S\n"} {
+		if err := r.RestoreIPSets(ctx, bad); err == nil {
+			t.Errorf("ipset restore accepted %q", bad)
+		}
+	}
+	if got := r.Members(); got != "" { // S is not one of the mode's sets: not listed
+		t.Errorf("members %q", got)
+	}
+	if err := r.RestoreIPSets(ctx, "del S 10.0.0.1\n"); err != nil || len(r.sets["S"]) != 0 {
+		t.Errorf("del: %v, left %v", err, r.sets["S"])
+	}
+	for _, bad := range []string{"*nat\n-A KUBE-X -j RETURN\nCOMMIT\n", "*nat\n:KUBE-X - [0:0]\n", ":KUBE-X - [0:0]\n", "*nat\nbogus\nCOMMIT\n"} {
+		if err := r.RestoreIPTables(ctx, bad, nil); err == nil {
+			t.Errorf("iptables-restore accepted %q", bad)
+		}
+	}
+	if r.IPTables != "" {
+		t.Errorf("a refused restore was kept: %q", r.IPTables)
+	}
+}
+
+// TestIPVSRunRechecksDraining checks that Run, with no further event, comes back to a
+// draining real server and deletes it once the kernel counts no connection.
+func TestIPVSRunRechecksDraining(t *testing.T) {
+	h := NewFakeIPVS()
+	p, err := NewIPVSProxier(h, ProxierConfig{Config: DefaultConfig(testNode), RetryPeriod: 10 * time.Millisecond},
+		IPVSOptions{NodeAddresses: []netip.Addr{nodeIP}, Device: NewFakeIPVSDevice(), Rules: &FakeIPVSRules{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceAdd(makeService("demo", "web", "10.96.0.1", nil))
+	s1 := makeSlice("demo", "web", "web-1", httpPorts, ready("10.244.1.2", testNode), ready("10.244.2.2", "node-b"))
+	p.OnEndpointSliceAdd(s1)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetConnections("TCP", "10.96.0.1:80", "10.244.2.2:8080", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.OnEndpointSliceUpdate(s1, makeSlice("demo", "web", "web-1", httpPorts, ready("10.244.1.2", testNode)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor := func(what string, cond func(string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(h.Dump()); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never %s:\n%s", what, h.Dump())
+			}
+		}
+	}
+	waitFor("drained at weight 0", func(d string) bool { return strings.Contains(d, "10.244.2.2:8080              Masq    0      1") })
+	if err := h.SetConnections("TCP", "10.96.0.1:80", "10.244.2.2:8080", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("deleted", func(d string) bool { return !strings.Contains(d, "10.244.2.2") })
+}
+
+// TestIPVSCleanupPlanSparesSharedChains checks that cleaning up the ipvs mode deletes
+// only the chains and jumps no other mode uses, and flushes every chain it declares.
+func TestIPVSCleanupPlanSparesSharedChains(t *testing.T) {
+	jumps, flush, del := ipvsCleanupPlan()
+	var gotJumps []string
+	for _, j := range jumps {
+		gotJumps = append(gotJumps, j.Table+" "+j.Chain+" -> "+j.Target)
+	}
+	if d := cmp.Diff([]string{"filter INPUT -> KUBE-NODE-PORT", "filter INPUT -> KUBE-IPVS-FILTER"}, gotJumps); d != "" {
+		t.Errorf("jumps deleted (-want +got):\n%s", d)
+	}
+	wantDel := [][2]string{{"nat", "KUBE-NODE-PORT"}, {"nat", "KUBE-LOAD-BALANCER"}, {"filter", "KUBE-NODE-PORT"},
+		{"filter", "KUBE-SOURCE-RANGES-FIREWALL"}, {"filter", "KUBE-IPVS-FILTER"}}
+	if d := cmp.Diff(wantDel, del); d != "" {
+		t.Errorf("chains deleted (-want +got):\n%s", d)
+	}
+	if len(flush) != len(del)+len(ipvsSharedChains) {
+		t.Errorf("flushed %v, want every declared chain", flush)
 	}
 }
