@@ -117,7 +117,7 @@ func listUnusable(us []UnusableAddress) string {
 
 // reportUnusable tells about the newly unusable addresses of a slice, once: a Warning
 // Event on the slice and one log line.
-func (p *Proxier) reportUnusable(s *discoveryv1.EndpointSlice, us []UnusableAddress) {
+func (p *proxierCore) reportUnusable(s *discoveryv1.EndpointSlice, us []UnusableAddress) {
 	list := listUnusable(us)
 	p.cfg.Logger.Warn("skipping unusable endpoint addresses", "node", p.cfg.NodeName,
 		"endpointSlice", s.Namespace+"/"+s.Name, "service", s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName], "unusable", list)

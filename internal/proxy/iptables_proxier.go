@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -23,20 +19,14 @@ import (
 // iptables-restore per sync. Event handlers only record changes and wake the runner;
 // Sync applies them. Safe for concurrent use.
 type IPTablesProxier struct {
-	cfg     ProxierConfig
-	ipt     IPTables
-	svcs    *ServiceChangeTracker
-	eps     *EndpointsChangeTracker
-	metrics *metrics
-	iptm    *iptMetrics
-	wake    chan struct{}
+	proxierCore
+	ipt  IPTables
+	iptm *iptMetrics
 
-	mu       sync.Mutex // serialises Sync
-	st       *iptState
-	needFull bool
-	lastFull time.Time
-	health   map[types.NamespacedName]ServiceHealth
-	noLocal  map[types.NamespacedName][2]int
+	// guarded by mu:
+	st      *iptState
+	health  map[types.NamespacedName]ServiceHealth
+	noLocal map[types.NamespacedName][2]int
 	// rejected are the services whose rules iptables-restore refused at their last
 	// try: they are left out until they change or the next full sync.
 	rejected sets.Set[types.NamespacedName]
@@ -57,18 +47,7 @@ func NewIPTablesProxier(ipt IPTables, cfg ProxierConfig) (*IPTablesProxier, erro
 	if !cfg.ClusterCIDR.IsValid() || !cfg.ServiceCIDR.IsValid() {
 		return nil, fmt.Errorf("proxy: node %q: cluster CIDR %v and service CIDR %v must both be set", cfg.NodeName, cfg.ClusterCIDR, cfg.ServiceCIDR)
 	}
-	if cfg.FullSyncPeriod <= 0 {
-		cfg.FullSyncPeriod = time.Hour
-	}
-	if cfg.RetryPeriod <= 0 {
-		cfg.RetryPeriod = time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg = withDefaults(cfg)
 	m, err := newMetrics(nil)
 	if err != nil {
 		return nil, err
@@ -93,127 +72,16 @@ func NewIPTablesProxier(ipt IPTables, cfg ProxierConfig) (*IPTablesProxier, erro
 		}
 	}
 	return &IPTablesProxier{
-		cfg: cfg, ipt: ipt, metrics: m, iptm: im,
-		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(cfg.ServiceCIDR),
-		wake: make(chan struct{}, 1), st: newIPTState(), needFull: true,
+		proxierCore: newProxierCore(cfg, m), ipt: ipt, iptm: im, st: newIPTState(),
 		health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
 		rejected: sets.New[types.NamespacedName](),
 	}, nil
 }
 
-// OnServiceAdd records a Service creation.
-func (p *IPTablesProxier) OnServiceAdd(svc *v1.Service) { p.noteChange(p.svcs.Update(nil, svc)) }
-
-// OnServiceUpdate records a Service update.
-func (p *IPTablesProxier) OnServiceUpdate(old, svc *v1.Service) {
-	p.noteChange(p.svcs.Update(old, svc))
-}
-
-// OnServiceDelete records a Service deletion.
-func (p *IPTablesProxier) OnServiceDelete(svc *v1.Service) { p.noteChange(p.svcs.Update(svc, nil)) }
-
-// OnEndpointSliceAdd records an EndpointSlice creation.
-func (p *IPTablesProxier) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, false) }
-
-// OnEndpointSliceUpdate records an EndpointSlice update.
-func (p *IPTablesProxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) {
-	p.sliceChanged(s, false)
-}
-
-// OnEndpointSliceDelete records an EndpointSlice deletion.
-func (p *IPTablesProxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
-	p.sliceChanged(s, true)
-}
-
-// sliceChanged records a slice event; what became unusable in the slice is reported
-// once with a Warning Event and a log line, and skipped.
-func (p *IPTablesProxier) sliceChanged(s *discoveryv1.EndpointSlice, deleted bool) {
-	changed, unusable := p.eps.UpdateReporting(s, deleted)
-	if len(unusable) > 0 {
-		list := listUnusable(unusable)
-		p.cfg.Logger.Warn("skipping unusable endpoint addresses", "node", p.cfg.NodeName,
-			"endpointSlice", s.Namespace+"/"+s.Name, "service", s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName], "unusable", list)
-		if p.cfg.Recorder != nil {
-			p.cfg.Recorder.Eventf(s, v1.EventTypeWarning, ReasonUnusableEndpointAddress,
-				"the service proxy on node %s skips what it cannot send traffic to: %s", p.cfg.NodeName, list)
-		}
-	}
-	p.noteChange(changed)
-}
-
-// SetZone records the node's zone; a change rewrites every service with the next sync.
-func (p *IPTablesProxier) SetZone(zone string) {
-	p.mu.Lock()
-	changed := p.cfg.Zone != zone
-	if changed {
-		p.cfg.Logger.Info("node zone changed", "node", p.cfg.NodeName, "from", p.cfg.Zone, "to", zone)
-		p.cfg.Zone = zone
-		p.needFull = true
-	}
-	p.mu.Unlock()
-	if changed {
-		p.poke()
-	}
-}
-
-func (p *IPTablesProxier) poke() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (p *IPTablesProxier) noteChange(changed bool) {
-	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
-	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
-	if !changed {
-		return
-	}
-	if p.cfg.Health != nil {
-		p.cfg.Health.QueuedUpdate()
-	}
-	p.metrics.lastQueued.Set(float64(p.cfg.Now().UnixNano()) / 1e9)
-	p.poke()
-}
-
 // Run syncs whenever changes arrive, at most once per MinSyncPeriod, fully every
 // FullSyncPeriod, and again after RetryPeriod (fully) when a sync fails. It returns
 // when ctx is cancelled.
-func (p *IPTablesProxier) Run(ctx context.Context) {
-	full := time.NewTimer(p.cfg.FullSyncPeriod)
-	defer full.Stop()
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	var last time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
-		case <-retry.C:
-		case <-full.C:
-			p.mu.Lock()
-			p.needFull = true
-			p.mu.Unlock()
-		}
-		if wait := p.cfg.MinSyncPeriod - p.cfg.Now().Sub(last); !last.IsZero() && wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		}
-		last = p.cfg.Now()
-		if err := p.Sync(ctx); err != nil {
-			p.cfg.Logger.Error("syncing iptables proxy rules failed, retrying with a full sync", "node", p.cfg.NodeName, "err", err)
-			retry.Reset(p.cfg.RetryPeriod)
-		}
-		p.mu.Lock()
-		lastFull := p.lastFull
-		p.mu.Unlock()
-		full.Reset(p.cfg.FullSyncPeriod - p.cfg.Now().Sub(lastFull))
-	}
-}
+func (p *IPTablesProxier) Run(ctx context.Context) { p.runLoop(ctx, "iptables", p.Sync, nil) }
 
 // Sync writes pending changes with one iptables-restore: the top-level chains and the
 // changed services' own chains, or everything when the previous sync failed, none has

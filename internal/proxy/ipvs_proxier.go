@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -70,18 +67,12 @@ const ReasonIPVSDifference = "IPVSProxyModeDifference"
 // of iptables rules driven by ipsets. Event handlers only record changes; Sync writes
 // the minimal netlink calls. Safe for concurrent use.
 type IPVSProxier struct {
-	cfg     ProxierConfig
-	opts    IPVSOptions
-	h       IPVSHandle
-	svcs    *ServiceChangeTracker
-	eps     *EndpointsChangeTracker
-	metrics *metrics
-	wake    chan struct{}
+	proxierCore
+	opts IPVSOptions
+	h    IPVSHandle
 
-	mu       sync.Mutex // serialises Sync
-	needFull bool
-	lastFull time.Time
-	plans    map[types.NamespacedName]*ipvsServicePlan
+	// guarded by mu:
+	plans map[types.NamespacedName]*ipvsServicePlan
 	// want indexes the virtual servers of every plan with their owner: when two
 	// services ask for one virtual server, the first keeps it.
 	want  map[vsKey]*ipvsVirtual
@@ -146,26 +137,13 @@ func NewIPVSProxier(h IPVSHandle, cfg ProxierConfig, opts IPVSOptions) (*IPVSPro
 	if opts.Rules == nil {
 		opts.Rules = NewIPVSRuleWriter()
 	}
-	if cfg.FullSyncPeriod <= 0 {
-		cfg.FullSyncPeriod = time.Hour
-	}
-	if cfg.RetryPeriod <= 0 {
-		cfg.RetryPeriod = time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg = withDefaults(cfg)
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: node %q: %w", cfg.NodeName, err)
 	}
 	return &IPVSProxier{
-		cfg: cfg, opts: opts, h: h, metrics: m,
-		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(cfg.ServiceCIDR),
-		wake: make(chan struct{}, 1), needFull: true,
+		proxierCore: newProxierCore(cfg, m), opts: opts, h: h,
 		plans: map[types.NamespacedName]*ipvsServicePlan{}, want: map[vsKey]*ipvsVirtual{},
 		owner: map[vsKey]types.NamespacedName{}, kernel: map[vsKey]*kernelVS{},
 		draining: sets.New[vsKey](), bound: sets.New[netip.Addr](), noLocal: map[types.NamespacedName]string{},
@@ -173,114 +151,15 @@ func NewIPVSProxier(h IPVSHandle, cfg ProxierConfig, opts IPVSOptions) (*IPVSPro
 	}, nil
 }
 
-// OnServiceAdd records a Service creation.
-func (p *IPVSProxier) OnServiceAdd(svc *v1.Service) { p.noteChange(p.svcs.Update(nil, svc)) }
-
-// OnServiceUpdate records a Service update.
-func (p *IPVSProxier) OnServiceUpdate(old, svc *v1.Service) { p.noteChange(p.svcs.Update(old, svc)) }
-
-// OnServiceDelete records a Service deletion.
-func (p *IPVSProxier) OnServiceDelete(svc *v1.Service) { p.noteChange(p.svcs.Update(svc, nil)) }
-
-// OnEndpointSliceAdd records an EndpointSlice creation.
-func (p *IPVSProxier) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, false) }
-
-// OnEndpointSliceUpdate records an EndpointSlice update.
-func (p *IPVSProxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) {
-	p.sliceChanged(s, false)
-}
-
-// OnEndpointSliceDelete records an EndpointSlice deletion.
-func (p *IPVSProxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, true) }
-
-func (p *IPVSProxier) sliceChanged(s *discoveryv1.EndpointSlice, deleted bool) {
-	changed, unusable := p.eps.UpdateReporting(s, deleted)
-	if len(unusable) > 0 {
-		list := listUnusable(unusable)
-		p.cfg.Logger.Warn("skipping unusable endpoint addresses", "node", p.cfg.NodeName,
-			"endpointSlice", s.Namespace+"/"+s.Name, "unusable", list)
-		if p.cfg.Recorder != nil {
-			p.cfg.Recorder.Eventf(s, v1.EventTypeWarning, ReasonUnusableEndpointAddress,
-				"the service proxy on node %s skips what it cannot send traffic to: %s", p.cfg.NodeName, list)
-		}
-	}
-	p.noteChange(changed)
-}
-
-// SetZone records the node's zone; a change replans every service with the next sync.
-func (p *IPVSProxier) SetZone(zone string) {
-	p.mu.Lock()
-	changed := p.cfg.Zone != zone
-	if changed {
-		p.cfg.Zone = zone
-		p.needFull = true
-	}
-	p.mu.Unlock()
-	if changed {
-		p.poke()
-	}
-}
-
-func (p *IPVSProxier) poke() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (p *IPVSProxier) noteChange(changed bool) {
-	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
-	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
-	if !changed {
-		return
-	}
-	if p.cfg.Health != nil {
-		p.cfg.Health.QueuedUpdate()
-	}
-	p.metrics.lastQueued.Set(float64(p.cfg.Now().UnixNano()) / 1e9)
-	p.poke()
-}
-
 // Run syncs whenever changes arrive, at most once per MinSyncPeriod, fully every
 // FullSyncPeriod, and again after RetryPeriod (fully) when a sync fails or real
 // servers are draining. It returns when ctx is cancelled.
 func (p *IPVSProxier) Run(ctx context.Context) {
-	full := time.NewTimer(p.cfg.FullSyncPeriod)
-	defer full.Stop()
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	var last time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
-		case <-retry.C:
-		case <-full.C:
-			p.mu.Lock()
-			p.needFull = true
-			p.mu.Unlock()
-		}
-		if wait := p.cfg.MinSyncPeriod - p.cfg.Now().Sub(last); !last.IsZero() && wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		}
-		last = p.cfg.Now()
-		err := p.Sync(ctx)
-		if err != nil {
-			p.cfg.Logger.Error("syncing ipvs proxy rules failed, retrying with a full sync", "node", p.cfg.NodeName, "err", err)
-		}
+	p.runLoop(ctx, "ipvs", p.Sync, func() bool {
 		p.mu.Lock()
-		draining, lastFull := p.draining.Len() > 0, p.lastFull
-		p.mu.Unlock()
-		if err != nil || draining {
-			retry.Reset(p.cfg.RetryPeriod) // draining real servers are checked again
-		}
-		full.Reset(p.cfg.FullSyncPeriod - p.cfg.Now().Sub(lastFull))
-	}
+		defer p.mu.Unlock()
+		return p.draining.Len() > 0 // draining real servers are checked again
+	})
 }
 
 // Sync plans the changed services and writes the difference: netlink calls for the

@@ -8,12 +8,9 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/knftables"
@@ -55,17 +52,10 @@ type ProxierConfig struct {
 // handlers (On*) only record changes and wake the runner; Sync applies them in one
 // transaction. Safe for concurrent use.
 type Proxier struct {
-	cfg     ProxierConfig
-	nft     knftables.Interface
-	svcs    *ServiceChangeTracker
-	eps     *EndpointsChangeTracker
-	metrics *metrics
-	wake    chan struct{}
+	proxierCore
+	nft knftables.Interface
 
-	mu       sync.Mutex // serialises Sync
-	st       *tableState
-	needFull bool
-	lastFull time.Time
+	st *tableState // guarded by mu
 	// health holds the healthCheckNodePort state of every service that has one;
 	// noLocal the ports of each service whose Local policy finds no local endpoint.
 	health  map[types.NamespacedName]ServiceHealth
@@ -84,134 +74,22 @@ func NewProxier(nft knftables.Interface, cfg ProxierConfig) (*Proxier, error) {
 	if !cfg.ClusterCIDR.IsValid() || !cfg.ServiceCIDR.IsValid() {
 		return nil, fmt.Errorf("proxy: node %q: cluster CIDR %v and service CIDR %v must both be set", cfg.NodeName, cfg.ClusterCIDR, cfg.ServiceCIDR)
 	}
-	if cfg.FullSyncPeriod <= 0 {
-		cfg.FullSyncPeriod = time.Hour
-	}
-	if cfg.RetryPeriod <= 0 {
-		cfg.RetryPeriod = time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg = withDefaults(cfg)
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: node %q: %w", cfg.NodeName, err)
 	}
 	return &Proxier{
-		cfg: cfg, nft: nft, metrics: m,
-		svcs: NewServiceChangeTracker(), eps: NewEndpointsChangeTracker(cfg.ServiceCIDR),
-		wake: make(chan struct{}, 1), st: newTableState(0, 0), needFull: true,
+		proxierCore: newProxierCore(cfg, m), nft: nft, st: newTableState(0, 0),
 		health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
 		rejected: sets.New[types.NamespacedName](),
 	}, nil
 }
 
-// OnServiceAdd records a Service creation.
-func (p *Proxier) OnServiceAdd(svc *v1.Service) { p.noteChange(p.svcs.Update(nil, svc)) }
-
-// OnServiceUpdate records a Service update.
-func (p *Proxier) OnServiceUpdate(old, svc *v1.Service) { p.noteChange(p.svcs.Update(old, svc)) }
-
-// OnServiceDelete records a Service deletion.
-func (p *Proxier) OnServiceDelete(svc *v1.Service) { p.noteChange(p.svcs.Update(svc, nil)) }
-
-// OnEndpointSliceAdd records an EndpointSlice creation.
-func (p *Proxier) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, false) }
-
-// OnEndpointSliceUpdate records an EndpointSlice update.
-func (p *Proxier) OnEndpointSliceUpdate(_, s *discoveryv1.EndpointSlice) { p.sliceChanged(s, false) }
-
-// OnEndpointSliceDelete records an EndpointSlice deletion.
-func (p *Proxier) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) { p.sliceChanged(s, true) }
-
-// sliceChanged records a slice event and reports what became unusable in the slice.
-func (p *Proxier) sliceChanged(s *discoveryv1.EndpointSlice, deleted bool) {
-	changed, unusable := p.eps.UpdateReporting(s, deleted)
-	if len(unusable) > 0 {
-		p.reportUnusable(s, unusable)
-	}
-	p.noteChange(changed)
-}
-
-// SetZone records the node's zone (its topology.kubernetes.io/zone label), which decides
-// the endpoints zone hints give it. A change rewrites every service with the next sync.
-func (p *Proxier) SetZone(zone string) {
-	p.mu.Lock()
-	changed := p.cfg.Zone != zone
-	if changed {
-		p.cfg.Logger.Info("node zone changed", "node", p.cfg.NodeName, "from", p.cfg.Zone, "to", zone)
-		p.cfg.Zone = zone
-		p.needFull = true
-	}
-	p.mu.Unlock()
-	if changed {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (p *Proxier) noteChange(changed bool) {
-	p.metrics.servicesPending.Set(float64(p.svcs.PendingCount()))
-	p.metrics.endpointsPending.Set(float64(p.eps.PendingCount()))
-	if !changed {
-		return
-	}
-	if p.cfg.Health != nil {
-		p.cfg.Health.QueuedUpdate()
-	}
-	p.metrics.lastQueued.Set(float64(p.cfg.Now().UnixNano()) / 1e9)
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
 // Run syncs whenever changes arrive, at most once per MinSyncPeriod, fully every
 // FullSyncPeriod, and again after RetryPeriod (fully) when a sync fails. It returns
 // when ctx is cancelled.
-func (p *Proxier) Run(ctx context.Context) {
-	full := time.NewTimer(p.cfg.FullSyncPeriod)
-	defer full.Stop()
-	retry := time.NewTimer(0) // first sync at once
-	defer retry.Stop()
-	var last time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
-		case <-retry.C:
-		case <-full.C:
-			p.mu.Lock()
-			p.needFull = true
-			p.mu.Unlock()
-		}
-		if wait := p.cfg.MinSyncPeriod - p.cfg.Now().Sub(last); !last.IsZero() && wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		}
-		last = p.cfg.Now()
-		if err := p.Sync(ctx); err != nil {
-			p.cfg.Logger.Error("syncing proxy rules failed, retrying with a full sync", "node", p.cfg.NodeName, "err", err)
-			retry.Reset(p.cfg.RetryPeriod)
-		}
-		full.Reset(p.cfg.FullSyncPeriod - p.cfg.Now().Sub(p.lastFullSync()))
-	}
-}
-
-func (p *Proxier) lastFullSync() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastFull
-}
+func (p *Proxier) Run(ctx context.Context) { p.runLoop(ctx, "nftables", p.Sync, nil) }
 
 // Sync writes pending changes in one nftables transaction: only the changed services,
 // or everything when the previous sync failed, none has run yet, or a full sync is due.
