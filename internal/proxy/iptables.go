@@ -120,9 +120,14 @@ type iptServiceRules struct {
 	filterServices, filterExternal, filterNodePorts, filterFW []string
 	// chains are the service's own nat chains and their rules.
 	chains map[string][]string
-	// udp and the noLocal counts feed the conntrack cleanup and metrics, as for nft.
-	udp                              []frontend
-	noLocalInternal, noLocalExternal int
+	serviceOutcome
+}
+
+func (r *iptServiceRules) outcome() *serviceOutcome {
+	if r == nil {
+		return nil
+	}
+	return &r.serviceOutcome
 }
 
 // buildIPTService is the pure generator for one service in the iptables mode.

@@ -24,12 +24,8 @@ type IPTablesProxier struct {
 	iptm *iptMetrics
 
 	// guarded by mu:
-	st      *iptState
-	health  map[types.NamespacedName]ServiceHealth
-	noLocal map[types.NamespacedName][2]int
-	// rejected are the services whose rules iptables-restore refused at their last
-	// try: they are left out until they change or the next full sync.
-	rejected sets.Set[types.NamespacedName]
+	st *iptState
+	syncState
 }
 
 // iptMetrics are kube-proxy's iptables-mode metrics.
@@ -73,8 +69,7 @@ func NewIPTablesProxier(ipt IPTables, cfg ProxierConfig) (*IPTablesProxier, erro
 	}
 	return &IPTablesProxier{
 		proxierCore: newProxierCore(cfg, m), ipt: ipt, iptm: im, st: newIPTState(),
-		health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
-		rejected: sets.New[types.NamespacedName](),
+		syncState: newSyncState(),
 	}, nil
 }
 
@@ -180,7 +175,7 @@ func (p *IPTablesProxier) Sync(ctx context.Context) error {
 			p.cfg.Health.QueuedUpdate()
 		}
 	}
-	p.afterSync(desired, previous)
+	afterSync(&p.proxierCore, &p.syncState, desired, previous)
 	p.cfg.Logger.Debug("synced iptables proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired),
 		"natChainsWritten", pl.natChainsWritten, "chainsDeleted", pl.chainsDeleted, "seconds", elapsed)
 	return nil
@@ -198,56 +193,6 @@ func (s *iptState) natRuleCount() int {
 		}
 	}
 	return n
-}
-
-// afterSync deletes stale UDP conntrack entries and updates the health check ports and
-// the no-local-endpoints gauges, as the nftables Proxier does.
-func (p *IPTablesProxier) afterSync(desired, previous map[types.NamespacedName]*iptServiceRules) {
-	var stale []StaleFlow
-	healthChanged := false
-	for n, cur := range desired {
-		var oldUDP []frontend
-		if old := previous[n]; old != nil {
-			oldUDP = old.udp
-		}
-		stale = append(stale, staleFlows(oldUDP, cur.udp)...)
-		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
-		if p.rejected.Has(n) {
-			h, ok = ServiceHealth{}, false // the node does not proxy it: no health to tell
-		}
-		if was, had := p.health[n]; had != ok || was != h {
-			healthChanged = true
-			if ok {
-				p.health[n] = h
-			} else {
-				delete(p.health, n)
-			}
-		}
-		if cur.noLocalInternal+cur.noLocalExternal > 0 {
-			p.noLocal[n] = [2]int{cur.noLocalInternal, cur.noLocalExternal}
-		} else {
-			delete(p.noLocal, n)
-		}
-	}
-	if len(stale) > 0 && p.cfg.Conntrack != nil {
-		if n, err := p.cfg.Conntrack.DeleteUDP(stale); err != nil {
-			p.cfg.Logger.Warn("cleaning up UDP conntrack entries", "node", p.cfg.NodeName, "flows", fmt.Sprint(stale), "err", err)
-		} else {
-			p.cfg.Logger.Debug("deleted stale UDP conntrack entries", "node", p.cfg.NodeName, "flows", fmt.Sprint(stale), "entries", n)
-		}
-	}
-	if healthChanged && p.cfg.ServiceHealth != nil {
-		if err := p.cfg.ServiceHealth.Sync(cloneHealth(p.health)); err != nil {
-			p.cfg.Logger.Warn("serving health check node ports", "node", p.cfg.NodeName, "err", err)
-		}
-	}
-	var internal, external int
-	for _, c := range p.noLocal {
-		internal += c[0]
-		external += c[1]
-	}
-	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(internal))
-	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(external))
 }
 
 // isolate finds, after iptables-restore refused a full sync, the services it refuses,

@@ -56,13 +56,7 @@ type Proxier struct {
 	nft knftables.Interface
 
 	st *tableState // guarded by mu
-	// health holds the healthCheckNodePort state of every service that has one;
-	// noLocal the ports of each service whose Local policy finds no local endpoint.
-	health  map[types.NamespacedName]ServiceHealth
-	noLocal map[types.NamespacedName][2]int
-	// rejected are the services whose rules the kernel refused at their last try: they
-	// are left out of the table until they change or the next full sync.
-	rejected sets.Set[types.NamespacedName]
+	syncState
 }
 
 // NewProxier returns a Proxier writing to nft, whose family and table must be ip and
@@ -81,8 +75,7 @@ func NewProxier(nft knftables.Interface, cfg ProxierConfig) (*Proxier, error) {
 	}
 	return &Proxier{
 		proxierCore: newProxierCore(cfg, m), nft: nft, st: newTableState(0, 0),
-		health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
-		rejected: sets.New[types.NamespacedName](),
+		syncState: newSyncState(),
 	}, nil
 }
 
@@ -183,61 +176,9 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		desired[n] = &serviceRules{} // what the table now holds for it
 		p.reportRejected(p.svcs.Ref(n), refused[n])
 	}
-	p.afterSync(desired, previous)
+	afterSync(&p.proxierCore, &p.syncState, desired, previous)
 	p.cfg.Logger.Debug("synced proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired), "operations", pl.numOperations(), "seconds", elapsed)
 	return nil
-}
-
-// afterSync does what follows a successful write of the changed services: delete the
-// UDP conntrack entries of endpoints no longer used, update the health check ports and
-// the no-local-endpoints gauges.
-func (p *Proxier) afterSync(desired, previous map[types.NamespacedName]*serviceRules) {
-	var stale []StaleFlow
-	healthChanged := false
-	for n, cur := range desired {
-		var oldUDP []frontend
-		if old := previous[n]; old != nil {
-			oldUDP = old.udp
-		}
-		stale = append(stale, staleFlows(oldUDP, cur.udp)...)
-		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
-		if p.rejected.Has(n) {
-			h, ok = ServiceHealth{}, false // the node does not proxy it: no health to tell
-		}
-		if was, had := p.health[n]; had != ok || was != h {
-			healthChanged = true
-			if ok {
-				p.health[n] = h
-			} else {
-				delete(p.health, n)
-			}
-		}
-		if cur.noLocalInternal+cur.noLocalExternal > 0 {
-			p.noLocal[n] = [2]int{cur.noLocalInternal, cur.noLocalExternal}
-		} else {
-			delete(p.noLocal, n)
-		}
-	}
-	if len(stale) > 0 && p.cfg.Conntrack != nil {
-		n, err := p.cfg.Conntrack.DeleteUDP(stale)
-		if err != nil {
-			p.cfg.Logger.Warn("cleaning up UDP conntrack entries", "node", p.cfg.NodeName, "flows", fmt.Sprint(stale), "err", err)
-		} else {
-			p.cfg.Logger.Debug("deleted stale UDP conntrack entries", "node", p.cfg.NodeName, "flows", fmt.Sprint(stale), "entries", n)
-		}
-	}
-	if healthChanged && p.cfg.ServiceHealth != nil {
-		if err := p.cfg.ServiceHealth.Sync(cloneHealth(p.health)); err != nil {
-			p.cfg.Logger.Warn("serving health check node ports", "node", p.cfg.NodeName, "err", err)
-		}
-	}
-	var internal, external int
-	for _, c := range p.noLocal {
-		internal += c[0]
-		external += c[1]
-	}
-	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(internal))
-	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(external))
 }
 
 // serviceHealth returns what a service's healthCheckNodePort says on node: the number

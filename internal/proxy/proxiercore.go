@@ -2,12 +2,15 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // proxierCore is what the three modes' proxiers share: the change trackers the event
@@ -158,4 +161,82 @@ func (p *proxierCore) lastFullSync() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.lastFull
+}
+
+// serviceOutcome is what a mode's rules for one service tell the bookkeeping after a
+// sync: its UDP frontends and the endpoints they send to (for the conntrack cleanup),
+// and the ports whose Local policy finds no endpoint on this node although the service
+// has some elsewhere.
+type serviceOutcome struct {
+	udp                              []frontend
+	noLocalInternal, noLocalExternal int
+}
+
+// syncState is the bookkeeping the nftables and iptables proxiers keep across syncs,
+// guarded by their mu.
+type syncState struct {
+	// health holds the healthCheckNodePort state of every service that has one;
+	// noLocal the ports of each service whose Local policy finds no local endpoint.
+	health  map[types.NamespacedName]ServiceHealth
+	noLocal map[types.NamespacedName][2]int
+	// rejected are the services whose rules the kernel refused at their last try: they
+	// are left out until they change or the next full sync.
+	rejected sets.Set[types.NamespacedName]
+}
+
+func newSyncState() syncState {
+	return syncState{health: map[types.NamespacedName]ServiceHealth{}, noLocal: map[types.NamespacedName][2]int{},
+		rejected: sets.New[types.NamespacedName]()}
+}
+
+// afterSync does what follows a successful write of the changed services, whatever the
+// mode: delete the UDP conntrack entries of endpoints no longer used, update the health
+// check ports and the no-local-endpoints gauges.
+func afterSync[R interface{ outcome() *serviceOutcome }](p *proxierCore, st *syncState, desired, previous map[types.NamespacedName]R) {
+	var stale []StaleFlow
+	healthChanged := false
+	for n, r := range desired {
+		cur := r.outcome()
+		var oldUDP []frontend
+		if old, ok := previous[n]; ok && old.outcome() != nil {
+			oldUDP = old.outcome().udp
+		}
+		stale = append(stale, staleFlows(oldUDP, cur.udp)...)
+		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
+		if st.rejected.Has(n) {
+			h, ok = ServiceHealth{}, false // the node does not proxy it: no health to tell
+		}
+		if was, had := st.health[n]; had != ok || was != h {
+			healthChanged = true
+			if ok {
+				st.health[n] = h
+			} else {
+				delete(st.health, n)
+			}
+		}
+		if cur.noLocalInternal+cur.noLocalExternal > 0 {
+			st.noLocal[n] = [2]int{cur.noLocalInternal, cur.noLocalExternal}
+		} else {
+			delete(st.noLocal, n)
+		}
+	}
+	if len(stale) > 0 && p.cfg.Conntrack != nil {
+		if n, err := p.cfg.Conntrack.DeleteUDP(stale); err != nil {
+			p.cfg.Logger.Warn("cleaning up UDP conntrack entries", "node", p.cfg.NodeName, "flows", fmt.Sprint(stale), "err", err)
+		} else {
+			p.cfg.Logger.Debug("deleted stale UDP conntrack entries", "node", p.cfg.NodeName, "flows", fmt.Sprint(stale), "entries", n)
+		}
+	}
+	if healthChanged && p.cfg.ServiceHealth != nil {
+		if err := p.cfg.ServiceHealth.Sync(cloneHealth(st.health)); err != nil {
+			p.cfg.Logger.Warn("serving health check node ports", "node", p.cfg.NodeName, "err", err)
+		}
+	}
+	var internal, external int
+	for _, c := range st.noLocal {
+		internal += c[0]
+		external += c[1]
+	}
+	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(internal))
+	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(external))
 }

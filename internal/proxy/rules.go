@@ -216,12 +216,14 @@ type serviceRules struct {
 	// shared are the shared chains the service uses, each once: the endpoint pickers,
 	// whose rules depend on their name only.
 	shared []picker
-	// udp lists the UDP frontends and the endpoints they send to, for the conntrack
-	// cleanup; it is not written to the table.
-	udp []frontend
-	// noLocalInternal and noLocalExternal count the ports whose Local policy finds no
-	// endpoint on this node although the service has some elsewhere.
-	noLocalInternal, noLocalExternal int
+	serviceOutcome
+}
+
+func (r *serviceRules) outcome() *serviceOutcome {
+	if r == nil {
+		return nil
+	}
+	return &r.serviceOutcome
 }
 
 // buildService is the pure rule generator for one service: from its ports and merged
