@@ -87,14 +87,7 @@ func (p *IPTablesProxier) Run(ctx context.Context) { p.runLoop(ctx, "iptables", 
 func (p *IPTablesProxier) Sync(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start := p.cfg.Now()
-	changed := p.svcs.Drain()
-	epChanged, triggers := p.eps.Drain()
-	changed = changed.Union(epChanged)
-	p.metrics.serviceChanges.Add(float64(changed.Len()))
-	p.metrics.endpointChanges.Add(float64(epChanged.Len()))
-
-	full := p.needFull || p.cfg.Now().Sub(p.lastFull) >= p.cfg.FullSyncPeriod
+	start, changed, triggers, full := p.beginSync()
 	var existing []string
 	var jumps []iptJump
 	if full {
@@ -151,30 +144,11 @@ func (p *IPTablesProxier) Sync(ctx context.Context) error {
 		desired[n] = &iptServiceRules{} // what the tables now hold for it
 		p.reportRejected(n, refused[n])
 	}
-	end := p.cfg.Now()
-	elapsed := end.Sub(start).Seconds()
-	p.metrics.syncDuration.Observe(elapsed)
-	if full {
-		p.needFull = false
-		p.lastFull = start
-		p.metrics.fullSyncDuration.Observe(elapsed)
-	} else {
-		p.metrics.partialSyncDuration.Observe(elapsed)
-	}
 	p.iptm.rulesLast.WithLabelValues("filter").Set(float64(pl.filterRules))
 	p.iptm.rulesLast.WithLabelValues("nat").Set(float64(pl.natRules))
 	p.iptm.rulesTotal.WithLabelValues("filter").Set(float64(pl.filterRules))
 	p.iptm.rulesTotal.WithLabelValues("nat").Set(float64(p.st.natRuleCount()))
-	for _, t := range triggers {
-		p.metrics.programmingLatency.Observe(end.Sub(t).Seconds())
-	}
-	p.metrics.lastSync.Set(float64(end.UnixNano()) / 1e9)
-	if p.cfg.Health != nil {
-		p.cfg.Health.Updated()
-		if p.svcs.PendingCount()+p.eps.PendingCount() > 0 {
-			p.cfg.Health.QueuedUpdate()
-		}
-	}
+	elapsed := p.finishSync(start, full, triggers)
 	afterSync(&p.proxierCore, &p.syncState, desired, previous)
 	p.cfg.Logger.Debug("synced iptables proxy rules", "node", p.cfg.NodeName, "full", full, "services", len(desired),
 		"natChainsWritten", pl.natChainsWritten, "chainsDeleted", pl.chainsDeleted, "seconds", elapsed)

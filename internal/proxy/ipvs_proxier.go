@@ -169,36 +169,14 @@ func (p *IPVSProxier) Run(ctx context.Context) {
 func (p *IPVSProxier) Sync(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start := p.cfg.Now()
-	changed := p.svcs.Drain()
-	epChanged, triggers := p.eps.Drain()
-	changed = changed.Union(epChanged)
-	p.metrics.serviceChanges.Add(float64(changed.Len()))
-	p.metrics.endpointChanges.Add(float64(epChanged.Len()))
-	full := p.needFull || p.cfg.Now().Sub(p.lastFull) >= p.cfg.FullSyncPeriod
+	start, changed, triggers, full := p.beginSync()
 	err := p.sync(ctx, changed, full)
 	if err != nil {
 		p.needFull = true
 		p.metrics.failures.Inc()
 		return fmt.Errorf("node %q: ipvs: %w", p.cfg.NodeName, err)
 	}
-	end := p.cfg.Now()
-	elapsed := end.Sub(start).Seconds()
-	p.metrics.syncDuration.Observe(elapsed)
-	if full {
-		p.needFull = false
-		p.lastFull = start
-		p.metrics.fullSyncDuration.Observe(elapsed)
-	} else {
-		p.metrics.partialSyncDuration.Observe(elapsed)
-	}
-	for _, t := range triggers {
-		p.metrics.programmingLatency.Observe(end.Sub(t).Seconds())
-	}
-	p.metrics.lastSync.Set(float64(end.UnixNano()) / 1e9)
-	if p.cfg.Health != nil {
-		p.cfg.Health.Updated()
-	}
+	p.finishSync(start, full, triggers)
 	return nil
 }
 

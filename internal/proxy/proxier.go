@@ -93,14 +93,7 @@ func (p *Proxier) Run(ctx context.Context) { p.runLoop(ctx, "nftables", p.Sync, 
 func (p *Proxier) Sync(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start := p.cfg.Now()
-	changed := p.svcs.Drain()
-	epChanged, triggers := p.eps.Drain()
-	changed = changed.Union(epChanged)
-	p.metrics.serviceChanges.Add(float64(changed.Len()))
-	p.metrics.endpointChanges.Add(float64(epChanged.Len()))
-
-	full := p.needFull || p.cfg.Now().Sub(p.lastFull) >= p.cfg.FullSyncPeriod
+	start, changed, triggers, full := p.beginSync()
 	var ex *existing
 	if full {
 		var err error
@@ -143,26 +136,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 			return fmt.Errorf("node %q: applying %d nftables operations for %d services: %w", p.cfg.NodeName, pl.numOperations(), len(desired), err)
 		}
 	}
-	end := p.cfg.Now()
-	elapsed := end.Sub(start).Seconds()
-	p.metrics.syncDuration.Observe(elapsed)
-	if full {
-		p.needFull = false
-		p.lastFull = start
-		p.metrics.fullSyncDuration.Observe(elapsed)
-	} else {
-		p.metrics.partialSyncDuration.Observe(elapsed)
-	}
-	for _, t := range triggers {
-		p.metrics.programmingLatency.Observe(end.Sub(t).Seconds())
-	}
-	p.metrics.lastSync.Set(float64(end.UnixNano()) / 1e9)
-	if p.cfg.Health != nil {
-		p.cfg.Health.Updated()
-		if p.svcs.PendingCount()+p.eps.PendingCount() > 0 {
-			p.cfg.Health.QueuedUpdate() // arrived during this sync
-		}
-	}
+	elapsed := p.finishSync(start, full, triggers)
 	for n := range p.rejected {
 		if _, still := refused[n]; changed.Has(n) && !still {
 			p.rejected.Delete(n)

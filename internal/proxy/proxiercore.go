@@ -240,3 +240,44 @@ func afterSync[R interface{ outcome() *serviceOutcome }](p *proxierCore, st *syn
 	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(internal))
 	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(external))
 }
+
+// beginSync drains the change trackers at the start of a Sync (mu held): the services
+// to rewrite, when their endpoint changes were first noticed, and whether this sync
+// must be full (the first, after a failure or a zone change, or when one is due).
+func (p *proxierCore) beginSync() (start time.Time, changed sets.Set[types.NamespacedName], triggers []time.Time, full bool) {
+	start = p.cfg.Now()
+	changed = p.svcs.Drain()
+	epChanged, triggers := p.eps.Drain()
+	changed = changed.Union(epChanged)
+	p.metrics.serviceChanges.Add(float64(changed.Len()))
+	p.metrics.endpointChanges.Add(float64(epChanged.Len()))
+	full = p.needFull || start.Sub(p.lastFull) >= p.cfg.FullSyncPeriod
+	return start, changed, triggers, full
+}
+
+// finishSync records a successful Sync begun at start (mu held): the sync metrics and
+// network programming latency, the end of a full sync, and the health server's view.
+// It returns the sync's duration in seconds.
+func (p *proxierCore) finishSync(start time.Time, full bool, triggers []time.Time) (elapsed float64) {
+	end := p.cfg.Now()
+	elapsed = end.Sub(start).Seconds()
+	p.metrics.syncDuration.Observe(elapsed)
+	if full {
+		p.needFull = false
+		p.lastFull = start
+		p.metrics.fullSyncDuration.Observe(elapsed)
+	} else {
+		p.metrics.partialSyncDuration.Observe(elapsed)
+	}
+	for _, t := range triggers {
+		p.metrics.programmingLatency.Observe(end.Sub(t).Seconds())
+	}
+	p.metrics.lastSync.Set(float64(end.UnixNano()) / 1e9)
+	if p.cfg.Health != nil {
+		p.cfg.Health.Updated()
+		if p.svcs.PendingCount()+p.eps.PendingCount() > 0 {
+			p.cfg.Health.QueuedUpdate() // arrived during this sync
+		}
+	}
+	return elapsed
+}
