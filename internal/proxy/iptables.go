@@ -183,9 +183,7 @@ func (r *iptServiceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 		if sp.ExternalPolicyLocal {
 			external = set.local
 		}
-		tmp := &serviceRules{}
-		tmp.addFrontends(sp, internal, external)
-		r.udp = append(r.udp, tmp.udp...)
+		r.addFrontends(sp, internal, external)
 	}
 
 	internalTarget, externalTarget := "", ""

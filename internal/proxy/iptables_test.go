@@ -404,29 +404,6 @@ func TestCleanupIPTables(t *testing.T) {
 	}
 }
 
-// TestIPTablesUDPConntrack checks that an endpoint a UDP service stops using has its
-// conntrack entries deleted.
-func TestIPTablesUDPConntrack(t *testing.T) {
-	ct := &recordingConntrack{}
-	fake := NewFakeIPTables()
-	p, err := NewIPTablesProxier(fake, ProxierConfig{Config: DefaultConfig(testNode), Conntrack: ct})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dnsPorts := []discoveryv1.EndpointPort{port("dns", 5353, v1.ProtocolUDP)}
-	p.OnServiceAdd(makeService("demo", "dns", "10.96.0.10", func(s *v1.Service) {
-		s.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP}}
-	}))
-	p.OnEndpointSliceAdd(makeSlice("demo", "dns", "dns-1", dnsPorts, ready("10.244.1.2", testNode), ready("10.244.2.2", "node-b")))
-	mustSyncIPT(t, p)
-	ct.flows = nil
-	p.OnEndpointSliceUpdate(nil, makeSlice("demo", "dns", "dns-1", dnsPorts, ready("10.244.1.2", testNode)))
-	mustSyncIPT(t, p)
-	if got := fmt.Sprint(ct.flows); got != "[udp 10.96.0.10:53 dnat 10.244.2.2:5353]" {
-		t.Errorf("stale flows %s", got)
-	}
-}
-
 type recordingConntrack struct{ flows []StaleFlow }
 
 func (r *recordingConntrack) DeleteUDP(flows []StaleFlow) (int, error) {

@@ -87,6 +87,14 @@ type ipvsServicePlan struct {
 	// noLocal lists the ports whose Local policy finds no local endpoint while others
 	// exist elsewhere: nftables drops those packets, IPVS refuses them (see ipvs.md).
 	noLocal []string
+	serviceOutcome
+}
+
+func (pl *ipvsServicePlan) outcome() *serviceOutcome {
+	if pl == nil {
+		return nil
+	}
+	return &pl.serviceOutcome
 }
 
 func ipvsProto(p v1.Protocol) uint16 {
@@ -115,8 +123,19 @@ func planIPVSService(cfg Config, opts IPVSOptions, ports map[ServicePortName]*Se
 		if sp.ExternalPolicyLocal {
 			external = sets.local
 		}
-		if sets.hasAny && ((sp.InternalPolicyLocal && len(internal) == 0) || (sp.ExternalPolicyLocal && sp.externallyAccessible() && len(external) == 0)) {
+		noLocalInternal := sets.hasAny && sp.InternalPolicyLocal && len(internal) == 0
+		noLocalExternal := sets.hasAny && sp.ExternalPolicyLocal && sp.externallyAccessible() && len(external) == 0
+		if noLocalInternal || noLocalExternal {
 			pl.noLocal = append(pl.noLocal, spn.Port+"/"+string(spn.Protocol))
+		}
+		if noLocalInternal {
+			pl.noLocalInternal++
+		}
+		if noLocalExternal {
+			pl.noLocalExternal++
+		}
+		if spn.Protocol == v1.ProtocolUDP {
+			pl.addFrontends(sp, internal, external)
 		}
 		proto := ipvsProto(spn.Protocol)
 		p := protoName(spn.Protocol)

@@ -84,11 +84,14 @@ type IPVSProxier struct {
 	// bound is what kube-ipvs0 holds; ipsetText and iptablesText what was last written.
 	bound                   sets.Set[netip.Addr]
 	ipsetText, iptablesText string
-	noLocal                 map[types.NamespacedName]string
+	// differences are the messages last reported per service about how the ipvs mode
+	// differs from nftables for it.
+	differences map[types.NamespacedName]string
 	// contested are the virtual servers more than one service asked for.
 	contested sets.Set[vsKey]
-	// health holds the healthCheckNodePort state of every service that has one.
-	health map[types.NamespacedName]ServiceHealth
+	// syncState holds the health check ports and no-local-endpoint counts, as the
+	// other modes keep them (rejected stays empty: a refused netlink call fails the sync).
+	syncState
 	// binds counts the plans needing each address on kube-ipvs0, members the plans
 	// needing each ipset member.
 	binds   map[netip.Addr]int
@@ -146,8 +149,8 @@ func NewIPVSProxier(h IPVSHandle, cfg ProxierConfig, opts IPVSOptions) (*IPVSPro
 		proxierCore: newProxierCore(cfg, m), opts: opts, h: h,
 		plans: map[types.NamespacedName]*ipvsServicePlan{}, want: map[vsKey]*ipvsVirtual{},
 		owner: map[vsKey]types.NamespacedName{}, kernel: map[vsKey]*kernelVS{},
-		draining: sets.New[vsKey](), bound: sets.New[netip.Addr](), noLocal: map[types.NamespacedName]string{},
-		contested: sets.New[vsKey](), health: map[types.NamespacedName]ServiceHealth{}, binds: map[netip.Addr]int{}, members: map[ipsetMember]int{},
+		draining: sets.New[vsKey](), bound: sets.New[netip.Addr](), differences: map[types.NamespacedName]string{},
+		contested: sets.New[vsKey](), syncState: newSyncState(), binds: map[netip.Addr]int{}, members: map[ipsetMember]int{},
 	}, nil
 }
 
@@ -190,11 +193,14 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 		return err
 	}
 	// Plan the changed services and collect the virtual servers to compare.
+	desired := make(map[types.NamespacedName]*ipvsServicePlan, changed.Len())
+	previous := make(map[types.NamespacedName]*ipvsServicePlan, changed.Len())
 	touched := sets.New[vsKey]()
 	dirty := sets.New[netip.Addr]()
 	dirtyMembers := sets.New[ipsetMember]()
 	for _, n := range slices.SortedFunc(maps.Keys(changed), compareNames) {
 		old := p.plans[n]
+		previous[n] = old
 		if old != nil {
 			for _, v := range old.virtuals {
 				if p.owner[v.key] == n {
@@ -214,12 +220,14 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 		if ports == nil {
 			p.countMembers(old, nil, dirtyMembers)
 			delete(p.plans, n)
-			delete(p.noLocal, n)
+			delete(p.differences, n)
+			desired[n] = &ipvsServicePlan{}
 			continue
 		}
 		pl := planIPVSService(p.cfg.Config, p.opts, ports, p.eps.Endpoints(n))
 		p.countMembers(old, pl, dirtyMembers)
 		p.plans[n] = pl
+		desired[n] = pl
 		for _, a := range pl.bind {
 			p.binds[a]++
 			dirty.Insert(a)
@@ -269,30 +277,8 @@ func (p *IPVSProxier) sync(ctx context.Context, changed sets.Set[types.Namespace
 	if err := p.applyRules(ctx, full, dirtyMembers); err != nil {
 		return err
 	}
-	p.syncHealth(changed)
+	afterSync(&p.proxierCore, &p.syncState, desired, previous)
 	return nil
-}
-
-// syncHealth updates the healthCheckNodePorts of the changed services, as the nftables
-// mode does.
-func (p *IPVSProxier) syncHealth(changed sets.Set[types.NamespacedName]) {
-	healthChanged := false
-	for n := range changed {
-		h, ok := serviceHealth(p.svcs.Ports(n), p.eps.Endpoints(n), p.cfg.NodeName)
-		if was, had := p.health[n]; had != ok || was != h {
-			healthChanged = true
-			if ok {
-				p.health[n] = h
-			} else {
-				delete(p.health, n)
-			}
-		}
-	}
-	if healthChanged && p.cfg.ServiceHealth != nil {
-		if err := p.cfg.ServiceHealth.Sync(cloneHealth(p.health)); err != nil {
-			p.cfg.Logger.Warn("serving health check node ports", "node", p.cfg.NodeName, "err", err)
-		}
-	}
 }
 
 // readKernel replaces the copy of the kernel's virtual servers with what it reports.
@@ -536,14 +522,14 @@ func (p *IPVSProxier) reportDifference(n types.NamespacedName, pl *ipvsServicePl
 		msg = fmt.Sprintf("ports %s have a Local traffic policy and no endpoint on node %s: the nftables mode drops such packets, the ipvs mode refuses them (ICMP port unreachable) because an IPVS virtual server without real servers cannot drop",
 			strings.Join(pl.noLocal, ", "), p.cfg.NodeName)
 	}
-	if p.noLocal[n] == msg {
+	if p.differences[n] == msg {
 		return
 	}
 	if msg == "" {
-		delete(p.noLocal, n)
+		delete(p.differences, n)
 		return
 	}
-	p.noLocal[n] = msg
+	p.differences[n] = msg
 	p.cfg.Logger.Warn("ipvs mode differs from nftables for a service", "node", p.cfg.NodeName, "service", n.String(), "difference", msg)
 	if p.cfg.Recorder != nil {
 		p.cfg.Recorder.Eventf(p.svcs.Ref(n), v1.EventTypeWarning, ReasonIPVSDifference, "%s", msg)

@@ -444,8 +444,9 @@ func (r *serviceRules) hairpin(cfg Config, eps []Endpoint) {
 }
 
 // addFrontends records the UDP frontends of a port: its ClusterIP sends to the
-// internal endpoints, its external addresses and NodePort to the external ones.
-func (r *serviceRules) addFrontends(sp *ServicePort, internal, external []Endpoint) {
+// internal endpoints, its external addresses and NodePort to the external ones. Every
+// mode records them alike, for the conntrack cleanup in afterSync.
+func (r *serviceOutcome) addFrontends(sp *ServicePort, internal, external []Endpoint) {
 	targets := func(eps []Endpoint) []netip.AddrPort {
 		out := make([]netip.AddrPort, len(eps))
 		for i, e := range eps {
