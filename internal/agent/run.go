@@ -97,9 +97,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		PodCIDR: me.PodCIDR.String(), Logger: log}, cfg.Client)
 	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
 		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
-			ServiceCIDR: cfg.ServiceCIDR},
+			ServiceCIDR: cfg.ServiceCIDR, NodeIP: me.Underlay},
 		Mode: cfg.ProxyMode, IPVSScheduler: cfg.IPVSScheduler,
-		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy"),
+		Client: cfg.Client, Logger: log.With("component", "proxy"),
 		Recorder: proxy.NewEventRecorder(ctx, cfg.Client, cfg.NodeName)})
 	if err != nil {
 		return err

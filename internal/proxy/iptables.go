@@ -272,7 +272,7 @@ func (r *iptServiceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 	}
 	if usesFWChain {
 		head := fmt.Sprintf("-A %s -m comment --comment %s", fwChain, quoteComment(name+" loadbalancer IP"))
-		for _, p := range sp.SourceRanges {
+		for _, p := range firewallSources(cfg, sp) {
 			r.chain(fwChain, fmt.Sprintf("%s -s %s -j %s", head, p, extChain))
 		}
 		r.chain(fwChain, fmt.Sprintf("-A %s -m comment --comment %s", fwChain, quoteComment("other traffic to "+name+" will be dropped by KUBE-PROXY-FIREWALL")))

@@ -171,7 +171,10 @@ func planIPVSService(cfg Config, opts IPVSOptions, ports map[ServicePortName]*Se
 			}
 			if len(sp.SourceRanges) > 0 {
 				member(ipsetLoadBalancerFW, ipPort(a, sp.Port))
-				for _, r := range sp.SourceRanges {
+				// kube-proxy keeps the load balancer IP admitted as a source (a range
+				// holding the node's address) in a set of its own; here it is one more
+				// member of the source-range set, with the same effect.
+				for _, r := range firewallSources(cfg, sp) {
 					member(ipsetLoadBalancerSrcCIDR, ipPort(a, sp.Port)+","+r.String())
 				}
 			}

@@ -35,6 +35,7 @@ func newIPVSFixture(t testing.TB, opts IPVSOptions) *ipvsFixture {
 	f := &ipvsFixture{h: NewFakeIPVS(), dev: NewFakeIPVSDevice(), rules: &FakeIPVSRules{}, events: &eventLog{}}
 	cfg := DefaultConfig(testNode)
 	cfg.Zone = "zone-a"
+	cfg.NodeIP = nodeIP
 	opts.Device, opts.Rules = f.dev, f.rules
 	if opts.NodeAddresses == nil {
 		opts.NodeAddresses = []netip.Addr{nodeIP}
@@ -125,6 +126,17 @@ func TestIPVSRules(t *testing.T) {
 				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "127.0.10.1"}}
 			})},
 			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "lb", "lb-1", httpPorts, ready("10.244.2.5", "node-b"))},
+		},
+		{
+			// A range holds the node's address: the load balancer IP is admitted as a source.
+			name: "loadbalancer-source-ranges-node",
+			svcs: []*v1.Service{makeService(ns, "lbn", "10.96.0.31", func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeLoadBalancer
+				s.Spec.Ports[0].NodePort = 30091
+				s.Spec.LoadBalancerSourceRanges = []string{"10.240.0.0/24"}
+				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "127.0.10.2"}}
+			})},
+			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "lbn", "lbn-1", httpPorts, ready("10.244.2.5", "node-b"))},
 		},
 		{
 			name: "session-affinity",

@@ -97,6 +97,7 @@ func newTestProxier(t testing.TB) (*Proxier, *knftables.Fake) {
 	fake := knftables.NewFake(knftables.IPv4Family, TableName)
 	cfg := DefaultConfig(testNode)
 	cfg.Zone = "zone-a"
+	cfg.NodeIP = nodeIP
 	p, err := NewProxier(fake, ProxierConfig{Config: cfg, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +197,26 @@ func TestRules(t *testing.T) {
 				{pkt("192.168.7.1", "127.0.10.1", "tcp", 80), "accept dnat 10.244.2.5:8080 masquerade"},
 				{pkt("172.16.1.1", "127.0.10.1", "tcp", 80), "accept dnat 10.244.2.5:8080 masquerade"},
 				{pkt("172.16.1.2", "127.0.10.1", "tcp", 80), "drop"},
+				// No range contains the node's address: the VIP as a source is not admitted.
+				{pkt("127.0.10.1", "127.0.10.1", "tcp", 80), "drop"},
+			},
+		},
+		{
+			// A range contains the node's address (10.240.0.2): the load balancer IP as
+			// a source is admitted too, as kube-proxy does for VIPs that are local
+			// addresses (a request from the node loops back with the VIP as source).
+			name: "loadbalancer-source-ranges-node",
+			svcs: []*v1.Service{makeService(ns, "lbn", "10.96.0.31", func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeLoadBalancer
+				s.Spec.Ports[0].NodePort = 30091
+				s.Spec.LoadBalancerSourceRanges = []string{"10.240.0.0/24"}
+				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "127.0.10.2"}}
+			})},
+			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "lbn", "lbn-1", httpPorts, ready("10.244.2.5", "node-b"))},
+			traces: []traceCase{
+				{pkt("10.240.0.2", "127.0.10.2", "tcp", 80), "accept dnat 10.244.2.5:8080 masquerade"},
+				{pkt("127.0.10.2", "127.0.10.2", "tcp", 80), "accept dnat 10.244.2.5:8080 masquerade"},
+				{pkt("192.168.7.1", "127.0.10.2", "tcp", 80), "drop"},
 			},
 		},
 		{

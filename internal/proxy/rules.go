@@ -54,6 +54,26 @@ type Config struct {
 	ClusterCIDR netip.Prefix
 	// ServiceCIDR is the ClusterIP range: unallocated addresses in it are dropped.
 	ServiceCIDR netip.Prefix
+	// NodeIP is the node's primary address. When the node has no route for the service
+	// CIDR, the Runner adds one through the interface holding it (ensureServiceRoute).
+	// When a load balancer's source ranges
+	// contain it, traffic whose source is the load balancer IP itself is admitted too,
+	// as kube-proxy does: where the VIP is a local address, a request from the node to
+	// it loops back with the VIP as its source.
+	NodeIP netip.Addr
+}
+
+// firewallSources are the sources a load balancer IP of sp admits: its source ranges,
+// and its load balancer IPs when a range contains the node's address (see
+// Config.NodeIP).
+func firewallSources(cfg Config, sp *ServicePort) []netip.Prefix {
+	out := slices.Clone(sp.SourceRanges)
+	if cfg.NodeIP.IsValid() && slices.ContainsFunc(sp.SourceRanges, func(p netip.Prefix) bool { return p.Contains(cfg.NodeIP) }) {
+		for _, ip := range sp.LoadBalancerIPs {
+			out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+		}
+	}
+	return out
 }
 
 // DefaultConfig returns the cluster's default address plan for a node.
@@ -357,7 +377,7 @@ func (r *serviceRules) addPort(cfg Config, sp *ServicePort, eps []Endpoint) {
 		if len(sp.SourceRanges) > 0 {
 			for _, ip := range sp.LoadBalancerIPs {
 				r.elem(firewallIPsSet, ipKey(ip), "")
-				for _, p := range sp.SourceRanges {
+				for _, p := range firewallSources(cfg, sp) {
 					r.elem(firewallAllowSet, ipKey(ip)+" . "+prefixString(p), "")
 				}
 			}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,9 +44,6 @@ type RunConfig struct {
 	Mode string
 	// IPVSScheduler is the IPVS scheduler of mode ipvs ("" is DefaultIPVSScheduler).
 	IPVSScheduler string
-	// NodeIP is the node's primary address. When the node has no route for the service
-	// CIDR, one is added through the interface holding it (see ensureServiceRoute).
-	NodeIP netip.Addr
 	// Client watches Services, EndpointSlices and the node itself.
 	Client kubernetes.Interface
 	// NFT writes the table; nil uses a Kernel (the nft command in the current network
