@@ -50,10 +50,11 @@ func TestPrintTables(t *testing.T) {
 	ms := time.Millisecond
 	printModes(&buf, []modeRow{
 		{mode: "nftables", services: 1000, full: 30 * ms, fullCPU: 20 * ms, alone: 20 * ms, aloneCPU: 10 * ms, kernel: "nft -f of the dumped table", adds: []time.Duration{3 * ms, 1 * ms, 2 * ms}},
+		{mode: "iptables (nft backend)", services: 10000, skipped: "not run above -iptables-nft-max 2000"},
 		{mode: "ipvs", services: 1000, full: 10 * ms, fullCPU: 10 * ms, alone: 5 * ms, aloneCPU: 5 * ms, kernel: "FakeIPVS", adds: []time.Duration{ms}},
 	}, "no CONFIG_IP_VS")
 	out := buf.String()
-	for _, want := range []string{"ratio (goal <= 1.5)", "1.50 / 2.00", "2ms / 3ms", "ipvs      1000", "cannot be measured on this machine (no CONFIG_IP_VS)"} {
+	for _, want := range []string{"ratio (goal <= 1.5)", "1.50 / 2.00", "2ms / 3ms", "ipvs                    1000", "iptables (nft backend)  10000     -", "not run above -iptables-nft-max 2000", "cannot be measured on this machine (no CONFIG_IP_VS)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sync table lacks %q:\n%s", want, out)
 		}
