@@ -5,7 +5,7 @@ PKGS    := ./...
 DEBS    := nftables iptables ipvsadm iproute2 busybox-static runc conntrack dnsutils etcd-server curl ca-certificates nginx postgresql dnsperf wrk
 KUBECTL ?= $(shell command -v kubectl)
 
-.PHONY: all build deps generate up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath fuzz clean
+.PHONY: all build deps generate up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-proxy-modes bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath fuzz clean
 
 all: build
 
@@ -45,7 +45,7 @@ test-e2e: build
 # Benchmarks print their figures beside a peer or limit measured in the same run (see each
 # bench/*/README.md). Most need root; `make bench` runs them all (about 20 minutes).
 BENCH   := $(GO) test -run '^$$' -bench . -benchtime 1x
-bench: bench-api bench-endpointslice bench-proxy bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath
+bench: bench-api bench-endpointslice bench-proxy bench-proxy-modes bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath
 
 bench-api: build
 	$(BENCH) -timeout 20m ./bench/api/
@@ -54,7 +54,12 @@ bench-endpointslice:
 	$(BENCH) -timeout 30m ./bench/endpointslice/
 
 bench-proxy:
-	$(BENCH) -timeout 20m ./bench/proxy/
+	$(GO) test -run '^$$' -bench '^Benchmark(Proxy|IPTables)$$' -benchtime 1x -timeout 20m ./bench/proxy/
+
+# Issue 18: the three proxy modes side by side (sync table, first-packet cost; the data
+# path per mode is bench-datapath's).
+bench-proxy-modes: deps bench-datapath
+	$(GO) test -run '^$$' -bench '^Benchmark(ProxyModes|FirstPacket)$$' -benchtime 1x -timeout 30m ./bench/proxy/
 
 bench-dns: deps
 	$(BENCH) -timeout 10m ./bench/dns/

@@ -3,6 +3,7 @@ package datapath
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/proxy"
 
 	"github.com/tranche/tranche/bench/benchcluster"
 )
@@ -44,19 +46,52 @@ type scenario struct {
 	header string // extra wrk header, "" for none
 }
 
+// dpModes are the proxy modes the data path is measured in; ipvs cannot run on a kernel
+// without IP_VS (see bench/proxy's README), which the table says.
+var dpModes = []string{proxy.ModeNFTables, proxy.ModeIPTables}
+
+// modeResult is one proxy mode's figures: per scenario, the requests/s of each round to
+// the pod IP ([0]) and the ClusterIP ([1]), and what wrk reported as errors.
+type modeResult struct {
+	mode   string
+	rps    [][2][]float64
+	errors [][]string
+}
+
+var scenarios = []scenario{
+	{name: "client on the other node, keep-alive", client: "client-far"},
+	{name: "client on the server's node, keep-alive", client: "client-near"},
+	{name: "client on the other node, a connection per request", client: "client-far", header: "Connection: close"},
+}
+
 // BenchmarkDataPath measures requests/s with wrk (Debian's) from one pod's network
 // namespace to the built-in netexec server of another pod, straight to its pod IP and
 // through its Service's ClusterIP (the proxy's DNAT), in the same run, on a fresh
-// `tranche up --nodes 2`: client on the other node or on the same node, keep-alive
-// connections or a new connection per request. It prints each ClusterIP / pod IP ratio
-// beside the goal.
+// `tranche up --nodes 2 --proxy-mode M` for each mode M of dpModes in turn: client on the
+// other node or on the same node, keep-alive connections or a new connection per request.
+// It prints each mode's ClusterIP / pod IP ratio side by side, beside the goal.
 func BenchmarkDataPath(b *testing.B) {
 	bin := benchcluster.NeedRoot(b, "bench/datapath")
 	wrk, err := exec.LookPath("wrk")
 	if err != nil {
 		b.Fatal("bench/datapath needs wrk (Debian package wrk; make deps installs it)")
 	}
-	c := benchcluster.Start(b, bin, "bd", 2)
+	var results []modeResult
+	for _, mode := range dpModes {
+		b.Run(mode, func(b *testing.B) {
+			r := measureMode(b, bin, wrk, mode)
+			results = append(results, r)
+			b.ReportMetric(median(ratios(r.rps[0])), "clusterip/podip")
+		})
+	}
+	printResults(os.Stdout, results)
+}
+
+// measureMode starts a cluster whose proxies run mode, checks that its node holds that
+// mode's rules, and runs every scenario's rounds.
+func measureMode(b *testing.B, bin, wrk, mode string) modeResult {
+	tag := map[string]string{proxy.ModeNFTables: "bdn", proxy.ModeIPTables: "bdi"}[mode]
+	c := benchcluster.Start(b, bin, tag, 2, "--proxy-mode", mode)
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
 		b.Fatal(err)
@@ -80,8 +115,10 @@ func BenchmarkDataPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	pods := []*v1.Pod{
+		// netexec's /healthz answers 200 only once its UDP server runs (412 with
+		// --udp-port=-1), so the UDP server keeps its default port.
 		makePod("server", "tranche-2", map[string]string{"app": "dp"}, v1.Container{Name: "s",
-			Image: "registry.k8s.io/e2e-test-images/agnhost:2.52", Args: []string{"netexec", "--http-port=8080", "--udp-port=-1"}}),
+			Image: "registry.k8s.io/e2e-test-images/agnhost:2.52", Args: []string{"netexec", "--http-port=8080"}}),
 		makePod("client-far", "tranche-1", nil, v1.Container{Name: "c", Image: "busybox", Command: []string{"sleep", "3600"}}),
 		makePod("client-near", "tranche-2", nil, v1.Container{Name: "c", Image: "busybox", Command: []string{"sleep", "3600"}}),
 	}
@@ -105,18 +142,10 @@ func BenchmarkDataPath(b *testing.B) {
 			waitAnswer(b, podNS[client], t.addr)
 		}
 	}
-
-	scenarios := []scenario{
-		{name: "client on the other node, keep-alive", client: "client-far"},
-		{name: "client on the server's node, keep-alive", client: "client-near"},
-		{name: "client on the other node, a connection per request", client: "client-far", header: "Connection: close"},
-	}
-	type result struct {
-		rps    [2][]float64
-		errors []string
-	}
-	results := make([]result, len(scenarios))
 	nodeNS := []string{c.NodeNS("tranche-1"), c.NodeNS("tranche-2")}
+	checkMode(b, mode, nodeNS[0], svc.Spec.ClusterIP)
+
+	res := modeResult{mode: mode, rps: make([][2][]float64, len(scenarios)), errors: make([][]string, len(scenarios))}
 	b.ResetTimer()
 	for i, sc := range scenarios {
 		for r := range rounds {
@@ -134,37 +163,63 @@ func BenchmarkDataPath(b *testing.B) {
 				}
 				rps, errs, err := runWrk(wrk, podNS[sc.client], "http://"+targets[ti].addr+"/healthz", sc.header)
 				if err != nil {
-					b.Fatalf("%s, %s: %v", sc.name, targets[ti].name, err)
+					b.Fatalf("%s, %s, %s: %v", mode, sc.name, targets[ti].name, err)
 				}
-				results[i].rps[ti] = append(results[i].rps[ti], rps)
+				res.rps[i][ti] = append(res.rps[i][ti], rps)
 				if errs != "" {
-					results[i].errors = append(results[i].errors, targets[ti].name+": "+errs)
+					res.errors[i] = append(res.errors[i], targets[ti].name+": "+errs)
 				}
 			}
 		}
 	}
 	b.StopTimer()
+	return res
+}
 
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+// checkMode fails unless node's kernel holds the ClusterIP's rules of mode and none of the
+// other mode's: the figures must be the mode they are labelled with.
+func checkMode(b *testing.B, mode, node, clusterIP string) {
+	b.Helper()
+	nft, nftErr := exec.Command("ip", "netns", "exec", node, "nft", "list", "table", "ip", proxy.TableName).CombinedOutput()
+	ipt, err := exec.Command("ip", "netns", "exec", node, "iptables-save", "-t", "nat").CombinedOutput()
+	if err != nil {
+		b.Fatalf("iptables-save -t nat in %s: %v: %s", node, err, ipt)
+	}
+	hasNFT := nftErr == nil && strings.Contains(string(nft), clusterIP)
+	hasIPT := strings.Contains(string(ipt), "-d "+clusterIP+"/32")
+	if (mode == proxy.ModeNFTables) != hasNFT || (mode == proxy.ModeIPTables) != hasIPT {
+		b.Fatalf("node %s of a --proxy-mode %s cluster: ClusterIP %s in table ip %s: %v, in iptables' KUBE-SERVICES: %v", node, mode, clusterIP, proxy.TableName, hasNFT, hasIPT)
+	}
+}
+
+// printResults prints, per scenario, each mode's pod IP and ClusterIP requests/s and
+// their ratio side by side, then every run.
+func printResults(w io.Writer, results []modeResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "wrk -t%s -c%s -d%s, median of %d rounds\tpod IP req/s\tClusterIP req/s\tClusterIP / pod IP\tgoal\n", threads, conns, runFor, rounds)
+	head := fmt.Sprintf("wrk -t%s -c%s -d%s, median of %d rounds", threads, conns, runFor, rounds)
+	for _, r := range results {
+		head += fmt.Sprintf("\t%s pod IP req/s\t%s ClusterIP req/s\t%s ClusterIP / pod IP", r.mode, r.mode, r.mode)
+	}
+	fmt.Fprintf(tw, "%s\tipvs\tgoal\n", head)
 	for i, sc := range scenarios {
-		pod, cip := median(results[i].rps[0]), median(results[i].rps[1])
-		r := median(ratios(results[i].rps))
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.3f\t>= %.2f\n", sc.name, pod, cip, r, goalRatio)
-		if i == 0 {
-			b.ReportMetric(r, "clusterip/podip")
+		line := sc.name
+		for _, r := range results {
+			line += fmt.Sprintf("\t%.0f\t%.0f\t%.3f", median(r.rps[i][0]), median(r.rps[i][1]), median(ratios(r.rps[i])))
 		}
+		fmt.Fprintf(tw, "%s\tnot run: no IP_VS\t>= %.2f\n", line, goalRatio)
 	}
 	tw.Flush()
-	for i, sc := range scenarios {
-		fmt.Printf("  %s: pod IP %s, ClusterIP %s, ratios %s\n", sc.name, fmtAll(results[i].rps[0], "%.0f"), fmtAll(results[i].rps[1], "%.0f"),
-			fmtAll(ratios(results[i].rps), "%.3f"))
-		for _, e := range results[i].errors {
-			fmt.Printf("  %s: wrk reported %s\n", sc.name, e)
+	for _, r := range results {
+		for i, sc := range scenarios {
+			fmt.Fprintf(w, "  %s, %s: pod IP %s, ClusterIP %s, ratios %s\n", r.mode, sc.name, fmtAll(r.rps[i][0], "%.0f"), fmtAll(r.rps[i][1], "%.0f"),
+				fmtAll(ratios(r.rps[i]), "%.3f"))
+			for _, e := range r.errors[i] {
+				fmt.Fprintf(w, "  %s, %s: wrk reported %s\n", r.mode, sc.name, e)
+			}
 		}
 	}
-	fmt.Println()
+	fmt.Fprintln(w)
 }
 
 func makePod(name, node string, labels map[string]string, ctr v1.Container) *v1.Pod {

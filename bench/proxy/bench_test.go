@@ -2,13 +2,11 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -95,7 +93,7 @@ func BenchmarkProxy(b *testing.B) {
 			b.ReportMetric(r.sync.Seconds()/r.kubeProxy.Seconds(), "x-kube-proxy-shape")
 			if n == sizes[len(sizes)-1] {
 				b.Run("add-one-service", func(b *testing.B) {
-					addTimes = addOne(b, p, ns, n)
+					addTimes = addOneTimes(b, ns, p, n)
 					b.ReportMetric(float64(median(addTimes).Microseconds())/1000, "median-ms")
 				})
 				b.Run("full-resync", func(b *testing.B) {
@@ -214,19 +212,9 @@ func fullSync(b *testing.B, n int) (row, *proxy.Proxier, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := range n {
-		svc, slice := service(i)
-		p.OnServiceAdd(svc)
-		p.OnEndpointSliceAdd(slice)
-	}
+	feed(p, 0, n)
 	r := row{services: n}
-	runtime.GC() // the events' garbage is not the sync's
-	inNS(b, ns, func() error {
-		cpu, start := cpuTime(b), time.Now()
-		err := p.Sync(context.Background())
-		r.sync, r.syncCPU = time.Since(start), cpuTime(b)-cpu
-		return err
-	})
+	r.sync, r.syncCPU = timedSync(b, ns, p)
 
 	// The kernel's limit: nft alone loading the same final ruleset into an empty namespace.
 	dump, _, _ := nftIn(b, ns, nil, "list", "table", "ip", proxy.TableName)
@@ -294,37 +282,10 @@ func fullResync(b *testing.B, ns string, n int) row {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := range n {
-		svc, slice := service(i)
-		p.OnServiceAdd(svc)
-		p.OnEndpointSliceAdd(slice)
-	}
+	feed(p, 0, n)
 	r := row{services: n}
-	runtime.GC()
-	inNS(b, ns, func() error {
-		cpu, start := cpuTime(b), time.Now()
-		err := p.Sync(context.Background())
-		r.sync, r.syncCPU = time.Since(start), cpuTime(b)-cpu
-		return err
-	})
+	r.sync, r.syncCPU = timedSync(b, ns, p)
 	return r
-}
-
-// addOne adds services one at a time on top of n and times each partial sync.
-func addOne(b *testing.B, p *proxy.Proxier, ns string, n int) []time.Duration {
-	var times []time.Duration
-	for i := n; i < n+adds; i++ {
-		svc, slice := service(i)
-		p.OnServiceAdd(svc)
-		p.OnEndpointSliceAdd(slice)
-		inNS(b, ns, func() error {
-			start := time.Now()
-			err := p.Sync(context.Background())
-			times = append(times, time.Since(start))
-			return err
-		})
-	}
-	return times
 }
 
 func median(d []time.Duration) time.Duration {

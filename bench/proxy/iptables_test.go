@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -50,52 +49,15 @@ func BenchmarkIPTables(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := range ipTablesServices {
-		svc, slice := service(i)
-		p.OnServiceAdd(svc)
-		p.OnEndpointSliceAdd(slice)
-	}
-	sync := func() (time.Duration, time.Duration) {
-		var took, cpu time.Duration
-		inNS(b, ours, func() error {
-			c0, t0 := cpuTime(b), time.Now()
-			err := p.Sync(context.Background())
-			took, cpu = time.Since(t0), cpuTime(b)-c0
-			return err
-		})
-		return took, cpu
-	}
-	restoreAlone := func(data []byte) (time.Duration, time.Duration) {
-		var took, cpu time.Duration
-		inNS(b, alone, func() error {
-			cmd := exec.Command("iptables-restore", "--noflush", "-w", "5")
-			cmd.Stdin = bytes.NewReader(data)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			t0 := time.Now()
-			err := cmd.Run()
-			took = time.Since(t0)
-			if cmd.ProcessState != nil {
-				cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-			}
-			if err != nil {
-				return fmt.Errorf("iptables-restore: %v: %s", err, tail(stderr.String()))
-			}
-			return nil
-		})
-		return took, cpu
-	}
-
-	full, fullCPU := sync()
+	feed(p, 0, ipTablesServices)
+	full, fullCPU := timedSync(b, ours, p)
 	fullText := rec.last
-	fullAlone, fullAloneCPU := restoreAlone(fullText)
+	fullAlone, fullAloneCPU := restoreIn(b, alone, "iptables-restore", fullText, "--noflush", "-w", "5")
 
-	svc, slice := service(ipTablesServices)
-	p.OnServiceAdd(svc)
-	p.OnEndpointSliceAdd(slice)
-	add, addCPU := sync()
+	feed(p, ipTablesServices, ipTablesServices+1)
+	add, addCPU := timedSync(b, ours, p)
 	addText := rec.last
-	addAlone, addAloneCPU := restoreAlone(addText)
+	addAlone, addAloneCPU := restoreIn(b, alone, "iptables-restore", addText, "--noflush", "-w", "5")
 
 	b.ReportMetric(full.Seconds(), "full-sync-s")
 	b.ReportMetric(full.Seconds()/fullAlone.Seconds(), "x-restore-alone")
