@@ -55,6 +55,11 @@ type modeRow struct {
 	full, fullCPU, alone, aloneCPU time.Duration
 	// kernel names what alone measures.
 	kernel string
+	// noflush and noflushCPU (iptables only) are the same dump restored with
+	// --noflush into an empty namespace: how any proxy sharing the nat and filter
+	// tables with other software must call iptables-restore (kube-proxy does), which the
+	// nf_tables backend makes several times slower than a plain restore.
+	noflush, noflushCPU time.Duration
 	adds   []time.Duration
 	// skipped says why the row was not measured ("" when it was).
 	skipped string
@@ -175,6 +180,7 @@ func iptablesMode(b *testing.B, n int, backend iptBackend) modeRow {
 	}
 	empty := newNS(b, fmt.Sprintf("m-ipt-%d-load", n))
 	r.alone, r.aloneCPU = restoreIn(b, empty, backend.restore, dump, "-w", "5")
+	r.noflush, r.noflushCPU = restoreIn(b, newNS(b, fmt.Sprintf("m-ipt-%d-noflush", n)), backend.restore, dump, "--noflush", "-w", "5")
 	r.adds = addOneTimes(b, ns, p, n)
 	return r
 }
@@ -254,16 +260,21 @@ func ipvsEvidence() string {
 func printModes(w io.Writer, rows []modeRow, ipvsWhy string) {
 	fmt.Fprintf(w, "\nproxy modes side by side, services × %d endpoints, one run (wall / CPU)\n", endpointsPerService)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "mode\tservices\tfull sync\tkernel interface alone\tratio (goal <= %.1f)\tadd-one p50 / max (%d adds)\tkernel interface\n", goalRatio, adds)
+	fmt.Fprintf(tw, "mode\tservices\tfull sync\tkernel interface alone\tratio (goal <= %.1f)\tiptables-restore --noflush alone / ratio\tadd-one p50 / max (%d adds)\tkernel interface\n", goalRatio, adds)
 	for _, r := range rows {
 		if r.skipped != "" {
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%s\n", r.mode, r.services, r.skipped)
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\t%s\n", r.mode, r.services, r.skipped)
 			continue
 		}
 		s := slices.Sorted(slices.Values(r.adds))
-		fmt.Fprintf(tw, "%s\t%d\t%v / %v\t%v / %v\t%.2f / %.2f\t%v / %v\t%s\n", r.mode, r.services,
+		noflush := "-"
+		if r.noflush > 0 {
+			noflush = fmt.Sprintf("%v / %v, %.2f / %.2f", r.noflush.Round(time.Millisecond), r.noflushCPU.Round(time.Millisecond),
+				r.full.Seconds()/r.noflush.Seconds(), r.fullCPU.Seconds()/r.noflushCPU.Seconds())
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%v / %v\t%v / %v\t%.2f / %.2f\t%s\t%v / %v\t%s\n", r.mode, r.services,
 			r.full.Round(time.Millisecond), r.fullCPU.Round(time.Millisecond), r.alone.Round(time.Millisecond), r.aloneCPU.Round(time.Millisecond),
-			r.full.Seconds()/r.alone.Seconds(), r.fullCPU.Seconds()/r.aloneCPU.Seconds(),
+			r.full.Seconds()/r.alone.Seconds(), r.fullCPU.Seconds()/r.aloneCPU.Seconds(), noflush,
 			median(s).Round(10*time.Microsecond), s[len(s)-1].Round(10*time.Microsecond), r.kernel)
 	}
 	_ = tw.Flush()
