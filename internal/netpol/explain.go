@@ -2,8 +2,8 @@ package netpol
 
 import (
 	"fmt"
-	"slices"
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
