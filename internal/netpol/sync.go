@@ -21,8 +21,11 @@ type Syncer struct {
 	now     func() time.Time
 	metrics *metrics
 
-	mu       sync.Mutex
-	applied  *state // nil: unknown, the next sync is full
+	mu      sync.Mutex
+	applied *state // nil: unknown, the next sync is full
+	// started is set once a sync succeeded: before, a table in the kernel is an
+	// earlier run's.
+	started  bool
 	lastFull time.Time
 	// refused are the policies the kernel refused on their own at the last full sync
 	// that failed: they are left out (their pods stay isolated, they allow nothing)
@@ -90,7 +93,12 @@ func (s *Syncer) Sync(ctx context.Context, m *Model, full bool, changed []string
 // full) to desired.
 func (s *Syncer) write(ctx context.Context, desired *state, full bool) error {
 	tx := s.nft.NewTransaction()
-	if full {
+	if full && !s.started && s.tableExists(ctx) {
+		// A table left by an earlier run: replaced whole in the same transaction, so
+		// that nothing of it lingers and its pods are never unprotected meanwhile.
+		tx.Delete(&knftables.Table{})
+		fullTx(tx, desired, nil)
+	} else if full {
 		existing := map[string][]string{}
 		if s.applied != nil || s.tableExists(ctx) {
 			for _, t := range []string{"chain", "set", "counter"} {
@@ -109,6 +117,7 @@ func (s *Syncer) write(ctx context.Context, desired *state, full bool) error {
 	if err := s.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("writing table %s: %w", TableName, err)
 	}
+	s.started = true
 	return nil
 }
 
