@@ -111,8 +111,12 @@ func (s *Syncer) write(ctx context.Context, desired *state, full bool) error {
 		}
 		fullTx(tx, desired, existing)
 	} else {
-		skeleton(tx)
+		// The skeleton is there since the last (successful) sync; were it gone, the
+		// transaction fails and the next sync is full.
 		partialTx(tx, desired, s.applied)
+		if tx.NumOperations() == 0 {
+			return nil
+		}
 	}
 	if err := s.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("writing table %s: %w", TableName, err)
