@@ -162,6 +162,12 @@ func TestKernelEnforces(t *testing.T) {
 
 	n.sync(t, s, compile(makePolicy("x", "deny", func(np *networkingv1.NetworkPolicy) { np.Spec.PodSelector = *sel("pod", "a") })), false)
 	n.expect(t, "default deny ingress of x/a", map[string]bool{"x/b->10.244.1.2:80": false, "y/a->10.244.1.2:80": false, "x/a->10.244.1.4:80": true, "x/a->10.244.1.3:80": true})
+	// The node's own traffic (probes) is never filtered.
+	if c, err := netns.Dial(n.node, "tcp", "10.244.1.2:80", 700*time.Millisecond); err != nil {
+		t.Errorf("the node cannot reach its isolated pod x/a: %v", err)
+	} else {
+		c.Close()
+	}
 
 	allow := makePolicy("x", "allow", func(np *networkingv1.NetworkPolicy) {
 		np.Spec.PodSelector = *sel("pod", "a")
@@ -190,7 +196,9 @@ func TestKernelEnforces(t *testing.T) {
 
 	// A ClusterIP connection is judged by the pod it reaches: DNAT as the proxy does
 	// (prerouting, dstnat), with y/a's egress allowing x/b only.
-	dnat := "table ip fakeproxy { chain pre { type nat hook prerouting priority dstnat; ip daddr 10.96.0.10 tcp dport 80 dnat to 10.244.1.3:80; ip daddr 10.96.0.11 tcp dport 80 dnat to 10.244.1.2:80; }\n}\n"
+	dnat := "table ip fakeproxy { chain pre { type nat hook prerouting priority dstnat; ip daddr 10.96.0.10 tcp dport 80 dnat to 10.244.1.3:80; ip daddr 10.96.0.11 tcp dport 80 dnat to 10.244.1.2:80; }\n" +
+		// hairpin: masqueraded after forward, as the proxy does
+		"chain post { type nat hook postrouting priority srcnat; ip saddr 10.244.1.2 ip daddr 10.244.1.2 masquerade; }\n}\n"
 	if err := netns.Do(n.node, func() error {
 		cmd := exec.Command("nft", "-f", "-")
 		cmd.Stdin = strings.NewReader(dnat)
@@ -201,7 +209,10 @@ func TestKernelEnforces(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	n.expect(t, "ClusterIP", map[string]bool{"y/a->10.96.0.10:80": true, "y/a->10.96.0.11:80": false})
+	n.expect(t, "ClusterIP", map[string]bool{"y/a->10.96.0.10:80": true, "y/a->10.96.0.11:80": false,
+		"x/b->10.96.0.11:80": false, // x/a's ingress: x/b is allowed on http only
+		"x/a->10.96.0.11:80": true,  // a pod cannot block access to itself
+	})
 
 	n.sync(t, s, compile(), false)
 	n.expect(t, "policies gone", map[string]bool{"y/a->10.244.1.2:80": true, "x/b->10.244.1.2:80": true})
