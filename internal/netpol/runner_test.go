@@ -141,7 +141,9 @@ func TestRunner(t *testing.T) {
 	if err := client.NetworkingV1().NetworkPolicies("x").Delete(ctx, "deny", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitTable("policy deleted", func(d string) bool { return !strings.Contains(d, "pod-in-x.a") && strings.Contains(d, "forward-ingress") })
+	waitTable("policy deleted", func(d string) bool {
+		return !strings.Contains(d, "pod-in-x.a") && strings.Contains(d, "forward-ingress")
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
