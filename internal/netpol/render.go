@@ -288,8 +288,10 @@ func counterObject(name string, c counterSpec) *knftables.Counter {
 
 // fullTx writes desired whole: every object added (counters keep their values),
 // every chain and set flushed and refilled, and the objects of existing (names in
-// the kernel) that desired lacks deleted last.
+// the kernel) that desired lacks deleted last. When existing is nil the table is new
+// (or deleted earlier in tx): nothing needs flushing.
 func fullTx(tx *knftables.Transaction, desired *state, existing map[string][]string) {
+	fresh := existing == nil
 	skeleton(tx)
 	for _, name := range sortedKeys(desired.counters) {
 		tx.Add(counterObject(name, desired.counters[name]))
@@ -297,10 +299,12 @@ func fullTx(tx *knftables.Transaction, desired *state, existing map[string][]str
 	for _, name := range sortedKeys(desired.sets) {
 		s := setObject(name, desired.sets[name])
 		tx.Add(s)
-		tx.Flush(s)
+		if !fresh {
+			tx.Flush(s)
+		}
 	}
 	for _, name := range sortedKeys(desired.elems) {
-		if isMap(name) {
+		if isMap(name) && !fresh {
 			tx.Flush(&knftables.Map{Name: name})
 		}
 		for _, k := range sortedKeys(desired.elems[name]) {
@@ -313,7 +317,9 @@ func fullTx(tx *knftables.Transaction, desired *state, existing map[string][]str
 	for _, name := range chains {
 		c := &knftables.Chain{Name: name}
 		tx.Add(c)
-		tx.Flush(c)
+		if !fresh {
+			tx.Flush(c)
+		}
 	}
 	for _, name := range chains {
 		for _, r := range desired.chains[name] {

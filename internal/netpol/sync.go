@@ -99,8 +99,9 @@ func (s *Syncer) write(ctx context.Context, desired *state, full bool) error {
 		tx.Delete(&knftables.Table{})
 		fullTx(tx, desired, nil)
 	} else if full {
-		existing := map[string][]string{}
+		var existing map[string][]string
 		if s.applied != nil || s.tableExists(ctx) {
+			existing = map[string][]string{}
 			for _, t := range []string{"chain", "set", "counter"} {
 				names, err := s.nft.List(ctx, t)
 				if err != nil && !knftables.IsNotFound(err) {
