@@ -282,4 +282,3 @@ func explainVerdict(p netpol.Peer, dir string, v netpol.Verdict) string {
 		return fmt.Sprintf("isolated by %s; no rule allows it: denied", strings.Join(v.Selecting, ", "))
 	}
 }
-
