@@ -44,7 +44,8 @@ func explainAccessCmd() *cobra.Command {
 			"source's egress policies and the destination's ingress policies must both allow it.\n\n" +
 			"FROM and TO are a pod as NAMESPACE/NAME or NAME (namespace from -n, else the kubeconfig's),\n" +
 			"or an IP address (IPv6 in brackets before the port: [fd00::1]:80). PORT is a number, or a\n" +
-			"named container port of the destination pod.\n\n" +
+			"named container port of the destination pod. An address that is a pod's IP stands for that\n" +
+			"pod; pods on the host network are outside NetworkPolicies.\n\n" +
 			"Exit status: 0 allowed, 2 denied, 1 when the question cannot be answered (bad input,\n" +
 			"unknown pod, API unreachable).",
 		Example: "  tranche explain access x/a y/b:80\n  tranche explain access -n shop web db:5432/TCP\n  tranche explain access 10.0.0.7 web:http",
