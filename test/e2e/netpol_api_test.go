@@ -196,11 +196,17 @@ func TestNetworkPolicyAPI(t *testing.T) {
 		for _, name := range []string{"db", "client", "other"} {
 			c.waitReady(t, ns, name)
 		}
+		dbIP := s.must(t, "get", "pod", "db", "-n", ns, "-o", "jsonpath={.status.podIP}")
 		for _, tc := range []struct {
 			args []string
 			code int
 			want []string
 		}{
+			{[]string{"-n", ns, "other", dbIP + ":5432"}, 2, []string{
+				fmt.Sprintf("%[1]s/other -> %[1]s/db:5432/TCP: DENIED", ns),
+				fmt.Sprintf("  egress  (%[1]s/other): not isolated (no policy selects it for egress): allowed", ns),
+				fmt.Sprintf("  ingress (%[1]s/db at %[2]s): isolated by %[1]s/db, %[1]s/default-deny; no rule allows it: denied", ns, dbIP),
+			}},
 			{[]string{"-n", ns, "client", "db:5432"}, 0, []string{
 				fmt.Sprintf("%[1]s/client -> %[1]s/db:5432/TCP: ALLOWED", ns),
 				fmt.Sprintf("  egress  (%[1]s/client): not isolated (no policy selects it for egress): allowed", ns),
