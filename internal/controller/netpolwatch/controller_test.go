@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -41,7 +40,7 @@ type fixture struct {
 	c      *Controller
 }
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -77,11 +76,11 @@ func (fx *fixture) sync(t *testing.T, key string) {
 }
 
 // waitPods waits until the pod cache of ns holds n pods.
-func (fx *fixture) waitPods(t *testing.T, ns string, n int) {
+func (fx *fixture) waitPods(t testing.TB, ns string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pods, _ := fx.c.pods.Pods(ns).List(labels.Everything())
+		pods, _ := fx.c.pods.ByIndex(cache.NamespaceIndex, ns)
 		if len(pods) == n {
 			return
 		}
