@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -49,22 +48,5 @@ func BenchmarkPodEvent(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// settle waits until the informers have handed the controller every initial object and
-// empties its queue, so that the benchmark times only its own events.
-func settle(c *Controller) {
-	for quiet := 0; quiet < 3; {
-		if c.queue.Len() == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		for c.queue.Len() > 0 {
-			key, _ := c.queue.Get()
-			c.queue.Done(key)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
