@@ -175,6 +175,24 @@ func TestNetworkPolicyAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("server-side apply", func(t *testing.T) {
+		manifest := "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: ssa\nspec:\n  podSelector:\n    matchLabels: {app.kubernetes.io/instance: db}\n  ingress:\n  - ports:\n    - port: 5432\n"
+		for _, port := range []string{"5432", "6432"} {
+			m := strings.Replace(manifest, "5432", port, 1)
+			if out, errOut, err := s.kubectl(t, m, "apply", "--server-side", "-n", ns, "-f", "-"); err != nil {
+				t.Fatalf("kubectl apply --server-side: %v\n%s%s", err, out, errOut)
+			}
+		}
+		got := s.must(t, "get", "netpol", "ssa", "-n", ns, "-o", "jsonpath={.spec.ingress[0].ports[0].port} {.spec.ingress[0].ports[0].protocol} {.metadata.generation} {.metadata.managedFields[0].manager}")
+		if got != "6432 TCP 2 kubectl" {
+			t.Errorf("after two server-side applies: %q, want \"6432 TCP 2 kubectl\"", got)
+		}
+		// It selects the db pod: gone before tranche explain access looks at db's policies.
+		if out := s.must(t, "delete", "netpol", "ssa", "-n", ns); !strings.Contains(out, `networkpolicy.networking.k8s.io "ssa" deleted`) {
+			t.Errorf("delete: %s", out)
+		}
+	})
+
 	t.Run("NoPodsSelected", func(t *testing.T) {
 		c.apply(t, ns, "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: typo\nspec:\n  podSelector:\n    matchLabels: {app: wbe}\n")
 		want := fmt.Sprintf(`Warning NoPodsSelected podSelector "app=wbe" selects no pod in namespace %q`, ns)
