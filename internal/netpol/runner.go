@@ -64,6 +64,8 @@ type Runner struct {
 	log    *slog.Logger
 	syncer *Syncer
 	track  *tracker
+	// problems are the compile problems of the last sync (loop only).
+	problems map[string]bool
 }
 
 // NewRunner checks that nft can be driven here and prepares the runner; Run starts it.
@@ -224,9 +226,15 @@ func (r *Runner) syncOnce(ctx context.Context, pols netlisters.NetworkPolicyList
 		return err
 	}
 	m := Compile(snap)
+	// Each problem is logged when it appears, not at every sync.
+	problems := map[string]bool{}
 	for _, p := range m.Problems {
-		r.log.Warn("a NetworkPolicy rule cannot be enforced: it allows nothing", "problem", p)
+		problems[p] = true
+		if !r.problems[p] {
+			r.log.Warn("a NetworkPolicy rule cannot be enforced: it allows nothing", "problem", p)
+		}
 	}
+	r.problems = problems
 	return r.syncer.Sync(ctx, m, full, changed)
 }
 
