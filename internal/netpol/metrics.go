@@ -62,15 +62,31 @@ func (c *connectionCollector) Collect(ch chan<- prometheus.Metric) {
 		c.s.log.Warn("reading the NetworkPolicy counters", "err", err)
 		return
 	}
+	// A policy has a counter per rule: the metric adds them up.
+	type key struct {
+		allow               bool
+		ns, name, direction string
+	}
+	sums := map[key]uint64{}
 	for _, ctr := range counters {
-		spec, ok := specs[ctr.Name]
-		if !ok || ctr.Packets == nil {
+		if ctr == nil {
 			continue
 		}
+		spec, ok := specs[ctr.Name]
+		if !ok {
+			continue
+		}
+		k := key{spec.allow, spec.namespace, spec.name, string(spec.direction)}
+		sums[k] += 0 // a counter nothing hit yet is a series at 0
+		if ctr.Packets != nil {
+			sums[k] += *ctr.Packets
+		}
+	}
+	for k, v := range sums {
 		desc := deniedDesc
-		if spec.allow {
+		if k.allow {
 			desc = allowedDesc
 		}
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(*ctr.Packets), spec.namespace, spec.name, string(spec.direction))
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), k.ns, k.name, k.direction)
 	}
 }

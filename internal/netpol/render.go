@@ -57,6 +57,7 @@ type counterSpec struct {
 	allow           bool
 	namespace, name string // policy (allow) or pod (deny)
 	direction       Direction
+	rule            string // the allowing rule's field path
 }
 
 // state is the regular part of the table: everything but the skeleton's chains. The
@@ -114,8 +115,8 @@ func ruleSet(ns, name string, d Direction, i int, kind string) string {
 	return objectName("pol-"+dirTag(d)+"-", ns, name, fmt.Sprintf("-%d-%s", i, kind))
 }
 
-func allowCounter(ns, name string, d Direction) string {
-	return objectName("allow-"+dirTag(d)+"-", ns, name, "")
+func allowCounter(ns, name string, d Direction, rule int) string {
+	return objectName("allow-"+dirTag(d)+"-", ns, name, fmt.Sprintf("-%d", rule))
 }
 
 func denyCounter(ns, name string, d Direction) string {
@@ -140,15 +141,17 @@ func render(m *Model, skip map[string]bool) *state {
 				continue
 			}
 			chain := policyChain(pol.Namespace, pol.Name, d)
-			ctr := allowCounter(pol.Namespace, pol.Name, d)
-			st.counters[ctr] = counterSpec{allow: true, namespace: pol.Namespace, name: pol.Name, direction: d}
-			st.owner[ctr], st.owner[chain] = owner, owner
+			st.owner[chain] = owner
 			rules := []string{}
 			peerField, namedField := "ip saddr", "ip daddr"
 			if d == Egress {
 				peerField = "ip daddr"
 			}
 			for i, r := range pol.Rules(d) {
+				// A counter per rule; the metric adds up a policy's.
+				ctr := allowCounter(pol.Namespace, pol.Name, d, i)
+				st.counters[ctr] = counterSpec{allow: true, namespace: pol.Namespace, name: pol.Name, direction: d, rule: r.Path}
+				st.owner[ctr] = owner
 				peers := []string{""}
 				if !r.AllPeers {
 					peers = nil
@@ -279,11 +282,11 @@ func setObject(name string, spec setSpec) *knftables.Set {
 }
 
 func counterObject(name string, c counterSpec) *knftables.Counter {
-	what := "denied, pod"
+	comment := fmt.Sprintf("denied, pod %s/%s %s", c.namespace, c.name, c.direction)
 	if c.allow {
-		what = "allowed, policy"
+		comment = fmt.Sprintf("allowed, policy %s/%s %s", c.namespace, c.name, c.rule)
 	}
-	return &knftables.Counter{Name: name, Comment: knftables.PtrTo(fmt.Sprintf("%s %s/%s %s", what, c.namespace, c.name, c.direction))}
+	return &knftables.Counter{Name: name, Comment: knftables.PtrTo(comment)}
 }
 
 // fullTx writes desired whole: every object added (counters keep their values),

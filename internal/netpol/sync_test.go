@@ -139,7 +139,7 @@ func TestPartialSync(t *testing.T) {
 		"delete chain ip tranche-netpol pol-eg-x.egress-dns",
 		"delete set ip tranche-netpol pol-eg-x.egress-dns-0-pods",
 		"delete set ip tranche-netpol pol-eg-x.egress-dns-0-ports",
-		"delete counter ip tranche-netpol allow-eg-x.egress-dns",
+		"delete counter ip tranche-netpol allow-eg-x.egress-dns-0",
 		"delete counter ip tranche-netpol deny-eg-x.a",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
