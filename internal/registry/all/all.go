@@ -49,6 +49,7 @@ func Resources() []registry.Resource {
 		discovery.EndpointSliceResource(),
 		networking.IngressResource(),
 		networking.IngressClassResource(),
+		networking.NetworkPolicyResource(),
 		coordination.LeaseResource(),
 		events.EventResource(),
 		storage.StorageClassResource(),
