@@ -1,0 +1,187 @@
+package netpol
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const (
+	// wrkRounds is how many wrk runs each step makes (the median counts); wrkFor is one
+	// run, wrkThreads and wrkConns its load.
+	wrkRounds  = 3
+	wrkFor     = "4s"
+	wrkThreads = "2"
+	wrkConns   = "32"
+	// selecting is how many policies select the server pod at every step but the first.
+	selecting = 10
+	// goalRatio is the issue's goal at 100 policies.
+	goalRatio = 0.95
+)
+
+// BenchmarkPolicyDataPath measures requests/s with wrk from a client pod to a server
+// pod on the other node of a fresh `tranche up --nodes 2`, with 0, 100 and 1,000
+// NetworkPolicies in the cluster: from 100 on, 10 select the server and admit the
+// client (each on its own port list), the rest select pods of another namespace that
+// has none, as a cluster's unrelated policies. Keep-alive connections are judged once
+// (conntrack lets established flows through); a connection per request pays the
+// policy on every request. It prints each step's ratio to the no-policy figure.
+func BenchmarkPolicyDataPath(b *testing.B) {
+	wrk, err := exec.LookPath("wrk")
+	if err != nil {
+		b.Fatal("bench/netpol needs wrk (Debian package wrk; make deps installs it)")
+	}
+	steps := []int{0, 100, envInt(b, "NETPOL_BENCH_POLICIES", 1000)}
+	e := start(b, "bnd", 2, "netpol")
+	e.namespace(b, "others")
+	server := e.pod(b, "server", "tranche-2", map[string]string{"app": "srv"}, true)
+	client := e.pod(b, "client", "tranche-1", map[string]string{"role": "client"}, false)
+	stranger := e.pod(b, "stranger", "tranche-1", map[string]string{"role": "stranger"}, false)
+	target := hostPort(server.Status.PodIP, 8080)
+	clientNS := e.podNS(client)
+	waitReach(b, clientNS, target, true)
+
+	scenarios := []struct{ name, header string }{
+		{"keep-alive", ""},
+		{"a connection per request", "Connection: close"},
+	}
+	rps := make([][][]float64, len(steps)) // step, scenario, runs
+	var notes []string
+	created := 0
+	b.ResetTimer()
+	for si, n := range steps {
+		b.StopTimer()
+		for ; created < n; created++ {
+			e.createPolicy(b, fillerPolicy(e.ns, created))
+		}
+		if n > 0 {
+			// The 10 selecting policies hold: the client still reaches the server, a
+			// pod without the client label no longer does.
+			waitReach(b, e.podNS(stranger), target, false)
+			waitReach(b, clientNS, target, true)
+		}
+		b.StartTimer()
+		rps[si] = make([][]float64, len(scenarios))
+		for r := range wrkRounds {
+			for sc := range scenarios {
+				got, errs, err := runWrk(wrk, clientNS, "http://"+target+"/healthz", scenarios[sc].header)
+				if err != nil {
+					b.Fatalf("%d policies, %s: %v", n, scenarios[sc].name, err)
+				}
+				rps[si][sc] = append(rps[si][sc], got)
+				if errs != "" {
+					notes = append(notes, fmt.Sprintf("%d policies, %s, run %d: wrk reported %s", n, scenarios[sc].name, r+1, errs))
+				}
+			}
+		}
+	}
+	b.StopTimer()
+
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "wrk -t%s -c%s -d%s pod to pod across nodes, median of %d\t", wrkThreads, wrkConns, wrkFor, wrkRounds)
+	for _, n := range steps {
+		fmt.Fprintf(tw, "%d policies\t", n)
+	}
+	for _, n := range steps[1:] {
+		fmt.Fprintf(tw, "%d / 0\t", n)
+	}
+	fmt.Fprintf(tw, "goal at 100\n")
+	for sc, s := range scenarios {
+		fmt.Fprintf(tw, "%s req/s\t", s.name)
+		for si := range steps {
+			fmt.Fprintf(tw, "%.0f\t", median(rps[si][sc]))
+		}
+		for si := range steps[1:] {
+			ratio := median(rps[si+1][sc]) / median(rps[0][sc])
+			fmt.Fprintf(tw, "%.3f\t", ratio)
+			if si == 0 && sc == 1 {
+				b.ReportMetric(ratio, "100/0")
+			}
+		}
+		fmt.Fprintf(tw, ">= %.2f\n", goalRatio)
+	}
+	tw.Flush()
+	for si, n := range steps {
+		for sc, s := range scenarios {
+			fmt.Printf("  %d policies, %s: %s\n", n, s.name, fmtAll(rps[si][sc]))
+		}
+	}
+	for _, note := range notes {
+		fmt.Println("  " + note)
+	}
+	fmt.Println()
+}
+
+// fillerPolicy is the i-th policy of the cluster: the first `selecting` select the
+// server and admit role=client on 8080 (and a port of their own, so that each is a
+// distinct rule); the others select app=other-<i> in namespace others, which has no
+// pod, with a rule of the same shape.
+func fillerPolicy(ns string, i int) *networkingv1.NetworkPolicy {
+	if i < selecting {
+		np := ingressFrom(ns, fmt.Sprintf("srv-%d", i), map[string]string{"app": "srv"}, map[string]string{"role": "client"}, 8080)
+		extra := intstr.FromInt32(int32(9000 + i))
+		np.Spec.Ingress[0].Ports = append(np.Spec.Ingress[0].Ports, networkingv1.NetworkPolicyPort{Protocol: np.Spec.Ingress[0].Ports[0].Protocol, Port: &extra})
+		return np
+	}
+	return ingressFrom("others", fmt.Sprintf("other-%d", i), map[string]string{"app": "other-" + strconv.Itoa(i)},
+		map[string]string{"role": "client"}, 8080)
+}
+
+var (
+	wrkRate   = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
+	wrkErrors = regexp.MustCompile(`(?m)^\s*(Socket errors:.*|Non-2xx or 3xx responses:.*)$`)
+)
+
+// runWrk runs wrk inside the network namespace nsName and returns its requests/s and
+// the error lines it printed.
+func runWrk(wrk, nsName, url, header string) (float64, string, error) {
+	args := []string{"netns", "exec", nsName, wrk, "-t" + wrkThreads, "-c" + wrkConns, "-d" + wrkFor}
+	if header != "" {
+		args = append(args, "-H", header)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", append(args, url)...).CombinedOutput()
+	if err != nil {
+		return 0, "", fmt.Errorf("wrk in %s: %v\n%s", nsName, err, out)
+	}
+	m := wrkRate.FindSubmatch(out)
+	if m == nil {
+		return 0, "", fmt.Errorf("wrk in %s printed no Requests/sec:\n%s", nsName, out)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	var errs []string
+	for _, l := range wrkErrors.FindAllSubmatch(out, -1) {
+		errs = append(errs, strings.TrimSpace(string(l[1])))
+	}
+	return v, strings.Join(errs, "; "), err
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func fmtAll(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(parts, ", ")
+}
