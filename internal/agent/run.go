@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -33,6 +34,7 @@ import (
 	"github.com/tranche/tranche/internal/events"
 	"github.com/tranche/tranche/internal/imagebuild"
 	"github.com/tranche/tranche/internal/imagestore"
+	"github.com/tranche/tranche/internal/netpol"
 	"github.com/tranche/tranche/internal/proxy"
 )
 
@@ -95,12 +97,21 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	log := cfg.Logger
 	nodeAgent := node.New(node.Config{Name: cfg.NodeName, InternalIP: me.Underlay.String(), Zone: cfg.Zone,
 		PodCIDR: me.PodCIDR.String(), Logger: log}, cfg.Client)
+	// One registry for the proxy and the policy enforcement: the proxy's metrics
+	// listener (127.0.0.1:10249) serves both.
+	metrics := prometheus.NewRegistry()
 	proxyRunner, err := proxy.NewRunner(proxy.RunConfig{
 		Config: proxy.Config{NodeName: cfg.NodeName, Zone: cfg.Zone, ClusterCIDR: st.Topology.ClusterCIDR,
 			ServiceCIDR: cfg.ServiceCIDR},
 		Mode: cfg.ProxyMode, IPVSScheduler: cfg.IPVSScheduler,
-		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy"),
+		NodeIP: me.Underlay, Client: cfg.Client, Logger: log.With("component", "proxy"), Metrics: metrics,
 		Recorder: proxy.NewEventRecorder(ctx, cfg.Client, cfg.NodeName)})
+	if err != nil {
+		return err
+	}
+	policyRunner, err := netpol.NewRunner(netpol.RunnerConfig{NodeName: cfg.NodeName, NodeIP: me.Underlay,
+		ClusterCIDR: st.Topology.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR, Client: cfg.Client,
+		Logger: log.With("component", "netpol"), Metrics: metrics})
 	if err != nil {
 		return err
 	}
@@ -112,6 +123,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	go func() {
 		if err := proxyRunner.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("service proxy stopped", "err", err)
+		}
+	}()
+	go func() {
+		if err := policyRunner.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("network policy enforcement stopped", "err", err)
 		}
 	}()
 	services, err := serviceCache(ctx, cfg.Client)

@@ -42,6 +42,7 @@ func NewNodeAuthorizer(graph *NodeGraph) *NodeAuthorizer {
 var nodeReadable = []struct{ group, resource string }{
 	{"", "services"}, {"", "endpoints"}, {"", "namespaces"},
 	{"discovery.k8s.io", "endpointslices"},
+	{"networking.k8s.io", "networkpolicies"}, // the node enforces them (internal/netpol)
 }
 
 // NodeName returns NAME for a node agent's user (system:node:NAME in system:nodes).
@@ -222,6 +223,11 @@ func (n *NodeAuthorizer) authorizePod(node string, a Attributes) (Decision, stri
 	case a.Subresource == "" && (a.Verb == "list" || a.Verb == "watch"):
 		for _, req := range a.FieldSelector {
 			if req.Field == "spec.nodeName" && req.Operator == selection.Equals && req.Value == node {
+				return Allow, "", nil
+			}
+			// The node's NetworkPolicy enforcement (internal/netpol) matches peers on
+			// every node by address and labels, hence reads the pods of the pod network.
+			if req.Field == "spec.hostNetwork" && req.Operator == selection.Equals && req.Value == "false" {
 				return Allow, "", nil
 			}
 		}

@@ -55,6 +55,8 @@ func TestNodeAuthorizer(t *testing.T) {
 	}{
 		{name: "list all pods", attrs: resAttrs(nodeA, "list", "", "pods", "", "", ""), want: NoOpinion, reason: "can only list/watch pods with spec.nodeName field selector"},
 		{name: "list own pods", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.nodeName=a"), want: Allow},
+		{name: "list the pod network's pods", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.hostNetwork=false"), want: Allow},
+		{name: "list host network pods", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.hostNetwork=true"), want: NoOpinion, reason: "can only list/watch pods with spec.nodeName field selector"},
 		{name: "watch own pods with ==", attrs: selected(resAttrs(nodeA, "watch", "", "pods", "", "", ""), "status.phase!=Failed,spec.nodeName==a"), want: Allow},
 		{name: "list another node's pods", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.nodeName=b"), want: NoOpinion, reason: "can only list/watch pods with spec.nodeName field selector"},
 		{name: "list pods not on a node", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.nodeName!=a"), want: NoOpinion, reason: "can only list/watch pods with spec.nodeName field selector"},

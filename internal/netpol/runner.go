@@ -1,0 +1,325 @@
+package netpol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	netlisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/knftables"
+
+	"github.com/tranche/tranche/internal/tombstone"
+)
+
+// RunnerConfig is what a node's policy enforcement runs with.
+type RunnerConfig struct {
+	// NodeName picks the pods enforced here (spec.nodeName).
+	NodeName string
+	// NodeIP, ClusterCIDR and ServiceCIDR describe the node's network; they are logged
+	// at start so that a table can be read against them (the rules need none of them:
+	// they match pod addresses and policy blocks only).
+	NodeIP                   netip.Addr
+	ClusterCIDR, ServiceCIDR netip.Prefix
+	// Client watches NetworkPolicies, pods and namespaces.
+	Client kubernetes.Interface
+	// Logger receives the logs (nil: discarded).
+	Logger *slog.Logger
+	// Metrics receives the tranche_networkpolicy_* metrics (nil: a new registry); the
+	// agent passes the proxy's, which its metrics listener serves.
+	Metrics *prometheus.Registry
+	// NFT writes the table; nil uses the nft command in the current network namespace.
+	NFT knftables.Interface
+	// MinSyncPeriod is the least time between two syncs (0: DefaultMinSyncPeriod);
+	// FullSyncPeriod the most between two full syncs (0: an hour); RetryPeriod the
+	// wait before a full sync after a failure (0: a second).
+	MinSyncPeriod, FullSyncPeriod, RetryPeriod time.Duration
+}
+
+// DefaultMinSyncPeriod batches the events of a burst (a Deployment's pods, a policy
+// applied with its namespace) into one transaction without delaying a lone change
+// noticeably.
+const DefaultMinSyncPeriod = 100 * time.Millisecond
+
+// Runner enforces the NetworkPolicies of one node: informers on policies, pods and
+// namespaces record what changed, and a rate-limited loop compiles and syncs.
+type Runner struct {
+	cfg    RunnerConfig
+	log    *slog.Logger
+	syncer *Syncer
+	track  *tracker
+}
+
+// NewRunner checks that nft can be driven here and prepares the runner; Run starts it.
+func NewRunner(cfg RunnerConfig) (*Runner, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("netpol: no API client")
+	}
+	if cfg.NodeName == "" {
+		return nil, errors.New("netpol: no node name")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	if cfg.MinSyncPeriod <= 0 {
+		cfg.MinSyncPeriod = DefaultMinSyncPeriod
+	}
+	if cfg.FullSyncPeriod <= 0 {
+		cfg.FullSyncPeriod = time.Hour
+	}
+	if cfg.RetryPeriod <= 0 {
+		cfg.RetryPeriod = time.Second
+	}
+	if cfg.NFT == nil {
+		nft, err := knftables.New(knftables.IPv4Family, TableName)
+		if err != nil {
+			return nil, fmt.Errorf("netpol: node %q: %w", cfg.NodeName, err)
+		}
+		cfg.NFT = nft
+	}
+	r := &Runner{cfg: cfg, log: log, track: newTracker()}
+	r.syncer = NewSyncer(cfg.NFT, log, cfg.Metrics)
+	return r, nil
+}
+
+// Run watches the API and keeps the table in sync until ctx ends; the table stays
+// when it ends, so that a restarting agent leaves its pods protected. The first sync
+// waits for the informers' initial lists and replaces any earlier run's table whole.
+func (r *Runner) Run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactory(r.cfg.Client, 0)
+	polInf := factory.Networking().V1().NetworkPolicies()
+	nsInf := factory.Core().V1().Namespaces()
+	// Host network pods never take part (their address is their node's); a node may
+	// list the others (the node authorizer allows exactly this selector).
+	podFactory := informers.NewSharedInformerFactoryWithOptions(r.cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.hostNetwork", "false").String()
+	}))
+	podInf := podFactory.Core().V1().Pods()
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{polInf.Informer(), eventHandler(r.track.policy)},
+		{podInf.Informer(), eventHandler(r.track.pod)},
+		{nsInf.Informer(), eventHandler(r.track.namespace)},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return fmt.Errorf("netpol: node %q: %w", r.cfg.NodeName, err)
+		}
+	}
+	factory.Start(ctx.Done())
+	podFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer podFactory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), polInf.Informer().HasSynced, podInf.Informer().HasSynced, nsInf.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	r.log.Info("network policy enforcement running", "table", "ip "+TableName, "node", r.cfg.NodeName,
+		"nodeIP", r.cfg.NodeIP.String(), "clusterCIDR", r.cfg.ClusterCIDR.String(), "serviceCIDR", r.cfg.ServiceCIDR.String())
+	r.loop(ctx, polInf.Lister(), podInf.Lister(), nsInf.Lister())
+	return nil
+}
+
+// eventHandler feeds one kind's events to record(old, cur), nil for a creation's old
+// and a deletion's cur.
+func eventHandler[T any](record func(old, cur *T)) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if o, ok := obj.(*T); ok {
+				record(nil, o)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*T)
+			c, ok2 := cur.(*T)
+			if ok1 && ok2 {
+				record(o, c)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if o := tombstone.As[*T](obj); o != nil {
+				record(o, nil)
+			}
+		},
+	}
+}
+
+// loop syncs whenever changes arrive, at most once per MinSyncPeriod, fully every
+// FullSyncPeriod, and fully again after RetryPeriod when a sync fails.
+func (r *Runner) loop(ctx context.Context, pols netlisters.NetworkPolicyLister, pods corelisters.PodLister, nss corelisters.NamespaceLister) {
+	full := time.NewTimer(r.cfg.FullSyncPeriod)
+	defer full.Stop()
+	retry := time.NewTimer(0) // first sync at once
+	defer retry.Stop()
+	needFull := true
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.track.wake:
+		case <-retry.C:
+		case <-full.C:
+			needFull = true
+		}
+		if wait := r.cfg.MinSyncPeriod - time.Since(last); !last.IsZero() && wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		changed, seen := r.track.drain()
+		err := r.syncOnce(ctx, pols, pods, nss, needFull, changed)
+		if err != nil {
+			r.log.Error("syncing network policy rules failed, retrying with a full sync", "node", r.cfg.NodeName, "err", err)
+			r.track.requeue(changed, seen)
+			retry.Reset(r.cfg.RetryPeriod)
+			continue
+		}
+		done := time.Now()
+		for _, t := range seen {
+			r.syncer.metrics.programmingDuration.Observe(done.Sub(t).Seconds())
+		}
+		if needFull {
+			needFull = false
+			full.Reset(r.cfg.FullSyncPeriod)
+		}
+	}
+}
+
+func (r *Runner) syncOnce(ctx context.Context, pols netlisters.NetworkPolicyLister, pods corelisters.PodLister, nss corelisters.NamespaceLister, full bool, changed []string) error {
+	var snap Snapshot
+	var err error
+	snap.NodeName = r.cfg.NodeName
+	if snap.Policies, err = pols.List(labels.Everything()); err != nil {
+		return err
+	}
+	if snap.Pods, err = pods.List(labels.Everything()); err != nil {
+		return err
+	}
+	if snap.Namespaces, err = nss.List(labels.Everything()); err != nil {
+		return err
+	}
+	m := Compile(snap)
+	for _, p := range m.Problems {
+		r.log.Warn("a NetworkPolicy rule cannot be enforced: it allows nothing", "problem", p)
+	}
+	return r.syncer.Sync(ctx, m, full, changed)
+}
+
+// tracker records, per event, whether anything the rules depend on changed: for a
+// pod its address, labels, node, host networking, whether it terminated, and its
+// named ports; for a namespace its labels; for a policy its spec. A change wakes the
+// loop; its arrival time is what the programming duration is measured from (the API's
+// own timestamps have whole seconds only).
+type tracker struct {
+	wake chan struct{}
+
+	mu       sync.Mutex
+	policies map[string]bool
+	seen     []time.Time
+}
+
+func newTracker() *tracker {
+	return &tracker{wake: make(chan struct{}, 1), policies: map[string]bool{}}
+}
+
+func (t *tracker) note(policy string) {
+	t.mu.Lock()
+	if policy != "" {
+		t.policies[policy] = true
+	}
+	t.seen = append(t.seen, time.Now())
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (t *tracker) policy(old, cur *networkingv1.NetworkPolicy) {
+	if old != nil && cur != nil && apiequality.Semantic.DeepEqual(old.Spec, cur.Spec) {
+		return
+	}
+	o := cur
+	if o == nil {
+		o = old
+	}
+	t.note(o.Namespace + "/" + o.Name)
+}
+
+func (t *tracker) pod(old, cur *v1.Pod) {
+	if old != nil && cur != nil && podView(old) == podView(cur) {
+		return
+	}
+	t.note("")
+}
+
+func (t *tracker) namespace(old, cur *v1.Namespace) {
+	if old != nil && cur != nil && maps.Equal(old.Labels, cur.Labels) {
+		return
+	}
+	t.note("")
+}
+
+// podView is what of a pod the rules depend on, comparable.
+func podView(p *v1.Pod) string {
+	ip, usable := usablePod(p)
+	s := fmt.Sprintf("%v|%s|%s|", usable, ip, p.Spec.NodeName)
+	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
+		s += k + "=" + p.Labels[k] + ","
+	}
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name != "" {
+				s += fmt.Sprintf("|%s/%s/%d", cp.Name, cp.Protocol, cp.ContainerPort)
+			}
+		}
+	}
+	return s
+}
+
+// drain returns the changed policies and the arrival times of the changes since the
+// last drain, and forgets them.
+func (t *tracker) drain() ([]string, []time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changed := slices.Sorted(maps.Keys(t.policies))
+	seen := t.seen
+	clear(t.policies)
+	t.seen = nil
+	return changed, seen
+}
+
+// requeue puts back what a failed sync drained, so that the retry counts them.
+func (t *tracker) requeue(changed []string, seen []time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range changed {
+		t.policies[k] = true
+	}
+	t.seen = append(seen, t.seen...)
+}
