@@ -27,6 +27,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/localpv"
 	"github.com/tranche/tranche/internal/controller/manager"
 	"github.com/tranche/tranche/internal/controller/namespace"
+	"github.com/tranche/tranche/internal/controller/netpolwatch"
 	"github.com/tranche/tranche/internal/controller/nodeipam"
 	"github.com/tranche/tranche/internal/controller/nodelifecycle"
 	"github.com/tranche/tranche/internal/controller/perns"
@@ -110,6 +111,10 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		{Name: "endpoints", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(endpoints.New(endpoints.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger,
 				Recorder: recorder(ctx, c, "endpoint-controller")}), 2), nil
+		}},
+		{Name: "networkpolicy-watch", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(netpolwatch.New(netpolwatch.Config{Informers: c.Informers, Logger: c.Logger,
+				Recorder: recorder(ctx, c, "networkpolicy-controller")}), 1), nil
 		}},
 		{Name: "endpointslicemirroring", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(endpointslicemirroring.New(endpointslicemirroring.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger,

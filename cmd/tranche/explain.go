@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tranche/tranche/internal/netpol"
+)
+
+// exitDenied is tranche explain access's exit code for a denied connection; errors exit 1
+// as with every other command.
+const exitDenied = 2
+
+func explainCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain",
+		Short: "Explain what the cluster's objects decide",
+	}
+	cmd.AddCommand(explainAccessCmd())
+	return cmd
+}
+
+func explainAccessCmd() *cobra.Command {
+	var kubeconfig, kubeContext, namespace string
+	cmd := &cobra.Command{
+		Use:   "access FROM TO:PORT[/PROTO]",
+		Short: "Say whether the NetworkPolicies allow a connection, and which policy and rule decide it",
+		Long: "Decide one new connection from FROM to TO on PORT (TCP unless /UDP or /SCTP is given) with the\n" +
+			"NetworkPolicies, pods and namespaces the API holds now, as the agents' rules decide it: the\n" +
+			"source's egress policies and the destination's ingress policies must both allow it.\n\n" +
+			"FROM and TO are a pod as NAMESPACE/NAME or NAME (namespace from -n, else the kubeconfig's),\n" +
+			"or an IP address (IPv6 in brackets before the port: [fd00::1]:80). PORT is a number, or a\n" +
+			"named container port of the destination pod.\n\n" +
+			"Exit status: 0 allowed, 2 denied, 1 when the question cannot be answered (bad input,\n" +
+			"unknown pod, API unreachable).",
+		Example: "  tranche explain access x/a y/b:80\n  tranche explain access -n shop web db:5432/TCP\n  tranche explain access 10.0.0.7 web:http",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			rules.ExplicitPath = kubeconfig
+			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+			if namespace == "" {
+				ns, _, err := cc.Namespace()
+				if err != nil {
+					return fmt.Errorf("reading the kubeconfig's namespace: %w", err)
+				}
+				namespace = ns
+			}
+			rc, err := cc.ClientConfig()
+			if err != nil {
+				return fmt.Errorf("loading the kubeconfig: %w", err)
+			}
+			client, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			allowed, err := explainAccess(cmd.Context(), client, namespace, args[0], args[1], cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			if !allowed {
+				os.Exit(exitDenied)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to read the API with (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: the current one)")
+	f.StringVarP(&namespace, "namespace", "n", "", "namespace of a pod given by name alone (default: the context's, else default)")
+	return cmd
+}
+
+// accessQuery is a parsed FROM and TO:PORT[/PROTO].
+type accessQuery struct {
+	from, to netpol.Peer
+	// port is the number, or "" with portName set for a named port.
+	port     int32
+	portName string
+	protocol v1.Protocol
+}
+
+// parseAccess parses the two arguments; pod names default to namespace ns.
+func parseAccess(ns, fromArg, toArg string) (accessQuery, error) {
+	var q accessQuery
+	var err error
+	if q.from, err = parsePeer(ns, fromArg); err != nil {
+		return q, fmt.Errorf("FROM %q: %w", fromArg, err)
+	}
+	i := strings.LastIndex(toArg, ":")
+	if i < 0 {
+		return q, fmt.Errorf("TO %q: want TO:PORT[/PROTO], e.g. web:80 or web:53/UDP", toArg)
+	}
+	host, portArg := toArg[:i], toArg[i+1:]
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	if q.to, err = parsePeer(ns, host); err != nil {
+		return q, fmt.Errorf("TO %q: %w", toArg, err)
+	}
+	q.protocol = v1.ProtocolTCP
+	if p, proto, ok := strings.Cut(portArg, "/"); ok {
+		portArg = p
+		q.protocol = v1.Protocol(strings.ToUpper(proto))
+		if q.protocol != v1.ProtocolTCP && q.protocol != v1.ProtocolUDP && q.protocol != v1.ProtocolSCTP {
+			return q, fmt.Errorf("TO %q: protocol %q: want TCP, UDP or SCTP", toArg, proto)
+		}
+	}
+	if n, err := strconv.Atoi(portArg); err == nil {
+		if msgs := validation.IsValidPortNum(n); len(msgs) > 0 {
+			return q, fmt.Errorf("TO %q: port %d: %s", toArg, n, msgs[0])
+		}
+		q.port = int32(n)
+		return q, nil
+	}
+	if msgs := validation.IsValidPortName(portArg); len(msgs) > 0 {
+		return q, fmt.Errorf("TO %q: port %q is neither a number nor a port name: %s", toArg, portArg, strings.Join(msgs, "; "))
+	}
+	if q.to.Pod == "" {
+		return q, fmt.Errorf("TO %q: a named port (%q) needs a pod to look it up in, not an IP address", toArg, portArg)
+	}
+	q.portName = portArg
+	return q, nil
+}
+
+// parsePeer reads an IP address, NAMESPACE/NAME or NAME (in ns).
+func parsePeer(ns, s string) (netpol.Peer, error) {
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return netpol.Peer{IP: ip.Unmap()}, nil
+	}
+	name := s
+	if n, p, ok := strings.Cut(s, "/"); ok {
+		ns, name = n, p
+	}
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		return netpol.Peer{}, fmt.Errorf("namespace %q: %s", ns, msgs[0])
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return netpol.Peer{}, fmt.Errorf("not an IP address, and not a pod name: %s", msgs[0])
+	}
+	return netpol.Peer{Namespace: ns, Pod: name}, nil
+}
+
+// explainAccess answers the question through the API, writes the explanation to out and
+// reports whether the connection is allowed.
+func explainAccess(ctx context.Context, client kubernetes.Interface, ns, fromArg, toArg string, out io.Writer) (bool, error) {
+	q, err := parseAccess(ns, fromArg, toArg)
+	if err != nil {
+		return false, err
+	}
+	var toPod *v1.Pod
+	for _, end := range []struct {
+		what string
+		peer netpol.Peer
+	}{{"FROM", q.from}, {"TO", q.to}} {
+		if end.peer.Pod == "" {
+			continue
+		}
+		p, err := client.CoreV1().Pods(end.peer.Namespace).Get(ctx, end.peer.Pod, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("%s: pod %q not found in namespace %q", end.what, end.peer.Pod, end.peer.Namespace)
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: reading pod %s/%s: %w", end.what, end.peer.Namespace, end.peer.Pod, err)
+		}
+		if p.Status.PodIP == "" {
+			return false, fmt.Errorf("%s: pod %s/%s has no IP address yet (not running on a node)", end.what, p.Namespace, p.Name)
+		}
+		if end.what == "TO" {
+			toPod = p
+		}
+	}
+	if q.portName != "" {
+		if q.port = namedPort(toPod, q.portName, q.protocol); q.port == 0 {
+			return false, fmt.Errorf("TO %q: pod %s/%s has no %s container port named %q", toArg, toPod.Namespace, toPod.Name, q.protocol, q.portName)
+		}
+	}
+	in := netpol.ExplainInput{From: q.from, To: q.to, Port: q.port, Protocol: q.protocol}
+	if in.Policies, in.Pods, in.Namespaces, err = listState(ctx, client); err != nil {
+		return false, err
+	}
+	d, err := netpol.Explain(in)
+	if err != nil {
+		return false, err
+	}
+	writeDecision(out, q, d)
+	return d.Allowed, nil
+}
+
+// namedPort finds a container port of pod by name and protocol; 0 when there is none.
+func namedPort(pod *v1.Pod, name string, proto v1.Protocol) int32 {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			pp := p.Protocol
+			if pp == "" {
+				pp = v1.ProtocolTCP
+			}
+			if p.Name == name && pp == proto {
+				return p.ContainerPort
+			}
+		}
+	}
+	return 0
+}
+
+// listState reads every NetworkPolicy, pod and namespace: peers may be selected in any
+// namespace.
+func listState(ctx context.Context, client kubernetes.Interface) ([]*networkingv1.NetworkPolicy, []*v1.Pod, []*v1.Namespace, error) {
+	nps, err := client.NetworkingV1().NetworkPolicies(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listing NetworkPolicies: %w", err)
+	}
+	pods, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	var policies []*networkingv1.NetworkPolicy
+	for i := range nps.Items {
+		policies = append(policies, &nps.Items[i])
+	}
+	var podList []*v1.Pod
+	for i := range pods.Items {
+		podList = append(podList, &pods.Items[i])
+	}
+	var namespaces []*v1.Namespace
+	for i := range nss.Items {
+		namespaces = append(namespaces, &nss.Items[i])
+	}
+	return policies, podList, namespaces, nil
+}
+
+func peerName(p netpol.Peer) string {
+	if p.Pod == "" {
+		return p.IP.String()
+	}
+	return p.Namespace + "/" + p.Pod
+}
+
+// writeDecision prints the verdict, then one line per direction saying which policies
+// isolate the pod and which rule, if any, lets the connection through.
+func writeDecision(out io.Writer, q accessQuery, d netpol.Decision) {
+	verdict := "DENIED"
+	if d.Allowed {
+		verdict = "ALLOWED"
+	}
+	to := peerName(q.to)
+	if q.to.Pod == "" && q.to.IP.Is6() {
+		to = "[" + to + "]"
+	}
+	fmt.Fprintf(out, "%s -> %s:%d/%s: %s\n", peerName(q.from), to, q.port, q.protocol, verdict)
+	fmt.Fprintf(out, "  egress  (%s): %s\n", peerName(q.from), explainVerdict(q.from, "egress", d.Egress))
+	fmt.Fprintf(out, "  ingress (%s): %s\n", peerName(q.to), explainVerdict(q.to, "ingress", d.Ingress))
+}
+
+func explainVerdict(p netpol.Peer, dir string, v netpol.Verdict) string {
+	switch {
+	case p.Pod == "":
+		return "not a pod, so no policy applies: allowed"
+	case !v.Isolated:
+		return fmt.Sprintf("not isolated (no policy selects it for %s): allowed", dir)
+	case v.Allowed:
+		return fmt.Sprintf("isolated by %s; allowed by %s %s", strings.Join(v.Selecting, ", "), v.Policy, v.Rule)
+	default:
+		return fmt.Sprintf("isolated by %s; no rule allows it: denied", strings.Join(v.Selecting, ", "))
+	}
+}
