@@ -1,18 +1,15 @@
 package netpol
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
-	"time"
 
+	"github.com/tranche/tranche/bench/benchcluster"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -89,7 +86,8 @@ func BenchmarkPolicyDataPath(b *testing.B) {
 		rps[si] = make([][]float64, len(scenarios))
 		for r := range wrkRounds {
 			for sc := range scenarios {
-				got, errs, err := runWrk(wrk, clientNS, "http://"+target+"/hostname", scenarios[sc].header)
+				w := benchcluster.Wrk{Bin: wrk, NS: clientNS, Threads: wrkThreads, Conns: wrkConns, Duration: wrkFor, Header: scenarios[sc].header}
+				got, errs, err := w.Run("http://" + target + "/hostname")
 				if err != nil {
 					b.Fatalf("%s, %s: %v", names[si], scenarios[sc].name, err)
 				}
@@ -112,11 +110,11 @@ func BenchmarkPolicyDataPath(b *testing.B) {
 	for sc, s := range scenarios {
 		fmt.Fprintf(tw, "%s req/s\t", s.name)
 		for si := range steps {
-			fmt.Fprintf(tw, "%.0f\t", median(rps[si][sc]))
+			fmt.Fprintf(tw, "%.0f\t", benchcluster.Median(rps[si][sc]))
 		}
-		base := (median(rps[0][sc]) + median(rps[3][sc])) / 2
+		base := (benchcluster.Median(rps[0][sc]) + benchcluster.Median(rps[3][sc])) / 2
 		for si := 1; si <= 2; si++ {
-			ratio := median(rps[si][sc]) / base
+			ratio := benchcluster.Median(rps[si][sc]) / base
 			fmt.Fprintf(tw, "%.3f\t", ratio)
 			if si == 1 && sc == 1 {
 				b.ReportMetric(ratio, "100/0")
@@ -150,45 +148,6 @@ func fillerPolicy(ns string, i int) *networkingv1.NetworkPolicy {
 	}
 	return ingressFrom("others", fmt.Sprintf("other-%d", i), map[string]string{"app": "other-" + strconv.Itoa(i)},
 		map[string]string{"role": "client"}, 8080)
-}
-
-var (
-	wrkRate   = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
-	wrkErrors = regexp.MustCompile(`(?m)^\s*(Socket errors:.*|Non-2xx or 3xx responses:.*)$`)
-)
-
-// runWrk runs wrk inside the network namespace nsName and returns its requests/s and
-// the error lines it printed.
-func runWrk(wrk, nsName, url, header string) (float64, string, error) {
-	args := []string{"netns", "exec", nsName, wrk, "-t" + wrkThreads, "-c" + wrkConns, "-d" + wrkFor}
-	if header != "" {
-		args = append(args, "-H", header)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "ip", append(args, url)...).CombinedOutput()
-	if err != nil {
-		return 0, "", fmt.Errorf("wrk in %s: %v\n%s", nsName, err, out)
-	}
-	m := wrkRate.FindSubmatch(out)
-	if m == nil {
-		return 0, "", fmt.Errorf("wrk in %s printed no Requests/sec:\n%s", nsName, out)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	var errs []string
-	for _, l := range wrkErrors.FindAllSubmatch(out, -1) {
-		errs = append(errs, strings.TrimSpace(string(l[1])))
-	}
-	return v, strings.Join(errs, "; "), err
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func fmtAll(v []float64) string {

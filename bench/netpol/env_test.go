@@ -2,7 +2,6 @@ package netpol
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -168,5 +167,3 @@ func envInt(b *testing.B, name string, def int) int {
 
 // hostPort joins a pod IP and a port.
 func hostPort(ip string, port int) string { return net.JoinHostPort(ip, strconv.Itoa(port)) }
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tranche/tranche/bench/benchreport"
 	"github.com/tranche/tranche/internal/netns"
 )
 
@@ -241,7 +241,7 @@ func BenchmarkPolicyProgramming(b *testing.B) {
 	b.StopTimer()
 	after := scrapeAll(b, e)
 
-	p99 := percentile(all[0], 99)
+	p99 := benchreport.Percentile(all[0], 99)
 	b.ReportMetric(float64(p99)/float64(time.Millisecond), "create-p99-ms")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw)
@@ -251,8 +251,8 @@ func BenchmarkPolicyProgramming(b *testing.B) {
 			name string
 			d    []time.Duration
 		}{{name, all[i]}, {"  the same, each node on its own", each[i]}} {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\n", v.name, ms(percentile(v.d, 50)), ms(percentile(v.d, 99)), ms(slices.Max(v.d)),
-				ms(goalP99), float64(percentile(v.d, 99))/float64(goalP99))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\n", v.name, benchreport.Ms(benchreport.Percentile(v.d, 50)), benchreport.Ms(benchreport.Percentile(v.d, 99)), benchreport.Ms(slices.Max(v.d)),
+				benchreport.Ms(goalP99), float64(benchreport.Percentile(v.d, 99))/float64(goalP99))
 		}
 	}
 	var sum, count float64
@@ -261,7 +261,7 @@ func BenchmarkPolicyProgramming(b *testing.B) {
 		count += after[i][1] - before[i][1]
 	}
 	if count > 0 {
-		fmt.Fprintf(tw, "%s (%d nodes, %.0f observations): mean\t%s\t-\t-\t-\t-\n", metricName, latencyNodes, count, ms(time.Duration(sum/count*float64(time.Second))))
+		fmt.Fprintf(tw, "%s (%d nodes, %.0f observations): mean\t%s\t-\t-\t-\t-\n", metricName, latencyNodes, count, benchreport.Ms(time.Duration(sum/count*float64(time.Second))))
 	} else {
 		fmt.Fprintf(tw, "%s: no observation\t-\t-\t-\t-\t-\n", metricName)
 	}
@@ -312,14 +312,4 @@ func scrapeSumCount(nsName, name string) [2]float64 {
 		}
 	}
 	return out
-}
-
-// percentile is the nearest-rank p-th percentile of d (0 when empty).
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[max(int(math.Ceil(p/100*float64(len(s))))-1, 0)]
 }
