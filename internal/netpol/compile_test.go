@@ -213,6 +213,8 @@ func TestExplain(t *testing.T) {
 		{"not isolated", in("x", "a", "x", "b", 80), Decision{Allowed: true, Egress: Verdict{Allowed: true}, Ingress: Verdict{Allowed: true}}},
 		{"allowed by the second rule", in("y", "a", "x", "a", 80), Decision{Allowed: true, Egress: Verdict{Allowed: true},
 			Ingress: Verdict{Isolated: true, Allowed: true, Policy: "x/allow-y-80", Rule: "spec.ingress[1]", Selecting: []string{"x/allow-y-80"}}}},
+		{"a pod cannot block access to itself", in("x", "a", "x", "a", 81), Decision{Allowed: true, Egress: Verdict{Allowed: true},
+			Ingress: Verdict{Isolated: true, Allowed: true, Selecting: []string{"x/allow-y-80"}}}},
 		{"wrong port", in("y", "a", "x", "a", 81), Decision{Egress: Verdict{Allowed: true},
 			Ingress: Verdict{Isolated: true, Selecting: []string{"x/allow-y-80"}}}},
 		{"egress denied", in("y", "c", "x", "a", 80), Decision{Egress: Verdict{Isolated: true, Selecting: []string{"y/deny-egress"}},

@@ -122,6 +122,10 @@ func (m *Model) verdict(d Direction, self Peer, selfIP, peer netip.Addr, proto v
 		return v
 	}
 	v.Isolated, v.Allowed, v.Selecting = true, false, slices.Clone(keys)
+	if peer == selfIP { // a pod cannot block access to itself
+		v.Allowed = true
+		return v
+	}
 	// For ingress the selected pod is the destination whose named ports count; for
 	// egress the destination is the peer.
 	target := selfIP

@@ -30,17 +30,19 @@ type baseChain struct {
 	rules    []string
 }
 
-// baseChains hook the policy chains on forward (every packet between pods, after the
-// proxy's DNAT at dstnat in prerouting, so that a ClusterIP connection is judged by the
-// pod it reaches) and input (a local pod talking to its node, judged as its egress).
-// Egress runs first: an accept ends only its base chain, so the ingress chain at
-// filter+1 still judges the packet; a drop ends it. Replies and established flows are
-// accepted first, which also makes the counters count new connections only. Nothing
-// hooks output: the node's own traffic to its pods (probes) is never filtered.
+// baseChains hook the policy chains on forward only: every packet between pods and
+// every packet between a pod and anything beyond its node crosses it, after the proxy's
+// DNAT (prerouting, dstnat), so that a ClusterIP connection is judged by the pod it
+// reaches. Input and output are not hooked: traffic between a pod and its own node is
+// always allowed, as Kubernetes documents ("traffic to and from the node where a Pod is
+// running is always allowed, regardless of the IP address of the Pod or the node"), so
+// the kubelet's probes and a pod talking to its node are never filtered. Egress runs
+// first: an accept ends only its base chain, so the ingress chain at filter+1 still
+// judges the packet; a drop ends it. Replies and established flows are accepted first,
+// which also makes the counters count new connections only.
 var baseChains = []baseChain{
 	{"forward-egress", knftables.ForwardHook, knftables.FilterPriority, []string{"ct state established,related accept", "ip saddr vmap @" + egressMap}},
 	{"forward-ingress", knftables.ForwardHook, knftables.FilterPriority + "+1", []string{"ct state established,related accept", "ip daddr vmap @" + ingressMap}},
-	{"input-egress", knftables.InputHook, knftables.FilterPriority, []string{"ct state established,related accept", "ip saddr vmap @" + egressMap}},
 }
 
 // setSpec is a set's type and flags.
@@ -215,7 +217,14 @@ func render(m *Model, skip map[string]bool) *state {
 			chain := podChain(pod.Namespace, pod.Name, d)
 			ctr := denyCounter(pod.Namespace, pod.Name, d)
 			st.counters[ctr] = counterSpec{namespace: pod.Namespace, name: pod.Name, direction: d}
-			st.chains[chain] = append(jumps, fmt.Sprintf("counter name %q drop", ctr))
+			// A pod cannot block access to itself (through a Service, its own
+			// connections cross the node).
+			self := "ip daddr " + pod.IP.String() + " accept"
+			if d == Ingress {
+				self = "ip saddr " + pod.IP.String() + " accept"
+			}
+			rules := append([]string{self}, jumps...)
+			st.chains[chain] = append(rules, fmt.Sprintf("counter name %q drop", ctr))
 			st.owner[chain], st.owner[ctr] = owner, owner
 			mp := ingressMap
 			if d == Egress {
@@ -279,8 +288,10 @@ func counterObject(name string, c counterSpec) *knftables.Counter {
 
 // fullTx writes desired whole: every object added (counters keep their values),
 // every chain and set flushed and refilled, and the objects of existing (names in
-// the kernel) that desired lacks deleted last.
+// the kernel) that desired lacks deleted last. When existing is nil the table is new
+// (or deleted earlier in tx): nothing needs flushing.
 func fullTx(tx *knftables.Transaction, desired *state, existing map[string][]string) {
+	fresh := existing == nil
 	skeleton(tx)
 	for _, name := range sortedKeys(desired.counters) {
 		tx.Add(counterObject(name, desired.counters[name]))
@@ -288,10 +299,12 @@ func fullTx(tx *knftables.Transaction, desired *state, existing map[string][]str
 	for _, name := range sortedKeys(desired.sets) {
 		s := setObject(name, desired.sets[name])
 		tx.Add(s)
-		tx.Flush(s)
+		if !fresh {
+			tx.Flush(s)
+		}
 	}
 	for _, name := range sortedKeys(desired.elems) {
-		if isMap(name) {
+		if isMap(name) && !fresh {
 			tx.Flush(&knftables.Map{Name: name})
 		}
 		for _, k := range sortedKeys(desired.elems[name]) {
@@ -304,7 +317,9 @@ func fullTx(tx *knftables.Transaction, desired *state, existing map[string][]str
 	for _, name := range chains {
 		c := &knftables.Chain{Name: name}
 		tx.Add(c)
-		tx.Flush(c)
+		if !fresh {
+			tx.Flush(c)
+		}
 	}
 	for _, name := range chains {
 		for _, r := range desired.chains[name] {

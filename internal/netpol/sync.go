@@ -99,8 +99,9 @@ func (s *Syncer) write(ctx context.Context, desired *state, full bool) error {
 		tx.Delete(&knftables.Table{})
 		fullTx(tx, desired, nil)
 	} else if full {
-		existing := map[string][]string{}
+		var existing map[string][]string
 		if s.applied != nil || s.tableExists(ctx) {
+			existing = map[string][]string{}
 			for _, t := range []string{"chain", "set", "counter"} {
 				names, err := s.nft.List(ctx, t)
 				if err != nil && !knftables.IsNotFound(err) {
@@ -111,8 +112,12 @@ func (s *Syncer) write(ctx context.Context, desired *state, full bool) error {
 		}
 		fullTx(tx, desired, existing)
 	} else {
-		skeleton(tx)
+		// The skeleton is there since the last (successful) sync; were it gone, the
+		// transaction fails and the next sync is full.
 		partialTx(tx, desired, s.applied)
+		if tx.NumOperations() == 0 {
+			return nil
+		}
 	}
 	if err := s.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("writing table %s: %w", TableName, err)

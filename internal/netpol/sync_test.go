@@ -3,6 +3,7 @@ package netpol
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,4 +84,160 @@ func txLines(t *testing.T, s *Syncer, fake *knftables.Fake, m *Model) []string {
 		t.Fatal("no transaction")
 	}
 	return strings.Split(strings.TrimSpace(fake.LastTransaction.String()), "\n")
+}
+
+func TestPartialSync(t *testing.T) {
+	pods, nss := world()
+	pols := examplePolicies()
+	fake := newFake()
+	s := NewSyncer(fake, nil, nil)
+	compile := func() *Model {
+		return Compile(Snapshot{Policies: pols, Pods: pods, Namespaces: nss, NodeName: "node-1"})
+	}
+	if err := s.Sync(context.Background(), compile(), true, nil); err != nil {
+		t.Fatal(err)
+	}
+	full := fake.Dump()
+
+	// Nothing changed: no transaction at all.
+	fake.LastTransaction = nil
+	if err := s.Sync(context.Background(), compile(), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fake.LastTransaction != nil {
+		t.Errorf("a sync without changes ran %q", fake.LastTransaction.String())
+	}
+
+	// A peer pod relabelled: element updates of the sets it is in, nothing else.
+	pods[1] = pods[1].DeepCopy() // x/b
+	pods[1].Labels = map[string]string{"pod": "other"}
+	got := txLines(t, s, fake, compile())
+	want := []string{"delete element ip tranche-netpol pol-in-x.allow-a-0-pods { 10.244.1.3 }"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("x/b relabelled (-want +got):\n%s", diff)
+	}
+
+	// One policy changed: its chain and sets only.
+	pols[2] = pols[2].DeepCopy() // x/egress-dns
+	pols[2].Spec.Egress[0].Ports = pols[2].Spec.Egress[0].Ports[:1]
+	got = txLines(t, s, fake, compile())
+	want = []string{"delete element ip tranche-netpol pol-eg-x.egress-dns-0-ports { tcp . 53 }"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("x/egress-dns changed (-want +got):\n%s", diff)
+	}
+
+	// A policy deleted: its chain, sets and counter go, after the map entry that
+	// led to them.
+	pols = pols[:2]
+	got = txLines(t, s, fake, compile())
+	// x/a is no longer isolated for egress: its map entry, chain and counter go too.
+	want = []string{
+		"delete element ip tranche-netpol egress-pods { 10.244.1.2 }",
+		"flush chain ip tranche-netpol pod-eg-x.a",
+		"flush chain ip tranche-netpol pol-eg-x.egress-dns",
+		"delete chain ip tranche-netpol pod-eg-x.a",
+		"delete chain ip tranche-netpol pol-eg-x.egress-dns",
+		"delete set ip tranche-netpol pol-eg-x.egress-dns-0-pods",
+		"delete set ip tranche-netpol pol-eg-x.egress-dns-0-ports",
+		"delete counter ip tranche-netpol allow-eg-x.egress-dns",
+		"delete counter ip tranche-netpol deny-eg-x.a",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("x/egress-dns deleted (-want +got):\n%s", diff)
+	}
+
+	// Back to the start: the partial syncs leave what a full sync writes.
+	pods, _ = world()
+	pols = examplePolicies()
+	fake.LastTransaction = nil
+	if err := s.Sync(context.Background(), compile(), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(full, fake.Dump()); diff != "" {
+		t.Errorf("after partial syncs back to the start (-full +got):\n%s", diff)
+	}
+}
+
+// failingNFT fails the transactions (and checks) with a line starting with fail.
+type failingNFT struct {
+	*knftables.Fake
+	fail string
+}
+
+func (f *failingNFT) fails(tx *knftables.Transaction) bool {
+	if f.fail == "" {
+		return false
+	}
+	for _, l := range strings.Split(tx.String(), "\n") {
+		if strings.HasPrefix(l, f.fail) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *failingNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	if f.fails(tx) {
+		return fmt.Errorf("Error: Could not process rule: %s", f.fail)
+	}
+	return f.Fake.Run(ctx, tx)
+}
+
+func (f *failingNFT) Check(ctx context.Context, tx *knftables.Transaction) error {
+	if f.fails(tx) {
+		return fmt.Errorf("Error: Could not process rule: %s", f.fail)
+	}
+	return f.Fake.Check(ctx, tx)
+}
+
+func TestFailedTransaction(t *testing.T) {
+	pods, nss := world()
+	pols := examplePolicies()
+	nft := &failingNFT{Fake: newFake()}
+	s := NewSyncer(nft, nil, nil)
+	compile := func() *Model {
+		return Compile(Snapshot{Policies: pols, Pods: pods, Namespaces: nss, NodeName: "node-1"})
+	}
+	ctx := context.Background()
+	if err := s.Sync(ctx, compile(), true, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A partial sync fails: the next one is full.
+	pods[1] = pods[1].DeepCopy()
+	pods[1].Labels = nil
+	nft.fail = "delete element"
+	if err := s.Sync(ctx, compile(), false, nil); err == nil {
+		t.Fatal("the failing sync succeeded")
+	}
+	nft.fail = ""
+	nft.LastTransaction = nil
+	if err := s.Sync(ctx, compile(), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tx := nft.LastTransaction.String(); !strings.Contains(tx, "flush chain ip tranche-netpol pod-in-x.a") || !strings.Contains(tx, "add table") {
+		t.Errorf("the sync after a failure is not full:\n%s", tx)
+	}
+
+	// The kernel refuses one policy: the others are written, its pods stay isolated.
+	nft.fail = "add chain ip tranche-netpol pol-eg-x.egress-dns"
+	if err := s.Sync(ctx, compile(), true, nil); err != nil {
+		t.Fatalf("a refused policy broke the sync: %v", err)
+	}
+	if diff := cmp.Diff([]string{"x/egress-dns"}, s.Refused()); diff != "" {
+		t.Errorf("refused (-want +got):\n%s", diff)
+	}
+	dump := nft.Dump()
+	for _, want := range []string{"add chain ip tranche-netpol pol-in-x.allow-a", `add rule ip tranche-netpol pod-eg-x.a counter name "deny-eg-x.a" drop`} {
+		if !strings.Contains(dump, want+"\n") {
+			t.Errorf("table lacks %q:\n%s", want, dump)
+		}
+	}
+	// Once it changes it is tried again.
+	nft.fail = ""
+	if err := s.Sync(ctx, compile(), false, []string{"x/egress-dns"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Refused()) != 0 || !strings.Contains(nft.Dump(), "jump pol-eg-x.egress-dns") {
+		t.Errorf("x/egress-dns not written after its change:\n%s", nft.Dump())
+	}
 }
