@@ -44,7 +44,8 @@ func explainAccessCmd() *cobra.Command {
 			"source's egress policies and the destination's ingress policies must both allow it.\n\n" +
 			"FROM and TO are a pod as NAMESPACE/NAME or NAME (namespace from -n, else the kubeconfig's),\n" +
 			"or an IP address (IPv6 in brackets before the port: [fd00::1]:80). PORT is a number, or a\n" +
-			"named container port of the destination pod.\n\n" +
+			"named container port of the destination pod. An address that is a pod's IP stands for that\n" +
+			"pod; pods on the host network are outside NetworkPolicies.\n\n" +
 			"Exit status: 0 allowed, 2 denied, 1 when the question cannot be answered (bad input,\n" +
 			"unknown pod, API unreachable).",
 		Example: "  tranche explain access x/a y/b:80\n  tranche explain access -n shop web db:5432/TCP\n  tranche explain access 10.0.0.7 web:http",
@@ -162,11 +163,12 @@ func explainAccess(ctx context.Context, client kubernetes.Interface, ns, fromArg
 	if err != nil {
 		return false, err
 	}
-	var toPod *v1.Pod
+	var fromPod, toPod *v1.Pod
 	for _, end := range []struct {
 		what string
 		peer netpol.Peer
-	}{{"FROM", q.from}, {"TO", q.to}} {
+		pod  **v1.Pod
+	}{{"FROM", q.from, &fromPod}, {"TO", q.to, &toPod}} {
 		if end.peer.Pod == "" {
 			continue
 		}
@@ -180,25 +182,49 @@ func explainAccess(ctx context.Context, client kubernetes.Interface, ns, fromArg
 		if p.Status.PodIP == "" {
 			return false, fmt.Errorf("%s: pod %s/%s has no IP address yet (not running on a node)", end.what, p.Namespace, p.Name)
 		}
-		if end.what == "TO" {
-			toPod = p
-		}
+		*end.pod = p
 	}
 	if q.portName != "" {
 		if q.port = namedPort(toPod, q.portName, q.protocol); q.port == 0 {
 			return false, fmt.Errorf("TO %q: pod %s/%s has no %s container port named %q", toArg, toPod.Namespace, toPod.Name, q.protocol, q.portName)
 		}
 	}
-	in := netpol.ExplainInput{From: q.from, To: q.to, Port: q.port, Protocol: q.protocol}
+	in := netpol.ExplainInput{Port: q.port, Protocol: q.protocol}
 	if in.Policies, in.Pods, in.Namespaces, err = listState(ctx, client); err != nil {
 		return false, err
 	}
+	// An address that is a pod's is that pod: its policies apply whichever way it is named.
+	if q.from.Pod == "" {
+		q.from, fromPod = podByIP(in.Pods, q.from)
+	}
+	if q.to.Pod == "" {
+		q.to, toPod = podByIP(in.Pods, q.to)
+	}
+	in.From, in.To = q.from, q.to
 	d, err := netpol.Explain(in)
 	if err != nil {
 		return false, err
 	}
-	writeDecision(out, q, d)
+	writeDecision(out, q, d, hostNetwork(fromPod), hostNetwork(toPod))
 	return d.Allowed, nil
+}
+
+func hostNetwork(p *v1.Pod) bool { return p != nil && p.Spec.HostNetwork }
+
+// podByIP returns the pod (not on the host network, not terminated) whose address is
+// peer's IP, or peer unchanged.
+func podByIP(pods []*v1.Pod, peer netpol.Peer) (netpol.Peer, *v1.Pod) {
+	for _, p := range pods {
+		if p.Spec.HostNetwork || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			continue
+		}
+		for _, ip := range p.Status.PodIPs {
+			if a, err := netip.ParseAddr(ip.IP); err == nil && a.Unmap() == peer.IP {
+				return netpol.Peer{Namespace: p.Namespace, Pod: p.Name, IP: peer.IP}, p
+			}
+		}
+	}
+	return peer, nil
 }
 
 // namedPort finds a container port of pod by name and protocol; 0 when there is none.
@@ -254,9 +280,17 @@ func peerName(p netpol.Peer) string {
 	return p.Namespace + "/" + p.Pod
 }
 
+// peerLabel is peerName with the address a pod was given by, if it was.
+func peerLabel(p netpol.Peer) string {
+	if p.Pod != "" && p.IP.IsValid() {
+		return peerName(p) + " at " + p.IP.String()
+	}
+	return peerName(p)
+}
+
 // writeDecision prints the verdict, then one line per direction saying which policies
 // isolate the pod and which rule, if any, lets the connection through.
-func writeDecision(out io.Writer, q accessQuery, d netpol.Decision) {
+func writeDecision(out io.Writer, q accessQuery, d netpol.Decision, fromHost, toHost bool) {
 	verdict := "DENIED"
 	if d.Allowed {
 		verdict = "ALLOWED"
@@ -266,14 +300,16 @@ func writeDecision(out io.Writer, q accessQuery, d netpol.Decision) {
 		to = "[" + to + "]"
 	}
 	fmt.Fprintf(out, "%s -> %s:%d/%s: %s\n", peerName(q.from), to, q.port, q.protocol, verdict)
-	fmt.Fprintf(out, "  egress  (%s): %s\n", peerName(q.from), explainVerdict(q.from, "egress", d.Egress))
-	fmt.Fprintf(out, "  ingress (%s): %s\n", peerName(q.to), explainVerdict(q.to, "ingress", d.Ingress))
+	fmt.Fprintf(out, "  egress  (%s): %s\n", peerLabel(q.from), explainVerdict(q.from, fromHost, "egress", d.Egress))
+	fmt.Fprintf(out, "  ingress (%s): %s\n", peerLabel(q.to), explainVerdict(q.to, toHost, "ingress", d.Ingress))
 }
 
-func explainVerdict(p netpol.Peer, dir string, v netpol.Verdict) string {
+func explainVerdict(p netpol.Peer, hostNetwork bool, dir string, v netpol.Verdict) string {
 	switch {
 	case p.Pod == "":
 		return "not a pod, so no policy applies: allowed"
+	case hostNetwork:
+		return "on the host network, where NetworkPolicies do not apply: allowed"
 	case !v.Isolated:
 		return fmt.Sprintf("not isolated (no policy selects it for %s): allowed", dir)
 	case v.Allowed:

@@ -20,13 +20,20 @@ func explainPod(ns, name, ip string, lbls map[string]string) *v1.Pod {
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Ports: []v1.ContainerPort{
 			{Name: "http", ContainerPort: 8080, Protocol: v1.ProtocolTCP},
 		}}}},
-		Status: v1.PodStatus{Phase: v1.PodRunning, PodIP: ip},
+		Status: v1.PodStatus{Phase: v1.PodRunning, PodIP: ip, PodIPs: []v1.PodIP{{IP: ip}}},
 	}
 }
 
 func explainNamespace(name string) *v1.Namespace {
 	return &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/metadata.name": name}}}
 }
+
+// hostPod is selected by y/allow-from-x, but policies do not apply on the host network.
+var hostPod = func() *v1.Pod {
+	p := explainPod("y", "h", "192.168.0.2", map[string]string{"app": "b"})
+	p.Spec.HostNetwork = true
+	return p
+}()
 
 // explainCluster has x/a and y/b, and in y a default deny of ingress plus a policy
 // letting namespace x reach b on TCP 8080.
@@ -36,6 +43,7 @@ func explainCluster() []runtime.Object {
 		explainPod("x", "a", "10.244.1.2", map[string]string{"app": "a"}),
 		explainPod("y", "b", "10.244.2.3", map[string]string{"app": "b"}),
 		explainPod("y", "c", "10.244.2.4", map[string]string{"app": "c"}),
+		hostPod,
 		&networkingv1.NetworkPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny-all"},
 			Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
@@ -85,6 +93,16 @@ func TestExplainAccess(t *testing.T) {
 			"192.0.2.1 -> y/c:80/TCP: DENIED",
 			"  egress  (192.0.2.1): not a pod, so no policy applies: allowed",
 			"  ingress (y/c): isolated by y/deny-all; no rule allows it: denied",
+		}},
+		{name: "to a pod's IP", ns: "default", from: "x/a", to: "10.244.2.3:80", want: []string{
+			"x/a -> y/b:80/TCP: DENIED",
+			"  egress  (x/a): not isolated (no policy selects it for egress): allowed",
+			"  ingress (y/b at 10.244.2.3): isolated by y/allow-from-x, y/deny-all; no rule allows it: denied",
+		}},
+		{name: "to a host-network pod", ns: "y", from: "x/a", to: "h:80", allowed: true, want: []string{
+			"x/a -> y/h:80/TCP: ALLOWED",
+			"  egress  (x/a): not isolated (no policy selects it for egress): allowed",
+			"  ingress (y/h): on the host network, where NetworkPolicies do not apply: allowed",
 		}},
 		{name: "to an IP", ns: "y", from: "b", to: "[2001:db8::1]:443", allowed: true, want: []string{
 			"y/b -> [2001:db8::1]:443/TCP: ALLOWED",

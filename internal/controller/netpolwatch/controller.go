@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -53,7 +52,8 @@ type Config struct {
 // Controller records NoPodsSelected events. Create it with New and start it with Run.
 type Controller struct {
 	policies networkinglisters.NetworkPolicyLister
-	pods     corelisters.PodLister
+	// pods is the pod cache indexed by namespace; a sync stops at the first match.
+	pods     cache.Indexer
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
@@ -82,7 +82,7 @@ func New(cfg Config) *Controller {
 	npInf := cfg.Informers.Networking().V1().NetworkPolicies()
 	podInf := cfg.Informers.Core().V1().Pods()
 	c := &Controller{
-		policies: npInf.Lister(), pods: podInf.Lister(),
+		policies: npInf.Lister(), pods: podInf.Informer().GetIndexer(),
 		synced:   []cache.InformerSynced{npInf.Informer().HasSynced, podInf.Informer().HasSynced},
 		queue:    worker.NewQueue("networkpolicy_watch", clk),
 		recorder: rec, clock: clk, grace: grace, log: log,
@@ -94,8 +94,10 @@ func New(cfg Config) *Controller {
 	return c
 }
 
-// podChanged requeues every policy of the pod's namespace when the pod appears, goes,
-// changes labels or terminates: only those change what a policy selects.
+// podChanged requeues the policies of the pod's namespace whose selection the event can
+// change: those selecting the pod as it was (it may have been their last) or as it is (it
+// may be their first). Only an add, a delete, a label change or the pod terminating
+// changes a selection.
 func (c *Controller) podChanged(old, cur any) {
 	oldPod, curPod, pod := worker.Pods(old, cur)
 	if pod == nil {
@@ -109,7 +111,14 @@ func (c *Controller) podChanged(old, cur any) {
 		return
 	}
 	for _, np := range policies {
-		worker.Enqueue(c.queue, np)
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			continue
+		}
+		if (oldPod != nil && counts(oldPod) && sel.Matches(labels.Set(oldPod.Labels))) ||
+			(curPod != nil && counts(curPod) && sel.Matches(labels.Set(curPod.Labels))) {
+			worker.Enqueue(c.queue, np)
+		}
 	}
 }
 
@@ -140,13 +149,13 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	n, err := c.selected(np)
+	selects, err := c.selects(np)
 	if err != nil {
 		return fmt.Errorf("listing pods for NetworkPolicy %s: %w", key, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n > 0 {
+	if selects {
 		delete(c.emptySince, key)
 		delete(c.reported, key)
 		return nil
@@ -170,24 +179,24 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	return nil
 }
 
-// selected counts the pods of np's namespace its podSelector matches. An invalid
-// selector (which validation refuses) selects nothing.
-func (c *Controller) selected(np *networkingv1.NetworkPolicy) (int, error) {
+// selects reports whether np's podSelector matches some unterminated pod of its
+// namespace, stopping at the first. An invalid selector (which validation refuses)
+// selects nothing.
+func (c *Controller) selects(np *networkingv1.NetworkPolicy) (bool, error) {
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	if err != nil {
-		return 0, nil
+		return false, nil
 	}
-	pods, err := c.pods.Pods(np.Namespace).List(sel)
+	objs, err := c.pods.ByIndex(cache.NamespaceIndex, np.Namespace)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
-	n := 0
-	for _, p := range pods {
-		if counts(p) {
-			n++
+	for _, obj := range objs {
+		if p, ok := obj.(*v1.Pod); ok && counts(p) && sel.Matches(labels.Set(p.Labels)) {
+			return true, nil
 		}
 	}
-	return n, nil
+	return false, nil
 }
 
 func (c *Controller) forget(key string) {

@@ -2,6 +2,7 @@ package netpolwatch
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -41,7 +41,7 @@ type fixture struct {
 	c      *Controller
 }
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -77,11 +77,11 @@ func (fx *fixture) sync(t *testing.T, key string) {
 }
 
 // waitPods waits until the pod cache of ns holds n pods.
-func (fx *fixture) waitPods(t *testing.T, ns string, n int) {
+func (fx *fixture) waitPods(t testing.TB, ns string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pods, _ := fx.c.pods.Pods(ns).List(labels.Everything())
+		pods, _ := fx.c.pods.ByIndex(cache.NamespaceIndex, ns)
 		if len(pods) == n {
 			return
 		}
@@ -89,6 +89,23 @@ func (fx *fixture) waitPods(t *testing.T, ns string, n int) {
 			t.Fatalf("pod cache of %s has %d pods, want %d", ns, len(pods), n)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// settle waits until the informers have handed the controller every initial object and
+// empties its queue, so that the benchmark times only its own events.
+func settle(c *Controller) {
+	for quiet := 0; quiet < 3; {
+		if c.queue.Len() == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		for c.queue.Len() > 0 {
+			key, _ := c.queue.Get()
+			c.queue.Done(key)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -182,4 +199,46 @@ func TestRunRecordsTheEvent(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+func TestPodEventRequeuesOnlyPoliciesItConcerns(t *testing.T) {
+	fx := newFixture(t, policy("x", "web", map[string]string{"app": "web"}), policy("x", "db", map[string]string{"app": "db"}),
+		policy("y", "web", map[string]string{"app": "web"}))
+	settle(fx.c)
+	web, db := pod("x", "p", map[string]string{"app": "web"}), pod("x", "p", map[string]string{"app": "db"})
+	done := pod("x", "p", map[string]string{"app": "web"}, func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded })
+	tests := []struct {
+		name     string
+		old, cur *v1.Pod
+		want     []string
+	}{
+		{name: "added", cur: web, want: []string{"x/web"}},
+		{name: "deleted", old: db, want: []string{"x/db"}},
+		{name: "relabelled", old: web, cur: db, want: []string{"x/db", "x/web"}},
+		{name: "status change only", old: web, cur: web.DeepCopy()},
+		{name: "terminated", old: web, cur: done, want: []string{"x/web"}},
+		{name: "selected by none", cur: pod("x", "p", map[string]string{"app": "cache"})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var old, cur any
+			if tc.old != nil {
+				old = tc.old
+			}
+			if tc.cur != nil {
+				cur = tc.cur
+			}
+			fx.c.podChanged(old, cur)
+			var got []string
+			for fx.c.queue.Len() > 0 {
+				key, _ := fx.c.queue.Get()
+				got = append(got, key)
+				fx.c.queue.Done(key)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("requeued (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
