@@ -39,9 +39,18 @@ func (w Wrk) Run(url string) (float64, string, error) {
 	if err != nil {
 		return 0, "", fmt.Errorf("wrk %s in %s: %v\n%s", url, w.NS, err, out)
 	}
+	rps, errs, err := parseWrk(out)
+	if err != nil {
+		return 0, "", fmt.Errorf("wrk %s in %s: %w", url, w.NS, err)
+	}
+	return rps, errs, nil
+}
+
+// parseWrk reads wrk's report: its requests/s and its error lines joined with "; ".
+func parseWrk(out []byte) (float64, string, error) {
 	m := wrkRate.FindSubmatch(out)
 	if m == nil {
-		return 0, "", fmt.Errorf("wrk %s in %s printed no Requests/sec:\n%s", url, w.NS, out)
+		return 0, "", fmt.Errorf("no Requests/sec in its output:\n%s", out)
 	}
 	rps, err := strconv.ParseFloat(string(m[1]), 64)
 	if err != nil {

@@ -104,11 +104,11 @@ func newProber(b *testing.B, nsName, target string) *prober {
 
 func (p *prober) close() { close(p.stop); p.wg.Wait() }
 
-// holdsSince returns when the state want began to hold for good after t0: the start
-// of the first attempt of the last run of attempts (by start time) showing want, once
-// that run is confirm long and every attempt started before it has ended. It forgets
-// attempts older than t0.
-func (p *prober) holdsSince(t0 time.Time, want bool) (time.Time, bool) {
+// holdsSince returns when the state want began to hold for good after t0, as of now:
+// the start of the first attempt of the last run of attempts (by start time) showing
+// want, once that run is confirm long and every attempt started before it has ended
+// (the run began more than a dial timeout ago). It forgets attempts older than t0.
+func (p *prober) holdsSince(t0, now time.Time, want bool) (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	kept := p.seen[:0]
@@ -124,7 +124,7 @@ func (p *prober) holdsSince(t0 time.Time, want bool) (time.Time, bool) {
 	for i > 0 && s[i-1].ok == want {
 		i--
 	}
-	if len(s)-i < confirm || time.Since(s[i].start) < dialTimeout+50*time.Millisecond {
+	if len(s)-i < confirm || now.Sub(s[i].start) < dialTimeout+50*time.Millisecond {
 		return time.Time{}, false
 	}
 	return s[i].start, true
@@ -150,7 +150,7 @@ func untilAll(b *testing.B, probers []*prober, t0 time.Time, want bool, what str
 	out := make([]time.Duration, len(probers))
 	for i, p := range probers {
 		for {
-			at, ok := p.holdsSince(t0, want)
+			at, ok := p.holdsSince(t0, time.Now(), want)
 			if ok {
 				out[i] = at.Sub(t0)
 				break
