@@ -78,7 +78,7 @@ bench-datapath: deps build
 	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 15m ./bench/datapath/
 
 bench-netpol: deps build
-	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 20m ./bench/netpol/
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 30m ./bench/netpol/
 
 clean:
 	rm -rf bin
