@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
+	"time"
 
-	"github.com/tranche/tranche/bench/benchcluster"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/tranche/tranche/bench/benchcluster"
 )
 
 const (
@@ -76,6 +79,8 @@ func BenchmarkPolicyDataPath(b *testing.B) {
 			created = 0
 			waitReach(b, e.podNS(stranger), target, true)
 		}
+		// The engines have written every policy: their sync count stays put.
+		waitQuiet(b, e, []string{"tranche-1", "tranche-2"})
 		if n > 0 {
 			// The 10 selecting policies hold: the client still reaches the server, a
 			// pod without the client label no longer does.
@@ -133,6 +138,30 @@ func BenchmarkPolicyDataPath(b *testing.B) {
 		fmt.Println("  " + note)
 	}
 	fmt.Println()
+}
+
+// waitQuiet waits until the NetworkPolicy engines of nodes have not synced for a second
+// (tranche_networkpolicy_sync_duration_seconds_count unchanged), for up to a minute, so
+// that wrk does not share the CPU with a sync of the policies just created.
+func waitQuiet(b *testing.B, e *env, nodes []string) {
+	b.Helper()
+	counts := func() (c []float64) {
+		for _, n := range nodes {
+			c = append(c, scrapeSumCount(e.c.NodeNS(n), syncMetric)[1])
+		}
+		return c
+	}
+	last, since := counts(), time.Now()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		now := counts()
+		if !slices.Equal(now, last) {
+			last, since = now, time.Now()
+		} else if time.Since(since) >= time.Second {
+			return
+		}
+	}
+	b.Logf("the engines kept syncing for a minute (sync counts %v)", last)
 }
 
 // fillerPolicy is the i-th policy of the cluster: the first `selecting` select the

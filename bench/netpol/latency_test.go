@@ -41,6 +41,8 @@ const (
 	goalP99 = 100 * time.Millisecond
 	// metricName is the engine's own histogram (from the object's last change).
 	metricName = "tranche_networkpolicy_programming_duration_seconds"
+	// syncMetric is the engine's sync histogram (its count: syncs done).
+	syncMetric = "tranche_networkpolicy_sync_duration_seconds"
 )
 
 // attempt is one connection attempt of a prober.
