@@ -5,7 +5,7 @@ PKGS    := ./...
 DEBS    := nftables iptables ipvsadm iproute2 busybox-static runc conntrack dnsutils etcd-server curl ca-certificates nginx postgresql dnsperf wrk
 KUBECTL ?= $(shell command -v kubectl)
 
-.PHONY: all build deps generate up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-proxy-modes bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath fuzz clean
+.PHONY: all build deps generate up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-proxy-modes bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath bench-netpol fuzz clean
 
 all: build
 
@@ -45,7 +45,7 @@ test-e2e: build
 # Benchmarks print their figures beside a peer or limit measured in the same run (see each
 # bench/*/README.md). Most need root; `make bench` runs them all (about 20 minutes).
 BENCH   := $(GO) test -run '^$$' -bench . -benchtime 1x
-bench: bench-api bench-endpointslice bench-proxy bench-proxy-modes bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath
+bench: bench-api bench-endpointslice bench-proxy bench-proxy-modes bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath bench-netpol
 
 bench-api: build
 	$(BENCH) -timeout 20m ./bench/api/
@@ -81,6 +81,9 @@ bench-netprog: build
 
 bench-datapath: deps build
 	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 15m ./bench/datapath/
+
+bench-netpol: deps build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 30m ./bench/netpol/
 
 clean:
 	rm -rf bin
