@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/bench/benchcluster"
 )
@@ -87,7 +86,7 @@ func benchPodStartup(b *testing.B, bin string, rp *report) {
 	own := runcOwnRun(b)
 	// At debug level the agents log where each pod's time went (see phases_test.go).
 	c := benchcluster.Start(b, bin, "bc", upNodes, "--log-level", "debug")
-	client := newClient(b, c)
+	client := c.Client(b)
 	var paced, burst []time.Duration
 	var pacedWall, burstWall time.Duration
 	var pacedRound round
@@ -290,20 +289,6 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	}
 	i := int(float64(len(sorted))*q+0.999999) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
-func newClient(b *testing.B, c *benchcluster.Cluster) kubernetes.Interface {
-	b.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return client
 }
 
 // benchIdleRSS starts a 1-node cluster, lets it idle and sums the memory of the up

@@ -34,7 +34,7 @@ const (
 // agent's log), checking that none was restarted.
 func benchAgentRestart(b *testing.B, bin string, rp *report) {
 	c := benchcluster.Start(b, bin, "br", 1)
-	client := newClient(b, c)
+	client := c.Client(b)
 	ns := "bench-restart"
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()

@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/netns"
 	"github.com/tranche/tranche/internal/proxy"
@@ -92,14 +91,7 @@ func BenchmarkDataPath(b *testing.B) {
 func measureMode(b *testing.B, bin, wrk, mode string) modeResult {
 	tag := map[string]string{proxy.ModeNFTables: "bdn", proxy.ModeIPTables: "bdi"}[mode]
 	c := benchcluster.Start(b, bin, tag, 2, "--proxy-mode", mode)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := c.Client(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ns := "datapath"

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/bench/benchcluster"
 	"github.com/tranche/tranche/internal/netns"
@@ -36,15 +35,7 @@ func start(b *testing.B, tag string, n int, ns string) *env {
 	b.Helper()
 	bin := benchcluster.NeedRoot(b, "bench/netpol")
 	c := benchcluster.Start(b, bin, tag, n)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 1000
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := c.Client(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	b.Cleanup(cancel)
 	e := &env{c: c, client: client, ctx: ctx, ns: ns}

@@ -20,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/netns"
 
@@ -56,15 +54,7 @@ const goalP99 = 100 * time.Millisecond
 func BenchmarkNetworkProgramming(b *testing.B) {
 	bin := benchcluster.NeedRoot(b, "bench/netprog")
 	c := benchcluster.Start(b, bin, "bn", nodes)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 1000
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := c.Client(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	ns := "netprog"

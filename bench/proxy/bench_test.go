@@ -201,17 +201,7 @@ func service(i int) (*v1.Service, *discoveryv1.EndpointSlice) {
 // fullSync measures one size and returns its row with the proxier and namespace, whose
 // table the add-one-service benchmark builds on.
 func fullSync(b *testing.B, n int) (row, *proxy.Proxier, string) {
-	ns := newNS(b, fmt.Sprintf("ours-%d", n))
-	var nft knftables.Interface
-	inNS(b, ns, func() error {
-		var err error
-		nft, err = proxy.NewKernel()
-		return err
-	})
-	p, err := proxy.NewProxier(nft, proxy.ProxierConfig{Config: config(), Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, ns := nftProxier(b, fmt.Sprintf("ours-%d", n))
 	feed(p, 0, n)
 	r := row{services: n}
 	r.sync, r.syncCPU = timedSync(b, ns, p)

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tranche/tranche/internal/proxy"
+	"sigs.k8s.io/knftables"
 )
 
 // feed hands services [from, to) with their EndpointSlices to p's event handlers.
@@ -78,4 +80,22 @@ func restoreIn(b *testing.B, ns, tool string, data []byte, args ...string) (wall
 		return nil
 	})
 	return wall, cpu
+}
+
+// nftProxier is an nftables-mode Proxier writing through real nft into a new network
+// namespace named after name, which it returns.
+func nftProxier(b *testing.B, name string) (*proxy.Proxier, string) {
+	b.Helper()
+	ns := newNS(b, name)
+	var nft knftables.Interface
+	inNS(b, ns, func() error {
+		var err error
+		nft, err = proxy.NewKernel()
+		return err
+	})
+	p, err := proxy.NewProxier(nft, proxy.ProxierConfig{Config: config(), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, ns
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/moby/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/knftables"
 
 	"github.com/tranche/tranche/internal/proxy"
 )
@@ -60,7 +59,7 @@ type modeRow struct {
 	// tables with other software must call iptables-restore (kube-proxy does), which the
 	// nf_tables backend makes several times slower than a plain restore.
 	noflush, noflushCPU time.Duration
-	adds   []time.Duration
+	adds                []time.Duration
 	// skipped says why the row was not measured ("" when it was).
 	skipped string
 }
@@ -105,17 +104,7 @@ func BenchmarkProxyModes(b *testing.B) {
 
 // nftablesMode: Proxier over real nft; the kernel alone is `nft -f` of `nft list table`.
 func nftablesMode(b *testing.B, n int) modeRow {
-	ns := newNS(b, fmt.Sprintf("m-nft-%d", n))
-	var nft knftables.Interface
-	inNS(b, ns, func() error {
-		var err error
-		nft, err = proxy.NewKernel()
-		return err
-	})
-	p, err := proxy.NewProxier(nft, proxy.ProxierConfig{Config: config(), Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, ns := nftProxier(b, fmt.Sprintf("m-nft-%d", n))
 	feed(p, 0, n)
 	r := modeRow{kernel: "nft -f of the dumped table"}
 	r.full, r.fullCPU = timedSync(b, ns, p)
