@@ -26,6 +26,7 @@ import (
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/defaulttolerations"
+	"github.com/tranche/tranche/internal/runtimeclass"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/podsecurity"
 	"github.com/tranche/tranche/internal/registry/all"
@@ -164,7 +165,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), &rbacEscalation{sec: sec}},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
 		Validators: []apiserver.Validator{sec.nodeRestriction, psa},
 		Resources:  resources,

@@ -41,7 +41,7 @@ func NewNodeAuthorizer(graph *NodeGraph) *NodeAuthorizer {
 // bound to it (authorizeNode, authorizePod).
 var nodeReadable = []struct{ group, resource string }{
 	{"", "services"}, {"", "endpoints"}, {"", "namespaces"},
-	{"discovery.k8s.io", "endpointslices"},
+	{"discovery.k8s.io", "endpointslices"}, {"node.k8s.io", "runtimeclasses"},
 }
 
 // NodeName returns NAME for a node agent's user (system:node:NAME in system:nodes).
