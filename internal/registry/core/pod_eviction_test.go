@@ -110,7 +110,7 @@ func evictionPod(mutate func(*v1.Pod)) *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "t1", ResourceVersion: "1", Labels: map[string]string{"app": "web"}},
 		Spec:       v1.PodSpec{NodeName: "node-1"},
-		Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
+		Status:     v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
 	}
 	if mutate != nil {
 		mutate(p)
@@ -193,7 +193,7 @@ func TestPodEvict(t *testing.T) {
 			}
 			req := &registry.HandlerRequest{Verb: "create", Namespace: "t1", Name: "web-1", Subresource: "eviction",
 				Objects: objs, Body: evictionBody{&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}}},
-				DryRun:  func() (bool, error) { return tc.dry, nil }}
+				DryRun: func() (bool, error) { return tc.dry, nil }}
 			out, code, err := podEvict(context.Background(), req)
 			switch {
 			case tc.code != 0 && err != nil:
