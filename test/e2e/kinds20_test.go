@@ -97,6 +97,20 @@ spec:
 		t.Fatalf("admitted pod's overhead and node selector: %q, want \"10m linux\"", got)
 	}
 	c.waitReady(t, ns, "admitted")
+
+	// A class whose handler the node lacks is admitted, but the node refuses the pod's
+	// sandbox as kubelet does, with an event naming the handler.
+	const other = "kinds20-other"
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "runtimeclass", other, "--ignore-not-found") })
+	c.apply(t, "", "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: "+other+"\nhandler: kata\n")
+	c.apply(t, ns, strings.Replace(strings.Replace(pod, "%s", "unhandled", 1), "%s", other, 1))
+	eventually(t, 60*time.Second, "a FailedCreatePodSandBox event for the unknown handler", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "events", "-n", ns, "--field-selector=involvedObject.name=unhandled,reason=FailedCreatePodSandBox", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(out, `Failed to create pod sandbox: failed to get sandbox runtime: no runtime for "kata" is configured`), out
+	})
+	if got := s.must(t, "get", "pod", "unhandled", "-n", ns, "-o", "jsonpath={.status.phase}"); got != "Pending" {
+		t.Fatalf("pod with an unknown handler is %q, want Pending", got)
+	}
 }
 
 // TestPodDisruptionBudget: a budget's status follows a Deployment's pods; an eviction
