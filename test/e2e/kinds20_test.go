@@ -71,7 +71,7 @@ scheduling:
   nodeSelector: {kubernetes.io/os: linux}
 `)
 	out := s.must(t, "get", "runtimeclass", class)
-	if !regexp.MustCompile(`(?m)^NAME\s+HANDLER\s+AGE$`).MatchString(out) || !regexp.MustCompile(`(?m)^` + class + `\s+runc\s+\d+s$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^NAME\s+HANDLER\s+AGE$`).MatchString(out) || !regexp.MustCompile(`(?m)^`+class+`\s+runc\s+\d+s$`).MatchString(out) {
 		t.Fatalf("kubectl get runtimeclass:\n%s", out)
 	}
 	if _, errOut, err := s.kubectl(t, "", "patch", "runtimeclass", class, "--type=merge", "-p", `{"handler":"other"}`); err == nil || !strings.Contains(errOut, "handler: Invalid value: \"other\": field is immutable") {
