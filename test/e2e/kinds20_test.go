@@ -204,6 +204,24 @@ spec:
 		got := status()
 		return got == "3 3 2 1 1 SufficientPods", got
 	})
+
+	// kubectl drain evicts the node's pods through the budget, retrying the refused
+	// evictions until replacements elsewhere are ready.
+	node := s.must(t, "get", "pod", firstPod(), "-n", ns, "-o", "jsonpath={.spec.nodeName}")
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "uncordon", node) })
+	out, errOut, err = s.kubectl(t, "", "drain", node, "--pod-selector=app=web", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=50s")
+	if err != nil || !strings.Contains(out, "node/"+node+" drained") {
+		t.Fatalf("kubectl drain %s: %v\n%s%s", node, err, out, errOut)
+	}
+	s.must(t, "uncordon", node)
+	left := s.must(t, "get", "pods", "-n", ns, "-l", "app=web", "--field-selector=spec.nodeName="+node, "-o", "jsonpath={.items[*].metadata.name}")
+	if strings.TrimSpace(left) != "" {
+		t.Fatalf("pods left on the drained node %s: %s", node, left)
+	}
+	eventually(t, 90*time.Second, "pdb status after the drain", func() (bool, string) {
+		got := status()
+		return got == "3 3 2 1 1 SufficientPods", got
+	})
 }
 
 func asStatus(err error, out *apierrors.APIStatus) bool {
