@@ -3,13 +3,15 @@
 // disruptions allowed, evictions awaiting their pod's deletion, observed generation
 // and the DisruptionAllowed condition) in step with the pods its selector picks and
 // the scale of their controllers, which is what pods/eviction decides on. Each sync
-// is computeCounts and newStatus (pure) followed by one status write.
+// is computeCounts and newStatus (pure) followed by one status write. It also turns
+// False the DisruptionTarget condition of pods an eviction marked but did not delete.
 package disruption
 
 import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -61,6 +63,8 @@ type Controller struct {
 	sets   appslisters.StatefulSetLister
 	synced []cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[string]
+	// staleQueue holds pods whose DisruptionTarget condition turns stale.
+	staleQueue workqueue.TypedRateLimitingInterface[string]
 }
 
 // New builds the controller and registers its event handlers. It panics when Client or
@@ -72,6 +76,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{client: cfg.Client}
 	c.log, c.clock, c.recorder = worker.Defaults(cfg.Logger, cfg.Clock, cfg.Recorder)
 	c.queue = worker.NewQueue("disruption", c.clock)
+	c.staleQueue = worker.NewQueue("disruption_stale_pod_disruption", c.clock)
 	f := cfg.Informers
 	pdbs, pods := f.Policy().V1().PodDisruptionBudgets(), f.Core().V1().Pods()
 	rcs, rss := f.Core().V1().ReplicationControllers(), f.Apps().V1().ReplicaSets()
@@ -82,6 +87,7 @@ func New(cfg Config) *Controller {
 	}
 	worker.Watch(pdbs.Informer(), func(obj any) { worker.Enqueue(c.queue, obj) })
 	worker.Watch(pods.Informer(), c.podChanged)
+	worker.Watch(pods.Informer(), c.podForStaleCheck)
 	return c
 }
 
@@ -100,10 +106,17 @@ func (c *Controller) podChanged(obj any) {
 	}
 }
 
-// Run syncs budgets with workers goroutines until ctx ends.
+// Run syncs budgets with workers goroutines, and resets stale DisruptionTarget
+// conditions with one more, until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		worker.Loop{Kind: "Pod", Queue: c.staleQueue, Synced: c.synced, Sync: c.syncStale,
+			MaxRetries: worker.DefaultMaxRetries, Expected: apierrors.IsConflict, Logger: c.log}.Run(ctx, 1)
+	})
 	worker.Loop{Kind: "PodDisruptionBudget", Queue: c.queue, Synced: c.synced, Sync: c.sync,
 		MaxRetries: worker.DefaultMaxRetries, Expected: apierrors.IsConflict, Logger: c.log}.Run(ctx, workers)
+	wg.Wait()
 }
 
 func (c *Controller) sync(ctx context.Context, key string) error {

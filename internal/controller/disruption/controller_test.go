@@ -226,3 +226,50 @@ func TestFailedStatus(t *testing.T) {
 		t.Errorf("failed status %+v", p.Status)
 	}
 }
+
+// A DisruptionTarget condition an eviction left on a pod it did not delete turns False
+// after StalePodDisruptionTimeout; a deleting pod's, or a recent one, is left alone.
+func TestStaleDisruptionTarget(t *testing.T) {
+	withTarget := func(name string, age time.Duration, mutate func(*v1.Pod)) *v1.Pod {
+		p := makePod(name, nil, true)
+		p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+			Reason: "EvictionByEvictionAPI", LastTransitionTime: metav1.NewTime(t0.Add(-age))})
+		if mutate != nil {
+			mutate(p)
+		}
+		return p
+	}
+	deleting := func(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} }
+	tests := []struct {
+		name  string
+		pod   *v1.Pod
+		reset bool
+	}{
+		{name: "stale", pod: withTarget("old", 3*time.Minute, nil), reset: true},
+		{name: "recent", pod: withTarget("new", time.Minute, nil)},
+		{name: "deleting", pod: withTarget("del", 3*time.Minute, deleting)},
+		{name: "set by the kubelet", pod: withTarget("kub", 3*time.Minute, func(p *v1.Pod) {
+			p.Status.Conditions[1].Reason = v1.PodReasonTerminationByKubelet
+		})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.pod)
+			if err := f.c.syncStale(context.Background(), "t1/"+tc.pod.Name); err != nil {
+				t.Fatal(err)
+			}
+			var updated *v1.Pod
+			for _, a := range f.client.Actions() {
+				if u, ok := a.(clienttesting.UpdateAction); ok && a.GetSubresource() == "status" {
+					updated = u.GetObject().(*v1.Pod)
+				}
+			}
+			if (updated != nil) != tc.reset {
+				t.Fatalf("status written: %v, want %v", updated != nil, tc.reset)
+			}
+			if updated != nil && (updated.Status.Conditions[1].Status != v1.ConditionFalse || !updated.Status.Conditions[1].LastTransitionTime.Time.Equal(t0)) {
+				t.Errorf("condition after reset: %+v", updated.Status.Conditions[1])
+			}
+		})
+	}
+}
