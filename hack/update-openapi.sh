@@ -30,6 +30,7 @@ k8s.io/api/coordination/v1
 k8s.io/api/discovery/v1
 k8s.io/api/events/v1
 k8s.io/api/networking/v1
+k8s.io/api/node/v1
 k8s.io/api/policy/v1
 k8s.io/api/rbac/v1
 k8s.io/api/scheduling/v1

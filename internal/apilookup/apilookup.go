@@ -1,5 +1,6 @@
 // Package apilookup reads the ConfigMaps and Secrets a node agent puts into containers'
-// environments (env valueFrom and envFrom) from the API server.
+// environments (env valueFrom and envFrom), and the RuntimeClasses its pods name, from
+// the API server.
 package apilookup
 
 import (
@@ -14,7 +15,8 @@ import (
 
 // New returns a lookup (the agent runtime's Lookup) reading through client: for kind
 // "ConfigMap" its data, binaryData base64-encoded; for kind "Secret" its data decoded,
-// stringData included. found is false when the object does not exist; any other kind
+// stringData included; for kind "RuntimeClass" (ns empty) its handler under "handler".
+// found is false when the object does not exist; any other kind
 // is an error.
 func New(client kubernetes.Interface) func(ctx context.Context, kind, ns, name string) (data map[string]string, found bool, err error) {
 	return func(ctx context.Context, kind, ns, name string) (map[string]string, bool, error) {
@@ -51,6 +53,15 @@ func New(client kubernetes.Interface) func(ctx context.Context, kind, ns, name s
 				out[k] = v
 			}
 			return out, true, nil
+		case "RuntimeClass":
+			rc, err := client.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			return map[string]string{"handler": rc.Handler}, true, nil
 		}
 		return nil, false, fmt.Errorf("unknown kind %q", kind)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -16,6 +17,7 @@ func TestLookup(t *testing.T) {
 			Data: map[string]string{"a": "1"}, BinaryData: map[string][]byte{"b": {0xff, 0x00}}},
 		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
 			Data: map[string][]byte{"user": []byte("admin")}, StringData: map[string]string{"extra": "x"}},
+		&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "rc"}, Handler: "runc"},
 	)
 	lookup := New(client)
 	for _, tc := range []struct {
@@ -27,6 +29,8 @@ func TestLookup(t *testing.T) {
 		{name: "secret decoded", kind: "Secret", obj: "s", want: map[string]string{"user": "admin", "extra": "x"}, found: true},
 		{name: "missing configmap", kind: "ConfigMap", obj: "nope"},
 		{name: "missing secret", kind: "Secret", obj: "nope"},
+		{name: "runtimeclass", kind: "RuntimeClass", obj: "rc", want: map[string]string{"handler": "runc"}, found: true},
+		{name: "missing runtimeclass", kind: "RuntimeClass", obj: "nope"},
 		{name: "other kind", kind: "Pod", obj: "cm", err: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

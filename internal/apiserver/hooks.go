@@ -37,6 +37,22 @@ func (o objects) GetOf(ctx context.Context, gvr schema.GroupVersionResource, ns,
 	return obj, err
 }
 
+func (o objects) ListOf(ctx context.Context, gvr schema.GroupVersionResource, ns string) ([]runtime.Object, error) {
+	if o.s.byGVR[gvr] == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("%s are not served", gvr.Resource))
+	}
+	return o.s.List(ctx, gvr, ns)
+}
+
+func (o objects) UpdateOf(ctx context.Context, gvr schema.GroupVersionResource, ns, name, sub string, dry bool, mutate func(runtime.Object) (runtime.Object, error)) (runtime.Object, int, error) {
+	e := o.s.byGVR[gvr]
+	if e == nil {
+		return nil, 0, apierrors.NewInternalError(fmt.Errorf("%s are not served", gvr.Resource))
+	}
+	out, code, _, err := o.s.updateObject(ctx, e, ns, name, sub, dry, mutate)
+	return out, code, err
+}
+
 func (o objects) Update(ctx context.Context, ns, name, sub string, dry bool, mutate func(runtime.Object) (runtime.Object, error)) (runtime.Object, int, error) {
 	out, code, _, err := o.s.updateObject(ctx, o.e, ns, name, sub, dry, mutate)
 	return out, code, err

@@ -79,6 +79,12 @@ type Objects interface {
 	Get(ctx context.Context, namespace, name string) (runtime.Object, error)
 	// GetOf reads an object of another served resource (a pod's node).
 	GetOf(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error)
+	// ListOf reads every object of another served resource in a namespace (a pod's
+	// disruption budgets).
+	ListOf(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]runtime.Object, error)
+	// UpdateOf runs the generic update path of another served resource, as Update does
+	// for this one (an eviction writes its disruption budget's status).
+	UpdateOf(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, subresource string, dryRun bool, mutate func(current runtime.Object) (runtime.Object, error)) (runtime.Object, int, error)
 	// Update runs the generic update path (admission, metadata, compare-and-swap
 	// retries) for the subresource, with mutate computing the new object from a copy
 	// of the current one; it may run several times.

@@ -18,6 +18,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/cronjob"
 	"github.com/tranche/tranche/internal/controller/daemonset"
 	"github.com/tranche/tranche/internal/controller/deployment"
+	"github.com/tranche/tranche/internal/controller/disruption"
 	"github.com/tranche/tranche/internal/controller/endpoints"
 	"github.com/tranche/tranche/internal/controller/endpointslice"
 	"github.com/tranche/tranche/internal/controller/endpointslicemirroring"
@@ -139,6 +140,10 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		{Name: "replicationmanager", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(replicaset.NewReplicationManager(replicaset.Config{Client: c.Client, Informers: c.Informers,
 				Recorder: recorder(ctx, c, "replication-controller"), Logger: c.Logger}), 2), nil
+		}},
+		{Name: "disruption", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(disruption.New(disruption.Config{Client: c.Client, Informers: c.Informers,
+				Recorder: recorder(ctx, c, "controllermanager"), Logger: c.Logger}), 1), nil
 		}},
 		{Name: "podgc", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
 			return podgc.New(podgc.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), nil

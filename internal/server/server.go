@@ -29,6 +29,7 @@ import (
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/podsecurity"
 	"github.com/tranche/tranche/internal/registry/all"
+	"github.com/tranche/tranche/internal/runtimeclass"
 	"github.com/tranche/tranche/internal/storage"
 	"github.com/tranche/tranche/internal/storage/embedded"
 	"github.com/tranche/tranche/internal/storage/etcd"
@@ -164,7 +165,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), &rbacEscalation{sec: sec}},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
 		Validators: []apiserver.Validator{sec.nodeRestriction, psa},
 		Resources:  resources,

@@ -102,8 +102,9 @@ type Config struct {
 	// HostHostsFile is the node's /etc/hosts, which hostNetwork pods get a copy of
 	// (/etc/hosts when empty).
 	HostHostsFile string
-	// Lookup reads ConfigMaps and Secrets for container environments; without it a
-	// container referring to one waits with CreateContainerConfigError.
+	// Lookup reads ConfigMaps and Secrets for container environments, and the
+	// RuntimeClass a pod names; without it a container referring to a ConfigMap or
+	// Secret waits with CreateContainerConfigError and RuntimeClasses are not checked.
 	Lookup Lookup
 	// Services gives containers kubelet's Service variables (KUBERNETES_SERVICE_HOST,
 	// NAME_SERVICE_HOST, NAME_PORT, ...); nil gives none.
@@ -366,6 +367,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]s
 	if !ps.loaded {
 		ps.loaded = true
 		ps.adopted = m.adopt(ctx, ps)
+	}
+	if !ps.sandboxReady {
+		if err := m.runtimeHandlerError(ctx, pod); err != nil {
+			m.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+			return m.view(ps), err
+		}
 	}
 	if err := m.ensureSandbox(ps); err != nil {
 		return m.view(ps), err

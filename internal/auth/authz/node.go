@@ -23,7 +23,8 @@ const NodeLeaseNamespace = "kube-node-lease"
 // deletes and evicts the pods bound to it. Creating and updating Nodes, pod status and
 // (mirror) pods is allowed here and narrowed to the node's own objects by the
 // NodeRestriction admission (internal/noderestriction), as upstream.
-// Other reads follow a static rule list. Anything else, and every other user, gets
+// Other reads (Services, Endpoints, Namespaces, EndpointSlices, RuntimeClasses)
+// follow a static rule list, as upstream's node rules. Anything else, and every other user, gets
 // NoOpinion, which leaves the decision to RBAC.
 type NodeAuthorizer struct {
 	graph *NodeGraph
@@ -41,7 +42,7 @@ func NewNodeAuthorizer(graph *NodeGraph) *NodeAuthorizer {
 // bound to it (authorizeNode, authorizePod).
 var nodeReadable = []struct{ group, resource string }{
 	{"", "services"}, {"", "endpoints"}, {"", "namespaces"},
-	{"discovery.k8s.io", "endpointslices"},
+	{"discovery.k8s.io", "endpointslices"}, {"node.k8s.io", "runtimeclasses"},
 	{"networking.k8s.io", "networkpolicies"}, // the node enforces them (internal/netpol)
 }
 

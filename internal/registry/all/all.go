@@ -14,6 +14,8 @@ import (
 	"github.com/tranche/tranche/internal/registry/events"
 	"github.com/tranche/tranche/internal/registry/metrics"
 	"github.com/tranche/tranche/internal/registry/networking"
+	"github.com/tranche/tranche/internal/registry/node"
+	"github.com/tranche/tranche/internal/registry/policy"
 	"github.com/tranche/tranche/internal/registry/rbac"
 	"github.com/tranche/tranche/internal/registry/storage"
 )
@@ -33,6 +35,7 @@ func Resources() []registry.Resource {
 		core.ReplicationControllerResource(),
 		core.PersistentVolumeClaimResource(),
 		core.PersistentVolumeResource(),
+		core.PodTemplateResource(),
 
 		apps.DeploymentResource(),
 		apps.ReplicaSetResource(),
@@ -53,6 +56,7 @@ func Resources() []registry.Resource {
 		coordination.LeaseResource(),
 		events.EventResource(),
 		storage.StorageClassResource(),
+		node.RuntimeClassResource(), policy.PodDisruptionBudgetResource(),
 
 		rbac.RoleResource(),
 		rbac.ClusterRoleResource(),
