@@ -67,8 +67,16 @@ func (o Outcome) key() string {
 
 // Tracer traces packets through the tables of one node.
 type Tracer struct {
-	tables []*knftables.FakeTable
+	tables []table
 	local  []netip.Addr
+}
+
+// table is one fake's table with its family and name (the fake's FakeTable leaves
+// them empty when the table was added under the fake's default names).
+type table struct {
+	*knftables.FakeTable
+	family knftables.Family
+	name   string
 }
 
 // New returns a tracer over the table of fake; localAddrs are the node's own addresses
@@ -87,12 +95,23 @@ func NewMulti(fakes []*knftables.Fake, localAddrs ...netip.Addr) (*Tracer, error
 		if f == nil || f.Table == nil {
 			return nil, fmt.Errorf("tracer: fake %d has no table", i)
 		}
-		id := string(f.Table.Family) + " " + f.Table.Name
+		tb := table{FakeTable: f.Table}
+		for fam, byName := range f.Tables {
+			for name, ft := range byName {
+				if ft == f.Table {
+					tb.family, tb.name = fam, name
+				}
+			}
+		}
+		if tb.name == "" {
+			return nil, fmt.Errorf("tracer: fake %d: its table is not among its tables", i)
+		}
+		id := string(tb.family) + " " + tb.name
 		if seen[id] {
 			return nil, fmt.Errorf("tracer: table %s given twice", id)
 		}
 		seen[id] = true
-		t.tables = append(t.tables, f.Table)
+		t.tables = append(t.tables, tb)
 	}
 	if len(t.tables) == 0 {
 		return nil, fmt.Errorf("tracer: no table")
@@ -225,11 +244,11 @@ func (t *Tracer) runHook(hook knftables.BaseChainHook, st *state, b *brancher) (
 				continue
 			}
 			if c.Priority == nil {
-				return "", fmt.Errorf("table %s: base chain %s has no priority", tbl.Name, name)
+				return "", fmt.Errorf("table %s: base chain %s has no priority", tbl.name, name)
 			}
-			prio, err := knftables.ParsePriority(tbl.Family, string(*c.Priority))
+			prio, err := knftables.ParsePriority(tbl.family, string(*c.Priority))
 			if err != nil {
-				return "", fmt.Errorf("table %s: chain %s: %w", tbl.Name, name, err)
+				return "", fmt.Errorf("table %s: chain %s: %w", tbl.name, name, err)
 			}
 			chains = append(chains, base{ti, name, prio})
 		}
@@ -244,11 +263,11 @@ func (t *Tracer) runHook(hook knftables.BaseChainHook, st *state, b *brancher) (
 		return chains[i].name < chains[j].name
 	})
 	for _, c := range chains {
-		st.tbl = t.tables[c.table]
+		st.tbl = t.tables[c.table].FakeTable
 		v, err := t.runChain(c.name, st, b, 0)
 		if err != nil {
 			if len(t.tables) > 1 {
-				err = fmt.Errorf("table %s: %w", st.tbl.Name, err)
+				err = fmt.Errorf("table %s: %w", t.tables[c.table].name, err)
 			}
 			return "", err
 		}
