@@ -3,8 +3,11 @@ package tracer
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+
+	"sigs.k8s.io/knftables"
 )
 
 // tokenize splits a rule on spaces, turning each `{ ... }` into one token "{...}".
@@ -70,11 +73,19 @@ func field(tok []string, i int, st *state) (string, bool) {
 	return "", false
 }
 
-// valueMatches compares one packet field with one rule or element field: equal, or an
-// address inside a prefix.
+// valueMatches compares one packet field with one rule or element field: equal, a
+// port inside a range "from-to", or an address inside a prefix.
 func valueMatches(pattern, v string) bool {
 	if pattern == v {
 		return true
+	}
+	if lo, hi, ok := strings.Cut(pattern, "-"); ok {
+		from, err1 := strconv.Atoi(lo)
+		to, err2 := strconv.Atoi(hi)
+		n, err3 := strconv.Atoi(v)
+		if err1 == nil && err2 == nil && err3 == nil {
+			return from <= n && n <= to
+		}
 	}
 	if p, err := netip.ParsePrefix(pattern); err == nil {
 		if a, err := netip.ParseAddr(v); err == nil {
@@ -86,17 +97,17 @@ func valueMatches(pattern, v string) bool {
 
 // lookup finds the element of a named set or map matching the key fields; it returns
 // the element's value ("" for a set) and whether one matched.
-func (t *Tracer) lookup(name string, key []string) (string, bool, error) {
+func (t *Tracer) lookup(tbl *knftables.FakeTable, name string, key []string) (string, bool, error) {
 	type elem struct {
 		key   []string
 		value []string
 	}
 	var elems []elem
-	if s := t.table.Sets[name]; s != nil {
+	if s := tbl.Sets[name]; s != nil {
 		for _, e := range s.Elements {
 			elems = append(elems, elem{e.Key, e.Value})
 		}
-	} else if m := t.table.Maps[name]; m != nil {
+	} else if m := tbl.Maps[name]; m != nil {
 		for _, e := range m.Elements {
 			elems = append(elems, elem{e.Key, e.Value})
 		}
@@ -131,8 +142,31 @@ func (t *Tracer) runRule(rule string, st *state, b *brancher, depth int) (string
 			return nil
 		}
 		switch {
-		case has(tok, i, "ct", "state", "new"):
+		case has(tok, i, "ct", "state") && i+2 < len(tok):
+			// The packet opens a new connection: `ct state established,related`
+			// never matches it.
+			states := strings.Split(tok[i+2], ",")
+			for _, s := range states {
+				if s != "new" && s != "established" && s != "related" && s != "invalid" && s != "untracked" {
+					return "", fmt.Errorf("unsupported ct state %q", s)
+				}
+			}
+			if !slices.Contains(states, "new") {
+				return "", nil
+			}
 			i += 3
+		case has(tok, i, "counter", "name") && i+2 < len(tok):
+			name, err := strconv.Unquote(tok[i+2])
+			if err != nil {
+				return "", fmt.Errorf("counter name %s: %w", tok[i+2], err)
+			}
+			if st.tbl.Counters[name] == nil {
+				return "", fmt.Errorf("no counter %q", name)
+			}
+			st.counters = append(st.counters, name)
+			i += 3
+		case has(tok, i, "counter"):
+			i++
 		case has(tok, i, "ct", "status", "dnat"):
 			if !st.dnat {
 				return "", nil
@@ -220,7 +254,7 @@ func (t *Tracer) runRule(rule string, st *state, b *brancher, depth int) (string
 			if !strings.HasPrefix(tok[i+1], "@") {
 				return "", fmt.Errorf("update of %q", tok[i+1])
 			}
-			if _, _, err := t.lookup(tok[i+1][1:], []string{st.src.String()}); err != nil {
+			if _, _, err := t.lookup(st.tbl, tok[i+1][1:], []string{st.src.String()}); err != nil {
 				return "", err
 			}
 			i += 3
@@ -277,7 +311,7 @@ func (t *Tracer) match(tok []string, i *int, st *state, depth int, b *brancher) 
 		if *i >= len(tok) || !strings.HasPrefix(tok[*i], "@") || *i+1 != len(tok) {
 			return "", fmt.Errorf("vmap must end the rule with a named map")
 		}
-		v, ok, err := t.lookup(tok[*i][1:], key)
+		v, ok, err := t.lookup(st.tbl, tok[*i][1:], key)
 		if err != nil || !ok {
 			return noMatchOr(err)
 		}
@@ -287,7 +321,7 @@ func (t *Tracer) match(tok []string, i *int, st *state, depth int, b *brancher) 
 		}
 		return res, err
 	case strings.HasPrefix(operand, "@"):
-		_, ok, err := t.lookup(operand[1:], key)
+		_, ok, err := t.lookup(st.tbl, operand[1:], key)
 		if err != nil {
 			return "", err
 		}
@@ -371,7 +405,7 @@ func (t *Tracer) dnat(tok []string, st *state, b *brancher) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		v, ok, err := t.lookup(tok[len(tok)-1][1:], key)
+		v, ok, err := t.lookup(st.tbl, tok[len(tok)-1][1:], key)
 		if err != nil {
 			return "", err
 		}

@@ -1,7 +1,12 @@
-// Package tracer walks a packet through the nftables table the proxy generates, as held
-// by a knftables.Fake, and reports where it ends up. It understands exactly the rule
-// shapes the proxy emits and fails on anything else, so that the generator and the
-// tracer change together and a rule the tracer cannot explain never goes unnoticed.
+// Package tracer walks a packet through the nftables tables a node holds, each as held
+// by a knftables.Fake (the proxy's, and the NetworkPolicy table), and reports where it
+// ends up. It understands exactly the rule shapes those generators emit and fails on
+// anything else, so that the generators and the tracer change together and a rule the
+// tracer cannot explain never goes unnoticed.
+//
+// At each hook the base chains of every table run in priority order, as in the kernel:
+// a drop or reject in any of them ends the packet, an accept (or falling off a chain
+// whose policy is accept) hands it to the next base chain of the hook.
 //
 // The tracer follows the first packet of a new connection: conntrack state is "new",
 // dynamic (affinity) sets are read as they are in the fake, and every branch of a
@@ -37,6 +42,10 @@ type Outcome struct {
 	DNAT string
 	// Masquerade is true when the source is rewritten to the node's address.
 	Masquerade bool
+	// Counters are the named counters (`counter name "x"`) the packet passed, in the
+	// order it passed them: which policy rule allowed it or which pod's deny counter
+	// it hit. They are not part of String.
+	Counters []string
 }
 
 // String renders an outcome as "verdict[ dnat ip:port][ masquerade]".
@@ -51,19 +60,63 @@ func (o Outcome) String() string {
 	return s
 }
 
-// Tracer traces packets through one fake table.
+// key identifies an outcome among a trace's: its String and its counters.
+func (o Outcome) key() string {
+	return o.String() + "\x00" + strings.Join(o.Counters, ",")
+}
+
+// Tracer traces packets through the tables of one node.
 type Tracer struct {
-	table *knftables.FakeTable
-	local []netip.Addr
+	tables []table
+	local  []netip.Addr
+}
+
+// table is one fake's table with its family and name (the fake's FakeTable leaves
+// them empty when the table was added under the fake's default names).
+type table struct {
+	*knftables.FakeTable
+	family knftables.Family
+	name   string
 }
 
 // New returns a tracer over the table of fake; localAddrs are the node's own addresses
 // (what `fib ... type local` matches, besides 127.0.0.0/8).
 func New(fake *knftables.Fake, localAddrs ...netip.Addr) (*Tracer, error) {
-	if fake.Table == nil {
-		return nil, fmt.Errorf("tracer: the fake has no table")
+	return NewMulti([]*knftables.Fake{fake}, localAddrs...)
+}
+
+// NewMulti returns a tracer over the tables of several fakes, all of one node (a
+// packet meets every table's base chains of each hook it crosses); localAddrs are as
+// for New. Base chains of equal priority run in the order of fakes.
+func NewMulti(fakes []*knftables.Fake, localAddrs ...netip.Addr) (*Tracer, error) {
+	t := &Tracer{local: localAddrs}
+	seen := map[string]bool{}
+	for i, f := range fakes {
+		if f == nil || f.Table == nil {
+			return nil, fmt.Errorf("tracer: fake %d has no table", i)
+		}
+		tb := table{FakeTable: f.Table}
+		for fam, byName := range f.Tables {
+			for name, ft := range byName {
+				if ft == f.Table {
+					tb.family, tb.name = fam, name
+				}
+			}
+		}
+		if tb.name == "" {
+			return nil, fmt.Errorf("tracer: fake %d: its table is not among its tables", i)
+		}
+		id := string(tb.family) + " " + tb.name
+		if seen[id] {
+			return nil, fmt.Errorf("tracer: table %s given twice", id)
+		}
+		seen[id] = true
+		t.tables = append(t.tables, tb)
 	}
-	return &Tracer{table: fake.Table, local: localAddrs}, nil
+	if len(t.tables) == 0 {
+		return nil, fmt.Errorf("tracer: no table")
+	}
+	return t, nil
 }
 
 // state is the packet as rewritten so far along one branch.
@@ -74,6 +127,10 @@ type state struct {
 	mark     uint64
 	dnat     bool
 	masq     bool
+	// counters are the named counters passed so far.
+	counters []string
+	// tbl is the table whose chains are running: chains, sets and maps are its own.
+	tbl *knftables.FakeTable
 }
 
 // brancher enumerates numgen choices by re-running the trace: choices made so far and
@@ -118,7 +175,7 @@ func (t *Tracer) Trace(p Packet) ([]Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		seen[o.String()] = o
+		seen[o.key()] = o
 		if !b.next() {
 			break
 		}
@@ -161,7 +218,7 @@ func (t *Tracer) traceOnce(p Packet, b *brancher) (Outcome, error) {
 }
 
 func (t *Tracer) outcome(v string, st *state) Outcome {
-	o := Outcome{Verdict: v, Masquerade: st.masq}
+	o := Outcome{Verdict: v, Masquerade: st.masq, Counters: slices.Clone(st.counters)}
 	if st.dnat {
 		o.DNAT = netip.AddrPortFrom(st.dst, st.dport).String()
 	}
@@ -172,32 +229,46 @@ func (t *Tracer) isLocal(a netip.Addr) bool {
 	return netip.MustParsePrefix("127.0.0.0/8").Contains(a) || slices.Contains(t.local, a)
 }
 
-// runHook runs the base chains of one hook in priority order; "accept" lets the packet on.
+// runHook runs the base chains of one hook, of every table, in priority order (ties
+// in table order, then by name); "accept" lets the packet on.
 func (t *Tracer) runHook(hook knftables.BaseChainHook, st *state, b *brancher) (string, error) {
 	type base struct {
-		name string
-		prio int
+		table int
+		name  string
+		prio  int
 	}
 	var chains []base
-	for name, c := range t.table.Chains {
-		if c.Hook == nil || *c.Hook != hook {
-			continue
+	for ti, tbl := range t.tables {
+		for name, c := range tbl.Chains {
+			if c.Hook == nil || *c.Hook != hook {
+				continue
+			}
+			if c.Priority == nil {
+				return "", fmt.Errorf("table %s: base chain %s has no priority", tbl.name, name)
+			}
+			prio, err := knftables.ParsePriority(tbl.family, string(*c.Priority))
+			if err != nil {
+				return "", fmt.Errorf("table %s: chain %s: %w", tbl.name, name, err)
+			}
+			chains = append(chains, base{ti, name, prio})
 		}
-		prio, err := knftables.ParsePriority(knftables.IPv4Family, string(*c.Priority))
-		if err != nil {
-			return "", fmt.Errorf("chain %s: %w", name, err)
-		}
-		chains = append(chains, base{name, prio})
 	}
 	sort.Slice(chains, func(i, j int) bool {
 		if chains[i].prio != chains[j].prio {
 			return chains[i].prio < chains[j].prio
 		}
+		if chains[i].table != chains[j].table {
+			return chains[i].table < chains[j].table
+		}
 		return chains[i].name < chains[j].name
 	})
 	for _, c := range chains {
+		st.tbl = t.tables[c.table].FakeTable
 		v, err := t.runChain(c.name, st, b, 0)
 		if err != nil {
+			if len(t.tables) > 1 {
+				err = fmt.Errorf("table %s: %w", t.tables[c.table].name, err)
+			}
 			return "", err
 		}
 		if v == "drop" || strings.HasPrefix(v, "reject") {
@@ -210,7 +281,7 @@ func (t *Tracer) runHook(hook knftables.BaseChainHook, st *state, b *brancher) (
 // runChain evaluates a chain: "" means the packet fell off the end (or hit return),
 // anything else is a verdict that ends the base chain.
 func (t *Tracer) runChain(name string, st *state, b *brancher, depth int) (string, error) {
-	c := t.table.Chains[name]
+	c := st.tbl.Chains[name]
 	if c == nil {
 		return "", fmt.Errorf("no chain %q", name)
 	}
