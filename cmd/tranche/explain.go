@@ -310,6 +310,8 @@ func explainVerdict(p netpol.Peer, hostNetwork bool, dir string, v netpol.Verdic
 		return "not a pod, so no policy applies: allowed"
 	case hostNetwork:
 		return "on the host network, where NetworkPolicies do not apply: allowed"
+	case v.OwnNode:
+		return "the other end is the pod's own node, whose traffic with its pods no policy filters: allowed"
 	case !v.Isolated:
 		return fmt.Sprintf("not isolated (no policy selects it for %s): allowed", dir)
 	case v.Allowed:

@@ -16,6 +16,9 @@ func makePod(ns, name, node, ip string, lbls map[string]string, mut ...func(*v1.
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls},
 		Spec:   v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c"}}},
 		Status: v1.PodStatus{Phase: v1.PodRunning, PodIP: ip}}
+	if a, ok := traceNodes[node]; ok {
+		p.Status.HostIP = a.String()
+	}
 	for _, m := range mut {
 		m(p)
 	}
@@ -205,6 +208,10 @@ func TestExplain(t *testing.T) {
 	in := func(fromNS, from, toNS, to string, port int32) ExplainInput {
 		return ExplainInput{Policies: pols, Pods: pods, Namespaces: nss, From: Peer{Namespace: fromNS, Pod: from}, To: Peer{Namespace: toNS, Pod: to}, Port: port, Protocol: v1.ProtocolTCP}
 	}
+	// ip is a connection from an address that is not a pod.
+	ip := func(from, toNS, to string, port int32) ExplainInput {
+		return ExplainInput{Policies: pols, Pods: pods, Namespaces: nss, From: Peer{IP: netip.MustParseAddr(from)}, To: Peer{Namespace: toNS, Pod: to}, Port: port, Protocol: v1.ProtocolTCP}
+	}
 	cases := []struct {
 		name string
 		in   ExplainInput
@@ -219,6 +226,15 @@ func TestExplain(t *testing.T) {
 			Ingress: Verdict{Isolated: true, Selecting: []string{"x/allow-y-80"}}}},
 		{"egress denied", in("y", "c", "x", "a", 80), Decision{Egress: Verdict{Isolated: true, Selecting: []string{"y/deny-egress"}},
 			Ingress: Verdict{Isolated: true, Allowed: true, Policy: "x/allow-y-80", Rule: "spec.ingress[1]", Selecting: []string{"x/allow-y-80"}}}},
+		// Traffic between a pod and its own node is never filtered (the node's input and
+		// output paths have no policy chain); another node's is.
+		{"the pod's own node reaches it", ip("10.240.0.2", "x", "a", 81), Decision{Allowed: true, Egress: Verdict{Allowed: true},
+			Ingress: Verdict{Isolated: true, Allowed: true, OwnNode: true, Selecting: []string{"x/allow-y-80"}}}},
+		{"another node does not", ip("10.240.0.3", "x", "a", 81), Decision{Egress: Verdict{Allowed: true},
+			Ingress: Verdict{Isolated: true, Selecting: []string{"x/allow-y-80"}}}},
+		{"an egress-isolated pod reaches its own node", ExplainInput{Policies: pols, Pods: pods, Namespaces: nss,
+			From: Peer{Namespace: "y", Pod: "c"}, To: Peer{IP: netip.MustParseAddr("10.240.0.3")}, Port: 10250, Protocol: v1.ProtocolTCP},
+			Decision{Allowed: true, Egress: Verdict{Isolated: true, Allowed: true, OwnNode: true, Selecting: []string{"y/deny-egress"}}, Ingress: Verdict{Allowed: true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

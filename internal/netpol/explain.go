@@ -39,6 +39,11 @@ type Verdict struct {
 	Policy, Rule string
 	// Selecting lists "ns/name" of every policy of that direction selecting the pod.
 	Selecting []string
+	// OwnNode is true when the peer is the pod's own node (its address is the pod's
+	// status.hostIP: the node itself or a hostNetwork pod there). Such traffic takes the
+	// node's output or input path, which no policy filters (Kubernetes documents that a
+	// pod cannot block its node), so it is allowed whatever the policies.
+	OwnNode bool
 }
 
 // Decision is Explain's answer: the connection is allowed when both directions allow it.
@@ -75,8 +80,29 @@ func Explain(in ExplainInput) (Decision, error) {
 		Egress:  m.verdict(Egress, in.From, from.IP, to.IP, proto, in.Port),
 		Ingress: m.verdict(Ingress, in.To, to.IP, from.IP, proto, in.Port),
 	}
+	if nodeOf(in.Pods, in.From) == to.IP {
+		d.Egress.OwnNode, d.Egress.Allowed, d.Egress.Policy, d.Egress.Rule = true, true, "", ""
+	}
+	if nodeOf(in.Pods, in.To) == from.IP {
+		d.Ingress.OwnNode, d.Ingress.Allowed, d.Ingress.Policy, d.Ingress.Rule = true, true, "", ""
+	}
 	d.Allowed = d.Egress.Allowed && d.Ingress.Allowed
 	return d, nil
+}
+
+// nodeOf returns the address of the node a pod peer runs on (its status.hostIP), or the
+// zero Addr.
+func nodeOf(pods []*v1.Pod, p Peer) netip.Addr {
+	if p.Pod == "" {
+		return netip.Addr{}
+	}
+	for _, pod := range pods {
+		if pod.Namespace == p.Namespace && pod.Name == p.Pod {
+			ip, _ := netip.ParseAddr(pod.Status.HostIP)
+			return ip
+		}
+	}
+	return netip.Addr{}
 }
 
 // resolvePeer fills in a pod peer's address from its status.

@@ -332,6 +332,9 @@ func TestTraceMatchesExplain(t *testing.T) {
 			// input hook, which no policy filters.
 			tcpc("x/a", "x/b", 80, "drop deny-in-x.b"),
 			tcpc("x/a", "x/h", 80, "accept"),
+			// From x/h to x/b, both on node-2: the node's own traffic takes its output
+			// path, which no policy filters (Explain: OwnNode), though deny-b isolates x/b.
+			tcpc("x/h", "x/b", 80, "accept"),
 		}},
 	}
 	for _, tc := range cases {
