@@ -150,7 +150,7 @@ func measureMode(b *testing.B, bin, wrk, mode string) modeResult {
 				// connection per request otherwise reuses client ports whose
 				// entries from the previous run still linger (TIME_WAIT, 120 s),
 				// and the DNAT path pays for resolving those clashes.
-				if err := flushConntrack(append([]string{podNS[sc.client]}, nodeNS...)); err != nil {
+				if err := benchcluster.FlushConntrack(append([]string{podNS[sc.client]}, nodeNS...)...); err != nil {
 					b.Fatal(err)
 				}
 				rps, errs, err := runWrk(wrk, podNS[sc.client], "http://"+targets[ti].addr+"/healthz", sc.header)
@@ -255,21 +255,6 @@ func waitAnswer(b *testing.B, nsName, addr string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	b.Fatalf("%s not answering from %s: %v", addr, nsName, err)
-}
-
-// flushConntrack empties the conntrack table of each of the cluster's namespaces given.
-func flushConntrack(names []string) error {
-	for _, n := range names {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", n, "conntrack", "-F").CombinedOutput()
-		cancel()
-		// conntrack -F says so on stderr and exits 0 when it flushed; it fails only
-		// when the tool or the namespace is missing.
-		if err != nil {
-			return fmt.Errorf("conntrack -F in %s: %v: %s", n, err, strings.TrimSpace(string(out)))
-		}
-	}
-	return nil
 }
 
 var (

@@ -91,6 +91,13 @@ func BenchmarkPolicyDataPath(b *testing.B) {
 		rps[si] = make([][]float64, len(scenarios))
 		for r := range wrkRounds {
 			for sc := range scenarios {
+				// Each run starts from empty conntrack tables, as bench/datapath's: a
+				// run opening a connection per request otherwise reuses client ports
+				// whose entries from the previous run linger (TIME_WAIT, 120 s), and
+				// resolving those clashes, not the policies, sets the pace.
+				if err := benchcluster.FlushConntrack(clientNS, e.c.NodeNS("tranche-1"), e.c.NodeNS("tranche-2")); err != nil {
+					b.Fatal(err)
+				}
 				w := benchcluster.Wrk{Bin: wrk, NS: clientNS, Threads: wrkThreads, Conns: wrkConns, Duration: wrkFor, Header: scenarios[sc].header}
 				got, errs, err := w.Run("http://" + target + "/hostname")
 				if err != nil {
