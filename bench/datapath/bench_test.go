@@ -7,9 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -80,7 +77,7 @@ func BenchmarkDataPath(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			r := measureMode(b, bin, wrk, mode)
 			results = append(results, r)
-			b.ReportMetric(median(ratios(r.rps[0])), "clusterip/podip")
+			b.ReportMetric(benchcluster.Median(ratios(r.rps[0])), "clusterip/podip")
 		})
 	}
 	printResults(os.Stdout, results)
@@ -153,7 +150,7 @@ func measureMode(b *testing.B, bin, wrk, mode string) modeResult {
 				if err := benchcluster.FlushConntrack(append([]string{podNS[sc.client]}, nodeNS...)...); err != nil {
 					b.Fatal(err)
 				}
-				rps, errs, err := runWrk(wrk, podNS[sc.client], "http://"+targets[ti].addr+"/healthz", sc.header)
+				rps, errs, err := benchcluster.Wrk{Bin: wrk, NS: podNS[sc.client], Threads: threads, Conns: conns, Duration: runFor, Header: sc.header}.Run("http://" + targets[ti].addr + "/healthz")
 				if err != nil {
 					b.Fatalf("%s, %s, %s: %v", mode, sc.name, targets[ti].name, err)
 				}
@@ -197,7 +194,7 @@ func printResults(w io.Writer, results []modeResult) {
 	for i, sc := range scenarios {
 		line := sc.name
 		for _, r := range results {
-			line += fmt.Sprintf("\t%.0f\t%.0f\t%.3f", median(r.rps[i][0]), median(r.rps[i][1]), median(ratios(r.rps[i])))
+			line += fmt.Sprintf("\t%.0f\t%.0f\t%.3f", benchcluster.Median(r.rps[i][0]), benchcluster.Median(r.rps[i][1]), benchcluster.Median(ratios(r.rps[i])))
 		}
 		fmt.Fprintf(tw, "%s\tnot run: no IP_VS\t>= %.2f\n", line, goalRatio)
 	}
@@ -255,48 +252,6 @@ func waitAnswer(b *testing.B, nsName, addr string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	b.Fatalf("%s not answering from %s: %v", addr, nsName, err)
-}
-
-var (
-	reqPerSec    = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
-	socketErrors = regexp.MustCompile(`(?m)^\s*(Socket errors:.*|Non-2xx or 3xx responses:.*)$`)
-)
-
-// runWrk runs wrk in the namespace and returns its requests/s and the error lines it
-// printed, if any.
-func runWrk(wrk, nsName, url, header string) (float64, string, error) {
-	args := []string{"netns", "exec", nsName, wrk, "-t" + threads, "-c" + conns, "-d" + runFor}
-	if header != "" {
-		args = append(args, "-H", header)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "ip", append(args, url)...).CombinedOutput()
-	if err != nil {
-		return 0, "", fmt.Errorf("wrk %s in %s: %v\n%s", url, nsName, err, out)
-	}
-	m := reqPerSec.FindSubmatch(out)
-	if m == nil {
-		return 0, "", fmt.Errorf("wrk %s in %s printed no Requests/sec:\n%s", url, nsName, out)
-	}
-	rps, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		return 0, "", err
-	}
-	var errs []string
-	for _, e := range socketErrors.FindAllSubmatch(out, -1) {
-		errs = append(errs, strings.TrimSpace(string(e[1])))
-	}
-	return rps, strings.Join(errs, "; "), nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // ratios pairs the runs of each round (made back to back): ClusterIP / pod IP.
