@@ -115,6 +115,13 @@ func ruleSet(ns, name string, d Direction, i int, kind string) string {
 	return objectName("pol-"+dirTag(d)+"-", ns, name, fmt.Sprintf("-%d-%s", i, kind))
 }
 
+// groupChain names the chain of jumps shared by the pods selected by the same
+// policies in direction d: its name is a hash of the jumps, so it never changes content.
+func groupChain(d Direction, jumps []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(jumps, "\n")))
+	return "grp-" + dirTag(d) + "-" + hex.EncodeToString(sum[:8])
+}
+
 func allowCounter(ns, name string, d Direction, rule int) string {
 	return objectName("allow-"+dirTag(d)+"-", ns, name, fmt.Sprintf("-%d", rule))
 }
@@ -216,6 +223,16 @@ func render(m *Model, skip map[string]bool) *state {
 				if pol := m.Policies[k]; pol != nil && !skip[k] {
 					jumps = append(jumps, "jump "+policyChain(pol.Namespace, pol.Name, d))
 				}
+			}
+			// Pods selected by the same policies (the pods of one workload, usually)
+			// share one chain of jumps, so that the table grows with pods plus policies,
+			// not with their product (1,000 policies selecting 100 pods: 1,000 jumps, not
+			// 100,000). A pod selected by one policy jumps to it directly.
+			if len(jumps) > 1 {
+				group := groupChain(d, jumps)
+				st.chains[group] = jumps
+				st.owner[group] = "group"
+				jumps = []string{"jump " + group}
 			}
 			chain := podChain(pod.Namespace, pod.Name, d)
 			ctr := denyCounter(pod.Namespace, pod.Name, d)

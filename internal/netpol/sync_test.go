@@ -241,3 +241,65 @@ func TestFailedTransaction(t *testing.T) {
 		t.Errorf("x/egress-dns not written after its change:\n%s", nft.Dump())
 	}
 }
+
+// TestGroupChains checks that pods selected by the same policies share one chain of
+// jumps (the table grows with pods plus policies, not their product), that a pod
+// selected by one policy jumps to it directly, and that a group no pod uses any more
+// is deleted after the pod chains stop jumping to it.
+func TestGroupChains(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	pods := []*v1.Pod{
+		makePod("x", "w1", "node-1", "10.244.1.10", web),
+		makePod("x", "w2", "node-1", "10.244.1.11", web),
+	}
+	nss := []*v1.Namespace{makeNS("x", nil)}
+	deny := func(name string) *networkingv1.NetworkPolicy {
+		return makePolicy("x", name, func(np *networkingv1.NetworkPolicy) { np.Spec.PodSelector = *sel("app", "web") })
+	}
+	pols := []*networkingv1.NetworkPolicy{deny("p1"), deny("p2"), deny("p3")}
+	fake := newFake()
+	s := NewSyncer(fake, nil, nil)
+	compile := func() *Model {
+		return Compile(Snapshot{Policies: pols, Pods: pods, Namespaces: nss, NodeName: "node-1"})
+	}
+	if err := s.Sync(context.Background(), compile(), true, nil); err != nil {
+		t.Fatal(err)
+	}
+	group := groupChain(Ingress, []string{"jump pol-in-x.p1", "jump pol-in-x.p2", "jump pol-in-x.p3"})
+	dump := fake.Dump()
+	for _, want := range []string{
+		"add rule ip tranche-netpol " + group + " jump pol-in-x.p3",
+		"add rule ip tranche-netpol pod-in-x.w1 jump " + group,
+		"add rule ip tranche-netpol pod-in-x.w2 jump " + group,
+	} {
+		if !strings.Contains(dump, want+"\n") {
+			t.Errorf("table lacks %q:\n%s", want, dump)
+		}
+	}
+	if n := strings.Count(dump, "add chain ip tranche-netpol grp-"); n != 1 {
+		t.Errorf("%d group chains, want 1:\n%s", n, dump)
+	}
+
+	// Two policies go: both pods jump to the one left, and the group goes last.
+	pols = pols[:1]
+	got := txLines(t, s, fake, compile())
+	want := []string{
+		"flush chain ip tranche-netpol pod-in-x.w1",
+		"add rule ip tranche-netpol pod-in-x.w1 ip saddr 10.244.1.10 accept",
+		"add rule ip tranche-netpol pod-in-x.w1 jump pol-in-x.p1",
+		`add rule ip tranche-netpol pod-in-x.w1 counter name "deny-in-x.w1" drop`,
+		"flush chain ip tranche-netpol pod-in-x.w2",
+		"add rule ip tranche-netpol pod-in-x.w2 ip saddr 10.244.1.11 accept",
+		"add rule ip tranche-netpol pod-in-x.w2 jump pol-in-x.p1",
+		`add rule ip tranche-netpol pod-in-x.w2 counter name "deny-in-x.w2" drop`,
+		"flush chain ip tranche-netpol " + group,
+		"flush chain ip tranche-netpol pol-in-x.p2",
+		"flush chain ip tranche-netpol pol-in-x.p3",
+		"delete chain ip tranche-netpol " + group,
+		"delete chain ip tranche-netpol pol-in-x.p2",
+		"delete chain ip tranche-netpol pol-in-x.p3",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("p2 and p3 deleted (-want +got):\n%s", diff)
+	}
+}
