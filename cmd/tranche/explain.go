@@ -6,17 +6,21 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/tranche/tranche/internal/netpol"
 )
@@ -45,10 +49,12 @@ func explainAccessCmd() *cobra.Command {
 			"FROM and TO are a pod as NAMESPACE/NAME or NAME (namespace from -n, else the kubeconfig's),\n" +
 			"or an IP address (IPv6 in brackets before the port: [fd00::1]:80). PORT is a number, or a\n" +
 			"named container port of the destination pod. An address that is a pod's IP stands for that\n" +
-			"pod; pods on the host network are outside NetworkPolicies.\n\n" +
+			"pod; pods on the host network are outside NetworkPolicies. A Service's ClusterIP is judged\n" +
+			"at each of its ready endpoints with the endpoint's target port, as the nodes judge it after\n" +
+			"the proxy's DNAT: allowed only when every endpoint allows it.\n\n" +
 			"Exit status: 0 allowed, 2 denied, 1 when the question cannot be answered (bad input,\n" +
 			"unknown pod, API unreachable).",
-		Example: "  tranche explain access x/a y/b:80\n  tranche explain access -n shop web db:5432/TCP\n  tranche explain access 10.0.0.7 web:http",
+		Example: "  tranche explain access x/a y/b:80\n  tranche explain access -n shop web db:5432/TCP\n  tranche explain access 10.0.0.7 web:http\n  tranche explain access x/a 10.96.0.10:53/UDP",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -200,6 +206,17 @@ func explainAccess(ctx context.Context, client kubernetes.Interface, ns, fromArg
 	if q.to.Pod == "" {
 		q.to, toPod = podByIP(in.Pods, q.to)
 	}
+	if q.to.Pod == "" {
+		// A Service's address: the node's proxy sends the connection to one of its
+		// endpoints, and the policies judge the pod it reaches (after the DNAT).
+		svc, targets, err := serviceTargets(ctx, client, in.Pods, q.to.IP, q.port, q.protocol)
+		if err != nil {
+			return false, err
+		}
+		if svc != nil {
+			return explainService(out, q, in, svc, targets, fromPod)
+		}
+	}
 	in.From, in.To = q.from, q.to
 	d, err := netpol.Explain(in)
 	if err != nil {
@@ -207,6 +224,100 @@ func explainAccess(ctx context.Context, client kubernetes.Interface, ns, fromArg
 	}
 	writeDecision(out, q, d, hostNetwork(fromPod), hostNetwork(toPod))
 	return d.Allowed, nil
+}
+
+// serviceTarget is one endpoint pod of a Service port and the port it listens on.
+type serviceTarget struct {
+	pod  *v1.Pod
+	port int32
+}
+
+// serviceTargets finds the Service whose ClusterIP is ip with a port port/proto, and
+// the pods its ready or serving endpoints name, with their target port. It returns a
+// nil Service when ip is no Service's.
+func serviceTargets(ctx context.Context, client kubernetes.Interface, pods []*v1.Pod, ip netip.Addr, port int32, proto v1.Protocol) (*v1.Service, []serviceTarget, error) {
+	svcs, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing Services: %w", err)
+	}
+	for i := range svcs.Items {
+		svc := &svcs.Items[i]
+		if !slices.ContainsFunc(svc.Spec.ClusterIPs, func(s string) bool { a, err := netip.ParseAddr(s); return err == nil && a == ip }) {
+			continue
+		}
+		var sp *v1.ServicePort
+		for j := range svc.Spec.Ports {
+			if p := &svc.Spec.Ports[j]; p.Port == port && p.Protocol == proto {
+				sp = p
+			}
+		}
+		if sp == nil {
+			return nil, nil, fmt.Errorf("TO %s:%d/%s: Service %s/%s has no %s port %d", ip, port, proto, svc.Namespace, svc.Name, proto, port)
+		}
+		list, err := client.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+		var out []serviceTarget
+		for _, es := range list.Items {
+			var target int32
+			for _, p := range es.Ports {
+				if ptr.Deref(p.Name, "") == sp.Name && ptr.Deref(p.Protocol, v1.ProtocolTCP) == proto && p.Port != nil {
+					target = *p.Port
+				}
+			}
+			if target == 0 {
+				continue
+			}
+			for _, ep := range es.Endpoints {
+				if !ptr.Deref(ep.Conditions.Ready, false) && !ptr.Deref(ep.Conditions.Serving, false) {
+					continue
+				}
+				if ep.TargetRef == nil || ep.TargetRef.Kind != "Pod" {
+					continue
+				}
+				for _, p := range pods {
+					if p.Namespace == ep.TargetRef.Namespace && p.Name == ep.TargetRef.Name {
+						out = append(out, serviceTarget{pod: p, port: target})
+					}
+				}
+			}
+		}
+		sort.Slice(out, func(a, b int) bool {
+			return out[a].pod.Namespace+"/"+out[a].pod.Name < out[b].pod.Namespace+"/"+out[b].pod.Name
+		})
+		return svc, out, nil
+	}
+	return nil, nil, nil
+}
+
+// explainService decides the connection for each endpoint pod the Service may send it
+// to, as the kernel does after the proxy's DNAT. It is allowed only when every endpoint
+// allows it (else some connections fail, depending on the endpoint chosen).
+func explainService(out io.Writer, q accessQuery, in netpol.ExplainInput, svc *v1.Service, targets []serviceTarget, fromPod *v1.Pod) (bool, error) {
+	fmt.Fprintf(out, "%s -> %s:%d/%s is Service %s/%s: judged at the endpoint each connection reaches (after the proxy's DNAT)\n",
+		peerName(q.from), q.to.IP, q.port, q.protocol, svc.Namespace, svc.Name)
+	if len(targets) == 0 {
+		fmt.Fprintln(out, "  no ready endpoint: the connection is refused by the proxy, not by a policy")
+		return false, nil
+	}
+	allowed := true
+	for _, t := range targets {
+		tq := q
+		tq.to, tq.port = netpol.Peer{Namespace: t.pod.Namespace, Pod: t.pod.Name}, t.port
+		in.From, in.To, in.Port = q.from, tq.to, t.port
+		d, err := netpol.Explain(in)
+		if err != nil {
+			return false, err
+		}
+		allowed = allowed && d.Allowed
+		var b strings.Builder
+		writeDecision(&b, tq, d, hostNetwork(fromPod), hostNetwork(t.pod))
+		for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+			fmt.Fprintln(out, "  "+line)
+		}
+	}
+	return allowed, nil
 }
 
 func hostNetwork(p *v1.Pod) bool { return p != nil && p.Spec.HostNetwork }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,21 @@ func explainCluster() []runtime.Object {
 		explainPod("y", "b", "10.244.2.3", map[string]string{"app": "b"}),
 		explainPod("y", "c", "10.244.2.4", map[string]string{"app": "c"}),
 		hostPod,
+		// Service y/web (10.96.0.50:80 -> 8080) in front of y/b and y/c.
+		&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "web"},
+			Spec: v1.ServiceSpec{ClusterIP: "10.96.0.50", ClusterIPs: []string{"10.96.0.50"},
+				Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}}},
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Protocol: new(v1.ProtocolTCP), Port: new(int32(8080))}},
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.244.2.3"}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)}, TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "y", Name: "b"}},
+				{Addresses: []string{"10.244.2.4"}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)}, TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "y", Name: "c"}},
+			}},
+		// Service y/empty has no endpoint.
+		&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "empty"},
+			Spec: v1.ServiceSpec{ClusterIP: "10.96.0.51", ClusterIPs: []string{"10.96.0.51"},
+				Ports: []v1.ServicePort{{Port: 80, Protocol: v1.ProtocolTCP}}}},
 		&networkingv1.NetworkPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny-all"},
 			Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
@@ -104,6 +120,19 @@ func TestExplainAccess(t *testing.T) {
 			"  egress  (x/a): not isolated (no policy selects it for egress): allowed",
 			"  ingress (y/h): on the host network, where NetworkPolicies do not apply: allowed",
 		}},
+		{name: "to a ClusterIP: judged at each endpoint", ns: "default", from: "x/a", to: "10.96.0.50:80", want: []string{
+			"x/a -> 10.96.0.50:80/TCP is Service y/web: judged at the endpoint each connection reaches (after the proxy's DNAT)",
+			"  x/a -> y/b:8080/TCP: ALLOWED",
+			"    egress  (x/a): not isolated (no policy selects it for egress): allowed",
+			"    ingress (y/b): isolated by y/allow-from-x, y/deny-all; allowed by y/allow-from-x spec.ingress[0]",
+			"  x/a -> y/c:8080/TCP: DENIED",
+			"    egress  (x/a): not isolated (no policy selects it for egress): allowed",
+			"    ingress (y/c): isolated by y/deny-all; no rule allows it: denied",
+		}},
+		{name: "to a ClusterIP without endpoints", ns: "default", from: "x/a", to: "10.96.0.51:80", want: []string{
+			"x/a -> 10.96.0.51:80/TCP is Service y/empty: judged at the endpoint each connection reaches (after the proxy's DNAT)",
+			"  no ready endpoint: the connection is refused by the proxy, not by a policy",
+		}},
 		{name: "to an IP", ns: "y", from: "b", to: "[2001:db8::1]:443", allowed: true, want: []string{
 			"y/b -> [2001:db8::1]:443/TCP: ALLOWED",
 			"  egress  (y/b): not isolated (no policy selects it for egress): allowed",
@@ -139,6 +168,7 @@ func TestExplainAccessBadInput(t *testing.T) {
 		{"x/A", "y/b:80", `FROM "x/A": not an IP address, and not a pod name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 		{"x/nope", "y/b:80", `FROM: pod "nope" not found in namespace "x"`},
 		{"x/a", "b:80", `TO: pod "b" not found in namespace "default"`},
+		{"x/a", "10.96.0.50:81", `TO 10.96.0.50:81/TCP: Service y/web has no TCP port 81`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.from+" "+tc.to, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,18 @@ func TestNetworkPolicyAPI(t *testing.T) {
 			c.waitReady(t, ns, name)
 		}
 		dbIP := s.must(t, "get", "pod", "db", "-n", ns, "-o", "jsonpath={.status.podIP}")
+		// The cluster DNS's ClusterIP is judged at each of its pods (after the DNAT).
+		dnsPods := strings.Fields(s.must(t, "get", "endpointslices", "-n", "kube-system", "-l", "kubernetes.io/service-name=kube-dns",
+			"-o", `jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}{.targetRef.name}{" "}{end}`))
+		slices.Sort(dnsPods)
+		dnsPods = slices.Compact(dnsPods)
+		dnsWant := []string{fmt.Sprintf("%s/db -> 10.96.0.10:53/UDP is Service kube-system/kube-dns: judged at the endpoint each connection reaches (after the proxy's DNAT)", ns)}
+		for _, p := range dnsPods {
+			dnsWant = append(dnsWant,
+				fmt.Sprintf("  %[1]s/db -> kube-system/%[2]s:53/UDP: ALLOWED", ns, p),
+				fmt.Sprintf("    egress  (%[1]s/db): isolated by %[1]s/db; allowed by %[1]s/db spec.egress[0]", ns),
+				fmt.Sprintf("    ingress (kube-system/%s): not isolated (no policy selects it for ingress): allowed", p))
+		}
 		for _, tc := range []struct {
 			args []string
 			code int
@@ -235,11 +248,7 @@ func TestNetworkPolicyAPI(t *testing.T) {
 				fmt.Sprintf("  egress  (%[1]s/other): not isolated (no policy selects it for egress): allowed", ns),
 				fmt.Sprintf("  ingress (%[1]s/db): isolated by %[1]s/db, %[1]s/default-deny; no rule allows it: denied", ns),
 			}},
-			{[]string{"-n", ns, "db", "10.96.0.10:53/udp"}, 0, []string{
-				fmt.Sprintf("%[1]s/db -> 10.96.0.10:53/UDP: ALLOWED", ns),
-				fmt.Sprintf("  egress  (%[1]s/db): isolated by %[1]s/db; allowed by %[1]s/db spec.egress[0]", ns),
-				"  ingress (10.96.0.10): not a pod, so no policy applies: allowed",
-			}},
+			{[]string{"-n", ns, "db", "10.96.0.10:53/udp"}, 0, dnsWant},
 			{[]string{"-n", ns, "db", "client:80"}, 2, []string{
 				fmt.Sprintf("%[1]s/db -> %[1]s/client:80/TCP: DENIED", ns),
 				fmt.Sprintf("  egress  (%[1]s/db): isolated by %[1]s/db; no rule allows it: denied", ns),
