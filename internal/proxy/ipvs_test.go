@@ -19,7 +19,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 )
 
 type ipvsFixture struct {
@@ -81,17 +80,26 @@ func ipvsGolden(t *testing.T, name, got string) {
 	}
 }
 
+// ipvsCase is a shared scenario's Services for TestIPVSRules (its expected fates are
+// for the modes that can be traced).
+func ipvsCase(c modeCase) ipvsRulesCase {
+	return ipvsRulesCase{name: c.name, svcs: c.svcs, slices: c.slices}
+}
+
+// ipvsRulesCase is one scenario of TestIPVSRules.
+type ipvsRulesCase struct {
+	name   string
+	opts   IPVSOptions
+	svcs   []*v1.Service
+	slices []*discoveryv1.EndpointSlice
+	events []string
+}
+
 // TestIPVSRules loads representative services into the ipvs mode and compares the
 // fake kernel's state with golden files.
 func TestIPVSRules(t *testing.T) {
 	const ns = "demo"
-	tests := []struct {
-		name   string
-		opts   IPVSOptions
-		svcs   []*v1.Service
-		slices []*discoveryv1.EndpointSlice
-		events []string
-	}{
+	tests := []ipvsRulesCase{
 		{
 			name:   "clusterip-1",
 			svcs:   []*v1.Service{makeService(ns, "one", "10.96.0.10", nil)},
@@ -127,26 +135,8 @@ func TestIPVSRules(t *testing.T) {
 			})},
 			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "lb", "lb-1", httpPorts, ready("10.244.2.5", "node-b"))},
 		},
-		{
-			// A range holds the node's address: the load balancer IP is admitted as a source.
-			name: "loadbalancer-source-ranges-node",
-			svcs: []*v1.Service{makeService(ns, "lbn", "10.96.0.31", func(s *v1.Service) {
-				s.Spec.Type = v1.ServiceTypeLoadBalancer
-				s.Spec.Ports[0].NodePort = 30091
-				s.Spec.LoadBalancerSourceRanges = []string{"10.240.0.0/24"}
-				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "127.0.10.2"}}
-			})},
-			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "lbn", "lbn-1", httpPorts, ready("10.244.2.5", "node-b"))},
-		},
-		{
-			name: "session-affinity",
-			svcs: []*v1.Service{makeService(ns, "sticky", "10.96.0.40", func(s *v1.Service) {
-				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
-				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
-			})},
-			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "sticky", "sticky-1", httpPorts,
-				ready("10.244.1.7", testNode), ready("10.244.2.7", "node-b"))},
-		},
+		ipvsCase(sharedCase(ns, "loadbalancer-source-ranges-node")),
+		ipvsCase(sharedCase(ns, "session-affinity")),
 		{
 			name: "external-policy-local",
 			svcs: []*v1.Service{makeService(ns, "loc", "10.96.0.50", func(s *v1.Service) {

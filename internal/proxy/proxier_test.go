@@ -142,12 +142,7 @@ func trace(t *testing.T, fake *knftables.Fake, p tracer.Packet) string {
 // traces packets through it.
 func TestRules(t *testing.T) {
 	const ns = "demo"
-	tests := []struct {
-		name   string
-		svcs   []*v1.Service
-		slices []*discoveryv1.EndpointSlice
-		traces []traceCase
-	}{
+	tests := []modeCase{
 		{
 			name: "clusterip-tcp-udp",
 			svcs: []*v1.Service{makeService(ns, "dns", "10.96.0.10", func(s *v1.Service) {
@@ -171,67 +166,10 @@ func TestRules(t *testing.T) {
 				{pkt("10.244.1.9", "10.96.0.99", "tcp", 53), "drop"},
 			},
 		},
-		{
-			name: "nodeport",
-			svcs: []*v1.Service{makeService(ns, "web", "10.96.0.20", func(s *v1.Service) {
-				s.Spec.Type = v1.ServiceTypeNodePort
-				s.Spec.Ports[0].NodePort = 30080
-			})},
-			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "web", "web-1", httpPorts, ready("10.244.2.5", "node-b"))},
-			traces: []traceCase{
-				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30080), "accept dnat 10.244.2.5:8080 masquerade"},
-				{pkt("10.244.1.9", "10.96.0.20", "tcp", 80), "accept dnat 10.244.2.5:8080"},
-				{pkt("192.168.7.1", "10.240.0.2", "tcp", 30081), "accept"},
-			},
-		},
-		{
-			name: "loadbalancer-source-ranges",
-			svcs: []*v1.Service{makeService(ns, "lb", "10.96.0.30", func(s *v1.Service) {
-				s.Spec.Type = v1.ServiceTypeLoadBalancer
-				s.Spec.Ports[0].NodePort = 30090
-				s.Spec.LoadBalancerSourceRanges = []string{"192.168.0.0/16", "172.16.1.1/32"}
-				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "127.0.10.1"}}
-			})},
-			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "lb", "lb-1", httpPorts, ready("10.244.2.5", "node-b"))},
-			traces: []traceCase{
-				{pkt("192.168.7.1", "127.0.10.1", "tcp", 80), "accept dnat 10.244.2.5:8080 masquerade"},
-				{pkt("172.16.1.1", "127.0.10.1", "tcp", 80), "accept dnat 10.244.2.5:8080 masquerade"},
-				{pkt("172.16.1.2", "127.0.10.1", "tcp", 80), "drop"},
-				// No range contains the node's address: the VIP as a source is not admitted.
-				{pkt("127.0.10.1", "127.0.10.1", "tcp", 80), "drop"},
-			},
-		},
-		{
-			// A range contains the node's address (10.240.0.2): the load balancer IP as
-			// a source is admitted too, as kube-proxy does for VIPs that are local
-			// addresses (a request from the node loops back with the VIP as source).
-			name: "loadbalancer-source-ranges-node",
-			svcs: []*v1.Service{makeService(ns, "lbn", "10.96.0.31", func(s *v1.Service) {
-				s.Spec.Type = v1.ServiceTypeLoadBalancer
-				s.Spec.Ports[0].NodePort = 30091
-				s.Spec.LoadBalancerSourceRanges = []string{"10.240.0.0/24"}
-				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "127.0.10.2"}}
-			})},
-			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "lbn", "lbn-1", httpPorts, ready("10.244.2.5", "node-b"))},
-			traces: []traceCase{
-				{pkt("10.240.0.2", "127.0.10.2", "tcp", 80), "accept dnat 10.244.2.5:8080 masquerade"},
-				{pkt("127.0.10.2", "127.0.10.2", "tcp", 80), "accept dnat 10.244.2.5:8080 masquerade"},
-				{pkt("192.168.7.1", "127.0.10.2", "tcp", 80), "drop"},
-			},
-		},
-		{
-			name: "session-affinity",
-			svcs: []*v1.Service{makeService(ns, "sticky", "10.96.0.40", func(s *v1.Service) {
-				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
-				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
-			})},
-			slices: []*discoveryv1.EndpointSlice{makeSlice(ns, "sticky", "sticky-1", httpPorts,
-				ready("10.244.1.7", testNode), ready("10.244.2.7", "node-b"))},
-			traces: []traceCase{
-				{pkt("10.244.1.9", "10.96.0.40", "tcp", 80), "accept dnat 10.244.1.7:8080 | accept dnat 10.244.2.7:8080"},
-				{pkt("10.244.1.7", "10.96.0.40", "tcp", 80), "accept dnat 10.244.1.7:8080 masquerade | accept dnat 10.244.2.7:8080"},
-			},
-		},
+		sharedCase(ns, "nodeport"),
+		sharedCase(ns, "loadbalancer-source-ranges"),
+		sharedCase(ns, "loadbalancer-source-ranges-node"),
+		sharedCase(ns, "session-affinity"),
 		{
 			name: "local-policies",
 			svcs: []*v1.Service{makeService(ns, "loc", "10.96.0.50", func(s *v1.Service) {
