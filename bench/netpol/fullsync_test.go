@@ -28,8 +28,8 @@ const fullSyncGoal = 1.5
 
 // BenchmarkFullSync compiles NETPOL_FULLSYNC_POLICIES policies (default 1,000), each
 // selecting NETPOL_FULLSYNC_PODS pods of this node (default 100), and writes them with
-// one full sync into an empty network namespace through the engine (knftables and the
-// real nft), then loads the very table it produced (`nft list table`) with `nft -f`
+// one full sync into an empty network namespace through the engine (a nested nft
+// script, as the agent writes it), then loads the very table it produced (`nft list table`) with `nft -f`
 // into another empty namespace: the ratio of the two is the engine's overhead over the
 // kernel's own cost. Root only; run it with -benchtime 1x.
 func BenchmarkFullSync(b *testing.B) {
@@ -53,6 +53,7 @@ func BenchmarkFullSync(b *testing.B) {
 		return err
 	})
 	s := enginepkg.NewSyncer(nft, nil, nil)
+	s.LoadFullSyncsWith(enginepkg.LoadWithNFT) // as the agent's runner does
 	var sync time.Duration
 	cpu0 := childCPU()
 	fullSyncIn(b, ours, func() error {

@@ -44,7 +44,8 @@ type RunnerConfig struct {
 	// Metrics receives the tranche_networkpolicy_* metrics (nil: a new registry); the
 	// agent passes the proxy's, which its metrics listener serves.
 	Metrics *prometheus.Registry
-	// NFT writes the table; nil uses the nft command in the current network namespace.
+	// NFT writes the table; nil uses the nft command in the current network namespace,
+	// full syncs as nested nft scripts (Syncer.LoadFullSyncsWith).
 	NFT knftables.Interface
 	// MinSyncPeriod is the least time between two syncs (0: DefaultMinSyncPeriod);
 	// FullSyncPeriod the most between two full syncs (0: an hour); RetryPeriod the
@@ -92,7 +93,8 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.RetryPeriod <= 0 {
 		cfg.RetryPeriod = time.Second
 	}
-	if cfg.NFT == nil {
+	realNFT := cfg.NFT == nil
+	if realNFT {
 		nft, err := knftables.New(knftables.IPv4Family, TableName)
 		if err != nil {
 			return nil, fmt.Errorf("netpol: node %q: %w", cfg.NodeName, err)
@@ -101,6 +103,9 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: log, track: newTracker()}
 	r.syncer = NewSyncer(cfg.NFT, log, cfg.Metrics)
+	if realNFT {
+		r.syncer.LoadFullSyncsWith(LoadWithNFT)
+	}
 	return r, nil
 }
 
