@@ -163,40 +163,18 @@ type compiler struct {
 
 // Compile turns a snapshot into the model a node enforces. It does no I/O.
 func Compile(s Snapshot) *Model {
-	c := &compiler{byNS: map[string][]podInfo{}, nsLabels: map[string]labels.Set{}}
-	for _, ns := range s.Namespaces {
-		c.nsLabels[ns.Name] = labels.Set(ns.Labels)
-	}
-	for _, p := range s.Pods {
-		if ip, ok := usablePod(p); ok {
-			pi := podInfo{pod: p, ip: ip}
-			c.byNS[p.Namespace] = append(c.byNS[p.Namespace], pi)
-			c.all = append(c.all, pi)
-		}
-	}
+	c := newCompiler(s.Pods, s.Namespaces)
 	m := &Model{Pods: map[string]*Pod{}, Policies: map[string]*Policy{}}
 	pols := slices.Clone(s.Policies)
 	slices.SortFunc(pols, func(a, b *networkingv1.NetworkPolicy) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	for _, np := range pols {
-		key := np.Namespace + "/" + np.Name
-		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
-		if err != nil {
-			c.problem("%s: spec.podSelector: %v", key, err)
+		pol, selected := c.policy(np, s.NodeName)
+		if pol == nil {
 			continue
 		}
-		hasIn, hasEg := policyTypes(np)
-		var selected []podInfo
-		for _, pi := range c.byNS[np.Namespace] {
-			if (s.NodeName == "" || pi.pod.Spec.NodeName == s.NodeName) && sel.Matches(labels.Set(pi.pod.Labels)) {
-				selected = append(selected, pi)
-			}
-		}
-		if len(selected) == 0 || (!hasIn && !hasEg) {
-			continue
-		}
-		pol := &Policy{Namespace: np.Namespace, Name: np.Name, HasIngress: hasIn, HasEgress: hasEg}
+		key := pol.Key()
 		for _, pi := range selected {
 			k := pi.pod.Namespace + "/" + pi.pod.Name
 			p := m.Pods[k]
@@ -204,27 +182,66 @@ func Compile(s Snapshot) *Model {
 				p = &Pod{Namespace: pi.pod.Namespace, Name: pi.pod.Name, IP: pi.ip}
 				m.Pods[k] = p
 			}
-			if hasIn {
+			if pol.HasIngress {
 				p.Ingress = append(p.Ingress, key)
 			}
-			if hasEg {
+			if pol.HasEgress {
 				p.Egress = append(p.Egress, key)
-			}
-		}
-		if hasIn {
-			for i, r := range np.Spec.Ingress {
-				pol.Ingress = append(pol.Ingress, c.rule(key, np.Namespace, fmt.Sprintf("spec.ingress[%d]", i), "from", r.From, r.Ports, Ingress, selected))
-			}
-		}
-		if hasEg {
-			for i, r := range np.Spec.Egress {
-				pol.Egress = append(pol.Egress, c.rule(key, np.Namespace, fmt.Sprintf("spec.egress[%d]", i), "to", r.To, r.Ports, Egress, selected))
 			}
 		}
 		m.Policies[key] = pol
 	}
 	m.Problems = c.problems
 	return m
+}
+
+// newCompiler indexes the usable pods and the namespaces' labels.
+func newCompiler(pods []*v1.Pod, nss []*v1.Namespace) *compiler {
+	c := &compiler{byNS: map[string][]podInfo{}, nsLabels: map[string]labels.Set{}}
+	for _, ns := range nss {
+		c.nsLabels[ns.Name] = labels.Set(ns.Labels)
+	}
+	for _, p := range pods {
+		if ip, ok := usablePod(p); ok {
+			pi := podInfo{pod: p, ip: ip}
+			c.byNS[p.Namespace] = append(c.byNS[p.Namespace], pi)
+			c.all = append(c.all, pi)
+		}
+	}
+	return c
+}
+
+// policy compiles one policy for the pods of node ("": every pod) and returns it with
+// the pods it selects, or nil when it selects none (or cannot be compiled).
+func (c *compiler) policy(np *networkingv1.NetworkPolicy, node string) (*Policy, []podInfo) {
+	key := np.Namespace + "/" + np.Name
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		c.problem("%s: spec.podSelector: %v", key, err)
+		return nil, nil
+	}
+	hasIn, hasEg := policyTypes(np)
+	var selected []podInfo
+	for _, pi := range c.byNS[np.Namespace] {
+		if (node == "" || pi.pod.Spec.NodeName == node) && sel.Matches(labels.Set(pi.pod.Labels)) {
+			selected = append(selected, pi)
+		}
+	}
+	if len(selected) == 0 || (!hasIn && !hasEg) {
+		return nil, nil
+	}
+	pol := &Policy{Namespace: np.Namespace, Name: np.Name, HasIngress: hasIn, HasEgress: hasEg}
+	if hasIn {
+		for i, r := range np.Spec.Ingress {
+			pol.Ingress = append(pol.Ingress, c.rule(key, np.Namespace, fmt.Sprintf("spec.ingress[%d]", i), "from", r.From, r.Ports, Ingress, selected))
+		}
+	}
+	if hasEg {
+		for i, r := range np.Spec.Egress {
+			pol.Egress = append(pol.Egress, c.rule(key, np.Namespace, fmt.Sprintf("spec.egress[%d]", i), "to", r.To, r.Ports, Egress, selected))
+		}
+	}
+	return pol, selected
 }
 
 func (c *compiler) problem(format string, args ...any) {

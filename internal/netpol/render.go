@@ -139,121 +139,186 @@ func render(m *Model, skip map[string]bool) *state {
 	st := newState()
 	st.elems[ingressMap], st.elems[egressMap] = map[string]string{}, map[string]string{}
 	for key, pol := range m.Policies {
-		if skip[key] {
-			continue
-		}
-		owner := "pol:" + key
-		for _, d := range []Direction{Ingress, Egress} {
-			if (d == Ingress && !pol.HasIngress) || (d == Egress && !pol.HasEgress) {
-				continue
-			}
-			chain := policyChain(pol.Namespace, pol.Name, d)
-			st.owner[chain] = owner
-			rules := []string{}
-			peerField, namedField := "ip saddr", "ip daddr"
-			if d == Egress {
-				peerField = "ip daddr"
-			}
-			for i, r := range pol.Rules(d) {
-				// A counter per rule; the metric adds up a policy's.
-				ctr := allowCounter(pol.Namespace, pol.Name, d, i)
-				st.counters[ctr] = counterSpec{allow: true, namespace: pol.Namespace, name: pol.Name, direction: d, rule: r.Path}
-				st.owner[ctr] = owner
-				peers := []string{""}
-				if !r.AllPeers {
-					peers = nil
-					if r.HasPodPeers {
-						set := st.addSet(ruleSet(pol.Namespace, pol.Name, d, i, "pods"), owner, setSpec{typ: "ipv4_addr", comment: key + " " + r.Path})
-						for _, ip := range r.PeerPods {
-							st.elems[set][ip.String()] = ""
-						}
-						peers = append(peers, peerField+" @"+set)
-					}
-					if r.HasCIDRPeers {
-						set := st.addSet(ruleSet(pol.Namespace, pol.Name, d, i, "cidrs"), owner, setSpec{typ: "ipv4_addr", interval: true, comment: key + " " + r.Path})
-						for _, p := range r.PeerCIDRs {
-							st.elems[set][p.String()] = ""
-						}
-						peers = append(peers, peerField+" @"+set)
-					}
-				}
-				ports := []string{""}
-				if !r.AllPorts {
-					ports = nil
-					if len(r.Ports) > 0 {
-						set := st.addSet(ruleSet(pol.Namespace, pol.Name, d, i, "ports"), owner, setSpec{typ: "inet_proto . inet_service", interval: true, comment: key + " " + r.Path})
-						for _, pr := range r.Ports {
-							k := fmt.Sprintf("%s . %d", proto(pr.Protocol), pr.From)
-							if pr.To != pr.From {
-								k = fmt.Sprintf("%s . %d-%d", proto(pr.Protocol), pr.From, pr.To)
-							}
-							st.elems[set][k] = ""
-						}
-						ports = append(ports, "meta l4proto . th dport @"+set)
-					}
-					if r.HasNamed {
-						set := st.addSet(ruleSet(pol.Namespace, pol.Name, d, i, "named"), owner, setSpec{typ: "ipv4_addr . inet_proto . inet_service", comment: key + " " + r.Path})
-						for _, np := range r.Named {
-							st.elems[set][fmt.Sprintf("%s . %s . %d", np.IP, proto(np.Protocol), np.Port)] = ""
-						}
-						ports = append(ports, namedField+" . meta l4proto . th dport @"+set)
-					}
-				}
-				for _, pe := range peers {
-					for _, po := range ports {
-						rules = append(rules, strings.TrimSpace(strings.Join([]string{pe, po, fmt.Sprintf("counter name %q accept", ctr)}, " ")))
-					}
-				}
-			}
-			st.chains[chain] = rules
+		if !skip[key] {
+			st.merge(renderPolicy(key, pol))
 		}
 	}
-	for key, pod := range m.Pods {
-		owner := "pod:" + key
-		for _, d := range []Direction{Ingress, Egress} {
-			var jumps []string
-			keys := pod.Ingress
-			if d == Egress {
-				keys = pod.Egress
-			}
-			if len(keys) == 0 {
-				continue
-			}
-			for _, k := range keys {
-				if pol := m.Policies[k]; pol != nil && !skip[k] {
-					jumps = append(jumps, "jump "+policyChain(pol.Namespace, pol.Name, d))
-				}
-			}
-			// Pods selected by the same policies (the pods of one workload, usually)
-			// share one chain of jumps, so that the table grows with pods plus policies,
-			// not with their product (1,000 policies selecting 100 pods: 1,000 jumps, not
-			// 100,000). A pod selected by one policy jumps to it directly.
-			if len(jumps) > 1 {
-				group := groupChain(d, jumps)
-				st.chains[group] = jumps
-				st.owner[group] = "group"
-				jumps = []string{"jump " + group}
-			}
-			chain := podChain(pod.Namespace, pod.Name, d)
-			ctr := denyCounter(pod.Namespace, pod.Name, d)
-			st.counters[ctr] = counterSpec{namespace: pod.Namespace, name: pod.Name, direction: d}
-			// A pod cannot block access to itself (through a Service, its own
-			// connections cross the node).
-			self := "ip daddr " + pod.IP.String() + " accept"
-			if d == Ingress {
-				self = "ip saddr " + pod.IP.String() + " accept"
-			}
-			rules := append([]string{self}, jumps...)
-			st.chains[chain] = append(rules, fmt.Sprintf("counter name %q drop", ctr))
-			st.owner[chain], st.owner[ctr] = owner, owner
-			mp := ingressMap
-			if d == Egress {
-				mp = egressMap
-			}
-			st.elems[mp][pod.IP.String()] = "goto " + chain
-		}
+	for _, pod := range m.Pods {
+		st.merge(renderPod(pod, m, skip))
 	}
 	return st
+}
+
+// renderPolicy returns the chains, sets and counters of one policy (key "ns/name").
+func renderPolicy(key string, pol *Policy) *state {
+	st := newState()
+	owner := "pol:" + key
+	for _, d := range []Direction{Ingress, Egress} {
+		if (d == Ingress && !pol.HasIngress) || (d == Egress && !pol.HasEgress) {
+			continue
+		}
+		chain := policyChain(pol.Namespace, pol.Name, d)
+		st.owner[chain] = owner
+		rules := []string{}
+		peerField, namedField := "ip saddr", "ip daddr"
+		if d == Egress {
+			peerField = "ip daddr"
+		}
+		for i, r := range pol.Rules(d) {
+			// A counter per rule; the metric adds up a policy's.
+			ctr := allowCounter(pol.Namespace, pol.Name, d, i)
+			st.counters[ctr] = counterSpec{allow: true, namespace: pol.Namespace, name: pol.Name, direction: d, rule: r.Path}
+			st.owner[ctr] = owner
+			peers := []string{""}
+			if !r.AllPeers {
+				peers = nil
+				if r.HasPodPeers {
+					set := st.addSet(ruleSet(pol.Namespace, pol.Name, d, i, "pods"), owner, setSpec{typ: "ipv4_addr", comment: key + " " + r.Path})
+					for _, ip := range r.PeerPods {
+						st.elems[set][ip.String()] = ""
+					}
+					peers = append(peers, peerField+" @"+set)
+				}
+				if r.HasCIDRPeers {
+					set := st.addSet(ruleSet(pol.Namespace, pol.Name, d, i, "cidrs"), owner, setSpec{typ: "ipv4_addr", interval: true, comment: key + " " + r.Path})
+					for _, p := range r.PeerCIDRs {
+						st.elems[set][p.String()] = ""
+					}
+					peers = append(peers, peerField+" @"+set)
+				}
+			}
+			ports := []string{""}
+			if !r.AllPorts {
+				ports = nil
+				if len(r.Ports) > 0 {
+					set := st.addSet(ruleSet(pol.Namespace, pol.Name, d, i, "ports"), owner, setSpec{typ: "inet_proto . inet_service", interval: true, comment: key + " " + r.Path})
+					for _, pr := range r.Ports {
+						k := fmt.Sprintf("%s . %d", proto(pr.Protocol), pr.From)
+						if pr.To != pr.From {
+							k = fmt.Sprintf("%s . %d-%d", proto(pr.Protocol), pr.From, pr.To)
+						}
+						st.elems[set][k] = ""
+					}
+					ports = append(ports, "meta l4proto . th dport @"+set)
+				}
+				if r.HasNamed {
+					set := st.addSet(ruleSet(pol.Namespace, pol.Name, d, i, "named"), owner, setSpec{typ: "ipv4_addr . inet_proto . inet_service", comment: key + " " + r.Path})
+					for _, np := range r.Named {
+						st.elems[set][fmt.Sprintf("%s . %s . %d", np.IP, proto(np.Protocol), np.Port)] = ""
+					}
+					ports = append(ports, namedField+" . meta l4proto . th dport @"+set)
+				}
+			}
+			for _, pe := range peers {
+				for _, po := range ports {
+					rules = append(rules, strings.TrimSpace(strings.Join([]string{pe, po, fmt.Sprintf("counter name %q accept", ctr)}, " ")))
+				}
+			}
+		}
+		st.chains[chain] = rules
+	}
+	return st
+}
+
+// renderPod returns one isolated pod's chains, counters and map entries, with the
+// group chain it jumps to (owner "group"), leaving out the policies in skip.
+func renderPod(pod *Pod, m *Model, skip map[string]bool) *state {
+	st := newState()
+	owner := "pod:" + pod.Key()
+	for _, d := range []Direction{Ingress, Egress} {
+		var jumps []string
+		keys := pod.Ingress
+		if d == Egress {
+			keys = pod.Egress
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		for _, k := range keys {
+			if pol := m.Policies[k]; pol != nil && !skip[k] {
+				jumps = append(jumps, "jump "+policyChain(pol.Namespace, pol.Name, d))
+			}
+		}
+		// Pods selected by the same policies (the pods of one workload, usually)
+		// share one chain of jumps, so that the table grows with pods plus policies,
+		// not with their product (1,000 policies selecting 100 pods: 1,000 jumps, not
+		// 100,000). A pod selected by one policy jumps to it directly.
+		if len(jumps) > 1 {
+			group := groupChain(d, jumps)
+			st.chains[group] = jumps
+			st.owner[group] = "group"
+			jumps = []string{"jump " + group}
+		}
+		chain := podChain(pod.Namespace, pod.Name, d)
+		ctr := denyCounter(pod.Namespace, pod.Name, d)
+		st.counters[ctr] = counterSpec{namespace: pod.Namespace, name: pod.Name, direction: d}
+		// A pod cannot block access to itself (through a Service, its own
+		// connections cross the node).
+		self := "ip daddr " + pod.IP.String() + " accept"
+		if d == Ingress {
+			self = "ip saddr " + pod.IP.String() + " accept"
+		}
+		rules := append([]string{self}, jumps...)
+		st.chains[chain] = append(rules, fmt.Sprintf("counter name %q drop", ctr))
+		st.owner[chain], st.owner[ctr] = owner, owner
+		mp := ingressMap
+		if d == Egress {
+			mp = egressMap
+		}
+		if st.elems[mp] == nil {
+			st.elems[mp] = map[string]string{}
+		}
+		st.elems[mp][pod.IP.String()] = "goto " + chain
+	}
+	return st
+}
+
+// merge adds f's objects and elements to st (f's names are its own: a policy's or a
+// pod's, or a group chain whose name is its content).
+func (st *state) merge(f *state) {
+	for k, v := range f.chains {
+		st.chains[k] = v
+	}
+	for k, v := range f.sets {
+		st.sets[k] = v
+	}
+	for k, v := range f.counters {
+		st.counters[k] = v
+	}
+	for k, v := range f.owner {
+		st.owner[k] = v
+	}
+	for c, elems := range f.elems {
+		if st.elems[c] == nil {
+			st.elems[c] = make(map[string]string, len(elems))
+		}
+		for k, v := range elems {
+			st.elems[c][k] = v
+		}
+	}
+}
+
+// remove takes f's objects out of st: its chains, sets (with their elements) and
+// counters, and its entries of the verdict maps.
+func (st *state) remove(f *state) {
+	for k := range f.chains {
+		delete(st.chains, k)
+		delete(st.owner, k)
+	}
+	for k := range f.sets {
+		delete(st.sets, k)
+		delete(st.owner, k)
+		delete(st.elems, k)
+	}
+	for k := range f.counters {
+		delete(st.counters, k)
+		delete(st.owner, k)
+	}
+	for _, mp := range []string{ingressMap, egressMap} {
+		for k := range f.elems[mp] {
+			delete(st.elems[mp], k)
+		}
+	}
 }
 
 func (st *state) addSet(name, owner string, spec setSpec) string {

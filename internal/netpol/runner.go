@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -67,6 +69,9 @@ type Runner struct {
 	track  *tracker
 	// problems are the compile problems of the last sync (loop only).
 	problems map[string]bool
+	// inc is the model, kept up to date with the changes (loop only; nil: compiled
+	// again from the listers at the next sync).
+	inc *Incremental
 }
 
 // NewRunner checks that nft can be driven here and prepares the runner; Run starts it.
@@ -217,20 +222,49 @@ func (r *Runner) loop(ctx context.Context, pols netlisters.NetworkPolicyLister, 
 	}
 }
 
-func (r *Runner) syncOnce(ctx context.Context, pols netlisters.NetworkPolicyLister, pods corelisters.PodLister, nss corelisters.NamespaceLister, full bool, changed []string) error {
-	var snap Snapshot
-	var err error
-	snap.NodeName = r.cfg.NodeName
-	if snap.Policies, err = pols.List(labels.Everything()); err != nil {
-		return err
+// syncOnce compiles the changes into the model (everything from the listers when
+// full or after a failure) and syncs it.
+func (r *Runner) syncOnce(ctx context.Context, pols netlisters.NetworkPolicyLister, pods corelisters.PodLister, nss corelisters.NamespaceLister, full bool, ch changes) error {
+	if full || r.inc == nil {
+		var snap Snapshot
+		var err error
+		snap.NodeName = r.cfg.NodeName
+		if snap.Policies, err = pols.List(labels.Everything()); err != nil {
+			return err
+		}
+		if snap.Pods, err = pods.List(labels.Everything()); err != nil {
+			return err
+		}
+		if snap.Namespaces, err = nss.List(labels.Everything()); err != nil {
+			return err
+		}
+		r.inc = NewIncremental(snap)
+	} else {
+		for _, name := range ch.namespaces {
+			ns, err := nss.Get(name)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			r.inc.SetNamespace(name, ns)
+		}
+		for _, key := range ch.pods {
+			namespace, name, _ := strings.Cut(key, "/")
+			p, err := pods.Pods(namespace).Get(name)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			r.inc.SetPod(key, p)
+		}
+		for _, key := range ch.policies {
+			namespace, name, _ := strings.Cut(key, "/")
+			np, err := pols.NetworkPolicies(namespace).Get(name)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			r.inc.SetPolicy(key, np)
+		}
 	}
-	if snap.Pods, err = pods.List(labels.Everything()); err != nil {
-		return err
-	}
-	if snap.Namespaces, err = nss.List(labels.Everything()); err != nil {
-		return err
-	}
-	m := Compile(snap)
+	m := r.inc.Model()
 	// Each problem is logged when it appears, not at every sync.
 	problems := map[string]bool{}
 	for _, p := range m.Problems {
@@ -240,7 +274,11 @@ func (r *Runner) syncOnce(ctx context.Context, pols netlisters.NetworkPolicyList
 		}
 	}
 	r.problems = problems
-	return r.syncer.Sync(ctx, m, full, changed)
+	if err := r.syncer.Sync(ctx, m, full, ch.policies); err != nil {
+		r.inc = nil
+		return err
+	}
+	return nil
 }
 
 // tracker records, per event, whether anything the rules depend on changed: for a
@@ -251,20 +289,30 @@ func (r *Runner) syncOnce(ctx context.Context, pols netlisters.NetworkPolicyList
 type tracker struct {
 	wake chan struct{}
 
-	mu       sync.Mutex
-	policies map[string]bool
-	seen     []time.Time
+	mu   sync.Mutex
+	keys [3]map[string]bool // policies, pods ("ns/name"), namespaces
+	seen []time.Time
 }
+
+// changes are the keys of the objects that changed since the last sync, sorted.
+type changes struct {
+	policies, pods, namespaces []string
+}
+
+// The kinds a tracker records.
+const (
+	policyKind = iota
+	podKind
+	namespaceKind
+)
 
 func newTracker() *tracker {
-	return &tracker{wake: make(chan struct{}, 1), policies: map[string]bool{}}
+	return &tracker{wake: make(chan struct{}, 1), keys: [3]map[string]bool{{}, {}, {}}}
 }
 
-func (t *tracker) note(policy string) {
+func (t *tracker) note(kind int, key string) {
 	t.mu.Lock()
-	if policy != "" {
-		t.policies[policy] = true
-	}
+	t.keys[kind][key] = true
 	t.seen = append(t.seen, time.Now())
 	t.mu.Unlock()
 	select {
@@ -281,21 +329,29 @@ func (t *tracker) policy(old, cur *networkingv1.NetworkPolicy) {
 	if o == nil {
 		o = old
 	}
-	t.note(o.Namespace + "/" + o.Name)
+	t.note(policyKind, o.Namespace+"/"+o.Name)
 }
 
 func (t *tracker) pod(old, cur *v1.Pod) {
 	if old != nil && cur != nil && podView(old) == podView(cur) {
 		return
 	}
-	t.note("")
+	o := cur
+	if o == nil {
+		o = old
+	}
+	t.note(podKind, o.Namespace+"/"+o.Name)
 }
 
 func (t *tracker) namespace(old, cur *v1.Namespace) {
 	if old != nil && cur != nil && maps.Equal(old.Labels, cur.Labels) {
 		return
 	}
-	t.note("")
+	o := cur
+	if o == nil {
+		o = old
+	}
+	t.note(namespaceKind, o.Name)
 }
 
 // podView is what of a pod the rules depend on, comparable.
@@ -315,24 +371,28 @@ func podView(p *v1.Pod) string {
 	return s
 }
 
-// drain returns the changed policies and the arrival times of the changes since the
-// last drain, and forgets them.
-func (t *tracker) drain() ([]string, []time.Time) {
+// drain returns the changes and their arrival times since the last drain, and
+// forgets them.
+func (t *tracker) drain() (changes, []time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	changed := slices.Sorted(maps.Keys(t.policies))
+	ch := changes{slices.Sorted(maps.Keys(t.keys[policyKind])), slices.Sorted(maps.Keys(t.keys[podKind])), slices.Sorted(maps.Keys(t.keys[namespaceKind]))}
+	for _, m := range t.keys {
+		clear(m)
+	}
 	seen := t.seen
-	clear(t.policies)
 	t.seen = nil
-	return changed, seen
+	return ch, seen
 }
 
 // requeue puts back what a failed sync drained, so that the retry counts them.
-func (t *tracker) requeue(changed []string, seen []time.Time) {
+func (t *tracker) requeue(ch changes, seen []time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, k := range changed {
-		t.policies[k] = true
+	for kind, keys := range [][]string{ch.policies, ch.pods, ch.namespaces} {
+		for _, k := range keys {
+			t.keys[kind][k] = true
+		}
 	}
 	t.seen = append(seen, t.seen...)
 }

@@ -18,10 +18,10 @@ func TestTrackerDropsNoOps(t *testing.T) {
 	np := makePolicy("x", "p", func(np *networkingv1.NetworkPolicy) { np.Spec.PodSelector = *sel("pod", "a") })
 	ns := makeNS("x", nil)
 	cases := []struct {
-		name   string
-		record func(tr *tracker)
-		wakes  bool
-		policy string
+		name    string
+		record  func(tr *tracker)
+		wakes   bool
+		changed string // the keys drained: policies, then "pod KEY", then "ns NAME"
 	}{
 		{"pod condition changed", func(tr *tracker) {
 			cur := pod.DeepCopy()
@@ -32,22 +32,22 @@ func TestTrackerDropsNoOps(t *testing.T) {
 			cur := pod.DeepCopy()
 			cur.Labels["pod"] = "b"
 			tr.pod(pod, cur)
-		}, true, ""},
+		}, true, "pod x/a"},
 		{"pod got its address", func(tr *tracker) {
 			old := pod.DeepCopy()
 			old.Status.PodIP = ""
 			tr.pod(old, pod)
-		}, true, ""},
+		}, true, "pod x/a"},
 		{"pod terminated", func(tr *tracker) {
 			cur := pod.DeepCopy()
 			cur.Status.Phase = v1.PodSucceeded
 			tr.pod(pod, cur)
-		}, true, ""},
+		}, true, "pod x/a"},
 		{"named port added", func(tr *tracker) {
 			cur := pod.DeepCopy()
 			cur.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "http", ContainerPort: 80}}
 			tr.pod(pod, cur)
-		}, true, ""},
+		}, true, "pod x/a"},
 		{"namespace annotated", func(tr *tracker) {
 			cur := ns.DeepCopy()
 			cur.Annotations = map[string]string{"a": "b"}
@@ -57,7 +57,7 @@ func TestTrackerDropsNoOps(t *testing.T) {
 			cur := ns.DeepCopy()
 			cur.Labels["team"] = "blue"
 			tr.namespace(ns, cur)
-		}, true, ""},
+		}, true, "ns x"},
 		{"policy labelled", func(tr *tracker) {
 			cur := np.DeepCopy()
 			cur.Labels = map[string]string{"a": "b"}
@@ -79,8 +79,15 @@ func TestTrackerDropsNoOps(t *testing.T) {
 			if woke != tc.wakes || (len(seen) > 0) != tc.wakes {
 				t.Errorf("woke = %v with %d changes, want %v", woke, len(seen), tc.wakes)
 			}
-			if got := strings.Join(changed, ","); got != tc.policy {
-				t.Errorf("changed policies = %q, want %q", got, tc.policy)
+			got := changed.policies
+			for _, k := range changed.pods {
+				got = append(got, "pod "+k)
+			}
+			for _, k := range changed.namespaces {
+				got = append(got, "ns "+k)
+			}
+			if got := strings.Join(got, ","); got != tc.changed {
+				t.Errorf("changed = %q, want %q", got, tc.changed)
 			}
 		})
 	}

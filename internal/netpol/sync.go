@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -34,6 +35,11 @@ type Syncer struct {
 	// that failed: they are left out (their pods stay isolated, they allow nothing)
 	// until they change or the next full sync.
 	refused map[string]bool
+	// cache holds the renderings of what s.applied was made of.
+	cache *renderCache
+	// rendered counts the policies and pods rendered, lastPartialOps the operations
+	// of the last partial sync (for tests).
+	rendered, lastPartialOps int
 }
 
 // NewSyncer returns a Syncer writing through nft (a table of family ip named
@@ -42,7 +48,7 @@ func NewSyncer(nft knftables.Interface, log *slog.Logger, reg prometheus.Registe
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Syncer{nft: nft, log: log, now: time.Now, refused: map[string]bool{}}
+	s := &Syncer{nft: nft, log: log, now: time.Now, refused: map[string]bool{}, cache: newRenderCache()}
 	s.metrics = newMetrics(s)
 	if reg != nil {
 		s.metrics.register(reg)
@@ -62,10 +68,16 @@ func (s *Syncer) LoadFullSyncsWith(load TextLoader) {
 // Sync writes m. full forces a full sync; a sync after a failure is full anyway.
 // changed names the policies whose objects changed since the last sync ("ns/name"):
 // a refused policy that changed is tried again.
+//
+// Policies and pods are rendered once per object: a policy or pod of m that is the
+// very object (pointer) of the last sync reuses its rendering, so that with models
+// from an Incremental a partial sync renders, diffs and writes the changed policies
+// and pods only.
 func (s *Syncer) Sync(ctx context.Context, m *Model, full bool, changed []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := s.now()
+	refusedBefore := len(s.refused)
 	for _, k := range changed {
 		delete(s.refused, k)
 	}
@@ -73,27 +85,42 @@ func (s *Syncer) Sync(ctx context.Context, m *Model, full bool, changed []string
 	if full {
 		clear(s.refused)
 	}
-	desired := render(m, s.refused)
-	err := s.write(ctx, desired, full)
-	if err != nil && full {
-		// One policy the kernel refuses must not keep the others out: find the ones it
-		// refuses on their own and write the rest.
-		if bad := s.findRefused(ctx, m); len(bad) > 0 {
-			for _, k := range bad {
-				s.refused[k] = true
-				s.log.Error("the kernel refused a NetworkPolicy's rules: it allows nothing on this node until it changes", "policy", k, "err", err)
+	// The pods' chains leave the refused policies out: they change with the set.
+	podsStale := len(s.refused) != refusedBefore
+	var err error
+	if full {
+		cache := s.renderAll(m, podsStale)
+		desired := cache.desired()
+		err = s.write(ctx, desired)
+		if err != nil {
+			// One policy the kernel refuses must not keep the others out: find the
+			// ones it refuses on their own and write the rest.
+			if bad := s.findRefused(ctx, m); len(bad) > 0 {
+				for _, k := range bad {
+					s.refused[k] = true
+					s.log.Error("the kernel refused a NetworkPolicy's rules: it allows nothing on this node until it changes", "policy", k, "err", err)
+				}
+				cache = s.renderAll(m, true)
+				desired = cache.desired()
+				err = s.write(ctx, desired)
 			}
-			desired = render(m, s.refused)
-			err = s.write(ctx, desired, true)
+		}
+		if err == nil {
+			s.applied, s.cache = desired, cache
+		}
+	} else {
+		desired, applied := s.renderChanges(m, podsStale)
+		if err = s.writePartial(ctx, desired, applied); err == nil {
+			s.applied.remove(applied)
+			s.applied.merge(desired)
 		}
 	}
 	elapsed := s.now().Sub(start).Seconds()
 	if err != nil {
-		s.applied = nil
+		s.applied, s.cache = nil, newRenderCache()
 		s.metrics.syncErrors.Inc()
 		return err
 	}
-	s.applied = desired
 	s.metrics.syncDuration.Observe(elapsed)
 	if full {
 		s.lastFull = start
@@ -101,36 +128,215 @@ func (s *Syncer) Sync(ctx context.Context, m *Model, full bool, changed []string
 	return nil
 }
 
-// write runs one transaction from s.applied (or the kernel's list of objects, when
-// full) to desired.
-func (s *Syncer) write(ctx context.Context, desired *state, full bool) error {
-	if full && s.load != nil {
+// renderCache holds the renderings of the policies and pods of the last sync, each
+// with the object it was rendered from.
+type renderCache struct {
+	pols map[string]polFragment
+	pods map[string]podFragment
+	// groups counts the pods jumping to each group chain; chains are their rules.
+	groups map[string]int
+	chains map[string][]string
+}
+
+type polFragment struct {
+	src *Policy
+	st  *state
+}
+
+type podFragment struct {
+	src    *Pod
+	st     *state              // without its group chains
+	groups map[string][]string // the group chains it jumps to
+}
+
+func newRenderCache() *renderCache {
+	return &renderCache{pols: map[string]polFragment{}, pods: map[string]podFragment{}, groups: map[string]int{}, chains: map[string][]string{}}
+}
+
+// desired merges the fragments into the whole table's state.
+func (c *renderCache) desired() *state {
+	st := newState()
+	st.elems[ingressMap], st.elems[egressMap] = map[string]string{}, map[string]string{}
+	for _, f := range c.pols {
+		st.merge(f.st)
+	}
+	for _, f := range c.pods {
+		st.merge(f.st)
+	}
+	for g := range c.groups {
+		st.chains[g], st.owner[g] = c.chains[g], "group"
+	}
+	return st
+}
+
+func (s *Syncer) renderPolicy(key string, pol *Policy) polFragment {
+	s.rendered++
+	return polFragment{src: pol, st: renderPolicy(key, pol)}
+}
+
+func (s *Syncer) renderPod(pod *Pod, m *Model) podFragment {
+	s.rendered++
+	st := renderPod(pod, m, s.refused)
+	f := podFragment{src: pod, st: st, groups: map[string][]string{}}
+	for name, owner := range st.owner {
+		if owner == "group" {
+			f.groups[name] = st.chains[name]
+			delete(st.chains, name)
+			delete(st.owner, name)
+		}
+	}
+	return f
+}
+
+// renderAll renders m whole, reusing the fragments of objects unchanged since the
+// last sync (pods' only when !podsStale).
+func (s *Syncer) renderAll(m *Model, podsStale bool) *renderCache {
+	c := newRenderCache()
+	for k, pol := range m.Policies {
+		if s.refused[k] {
+			continue
+		}
+		if f, ok := s.cache.pols[k]; ok && f.src == pol {
+			c.pols[k] = f
+		} else {
+			c.pols[k] = s.renderPolicy(k, pol)
+		}
+	}
+	for k, pod := range m.Pods {
+		f, ok := s.cache.pods[k]
+		if !ok || f.src != pod || podsStale {
+			f = s.renderPod(pod, m)
+		}
+		c.pods[k] = f
+		for g, rules := range f.groups {
+			c.groups[g]++
+			c.chains[g] = rules
+		}
+	}
+	return c
+}
+
+// renderChanges renders the policies and pods of m that are not the objects of the
+// last sync (every pod when podsStale), updates s.cache, and returns the new state of
+// what changed beside its old state: a partial sync writes the differences of these
+// two only.
+func (s *Syncer) renderChanges(m *Model, podsStale bool) (desired, applied *state) {
+	desired, applied = newState(), newState()
+	c := s.cache
+	for k, f := range c.pols {
+		if m.Policies[k] == nil || s.refused[k] {
+			applied.merge(f.st)
+			delete(c.pols, k)
+		}
+	}
+	for k, pol := range m.Policies {
+		if s.refused[k] {
+			continue
+		}
+		f, ok := c.pols[k]
+		if ok && f.src == pol {
+			continue
+		}
+		if ok {
+			applied.merge(f.st)
+		}
+		nf := s.renderPolicy(k, pol)
+		desired.merge(nf.st)
+		c.pols[k] = nf
+	}
+	delta := map[string]int{}
+	chains := map[string][]string{}
+	drop := func(f podFragment) {
+		applied.merge(f.st)
+		for g, rules := range f.groups {
+			delta[g]--
+			chains[g] = rules
+		}
+	}
+	for k, f := range c.pods {
+		if m.Pods[k] == nil {
+			drop(f)
+			delete(c.pods, k)
+		}
+	}
+	for k, pod := range m.Pods {
+		f, ok := c.pods[k]
+		if ok && f.src == pod && !podsStale {
+			continue
+		}
+		if ok {
+			drop(f)
+		}
+		nf := s.renderPod(pod, m)
+		desired.merge(nf.st)
+		for g, rules := range nf.groups {
+			delta[g]++
+			chains[g] = rules
+		}
+		c.pods[k] = nf
+	}
+	// A group chain is written when its first pod comes and deleted when its last
+	// goes; its name is its content, so it never changes in between.
+	for g, d := range delta {
+		before := c.groups[g]
+		after := before + d
+		switch {
+		case before == 0 && after > 0:
+			desired.chains[g], desired.owner[g] = chains[g], "group"
+			c.chains[g] = chains[g]
+		case before > 0 && after == 0:
+			applied.chains[g], applied.owner[g] = chains[g], "group"
+			delete(c.chains, g)
+		}
+		if after > 0 {
+			c.groups[g] = after
+		} else {
+			delete(c.groups, g)
+		}
+	}
+	return desired, applied
+}
+
+// write runs one full sync: a transaction (or a nested script) from the kernel's
+// list of objects to desired.
+func (s *Syncer) write(ctx context.Context, desired *state) error {
+	if s.load != nil {
 		return s.writeText(ctx, desired)
 	}
 	tx := s.nft.NewTransaction()
-	if full && !s.started && s.tableExists(ctx) {
+	if !s.started && s.tableExists(ctx) {
 		// A table left by an earlier run: replaced whole in the same transaction, so
 		// that nothing of it lingers and its pods are never unprotected meanwhile.
 		tx.Delete(&knftables.Table{})
 		fullTx(tx, desired, nil)
-	} else if full {
+	} else {
 		existing, err := s.existing(ctx)
 		if err != nil {
 			return err
 		}
 		fullTx(tx, desired, existing)
-	} else {
-		// The skeleton is there since the last (successful) sync; were it gone, the
-		// transaction fails and the next sync is full.
-		partialTx(tx, desired, s.applied)
-		if tx.NumOperations() == 0 {
-			return nil
-		}
 	}
 	if err := s.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("writing table %s: %w", TableName, err)
 	}
 	s.started = true
+	return nil
+}
+
+// writePartial runs the transaction from applied to desired, the old and new states
+// of what changed; nothing changed, nothing runs.
+func (s *Syncer) writePartial(ctx context.Context, desired, applied *state) error {
+	// The skeleton is there since the last (successful) sync; were it gone, the
+	// transaction fails and the next sync is full.
+	tx := s.nft.NewTransaction()
+	partialTx(tx, desired, applied)
+	s.lastPartialOps = tx.NumOperations()
+	if tx.NumOperations() == 0 {
+		return nil
+	}
+	if err := s.nft.Run(ctx, tx); err != nil {
+		return fmt.Errorf("writing table %s: %w", TableName, err)
+	}
 	return nil
 }
 
@@ -212,14 +418,14 @@ func (s *Syncer) counters() map[string]counterSpec {
 	if s.applied == nil {
 		return nil
 	}
-	return s.applied.counters
+	return maps.Clone(s.applied.counters)
 }
 
 // Delete removes the table (a stale one at start, or everything at the end).
 func (s *Syncer) Delete(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.applied = nil
+	s.applied, s.cache = nil, newRenderCache()
 	tx := s.nft.NewTransaction()
 	tx.Delete(&knftables.Table{})
 	err := s.nft.Run(ctx, tx)
