@@ -343,10 +343,13 @@ func (s *Syncer) writePartial(ctx context.Context, desired, applied *state) erro
 // writeText is a full sync written as one nested nft script (fullText).
 func (s *Syncer) writeText(ctx context.Context, desired *state) error {
 	var text string
-	if !s.started && s.tableExists(ctx) {
+	switch {
+	case !s.started && s.tableExists(ctx):
 		// A table left by an earlier run: replaced whole in the same transaction.
 		text = fullText(fmt.Sprintf("delete table ip %s\n", TableName), desired, nil)
-	} else {
+	case !s.started:
+		text = fullText("", desired, nil)
+	default:
 		existing, err := s.existing(ctx)
 		if err != nil {
 			return err
