@@ -94,7 +94,8 @@ func TestTrackerDropsNoOps(t *testing.T) {
 }
 
 // TestRunner runs the whole runner over a fake API and a fake table: a policy
-// created through the API isolates the node's pod, and its deletion empties the
+// created through the API isolates the node's pod, a namespace relabelled and a pod
+// deleted change a namespaceSelector's set, and deleting the policies empties the
 // table again.
 func TestRunner(t *testing.T) {
 	pods, nss := world()
@@ -145,10 +146,33 @@ func TestRunner(t *testing.T) {
 	waitTable("policy created", func(d string) bool {
 		return strings.Contains(d, "add element ip tranche-netpol ingress-pods { 10.244.1.2 : goto pod-in-x.a }")
 	})
-	if err := client.NetworkingV1().NetworkPolicies("x").Delete(ctx, "deny", metav1.DeleteOptions{}); err != nil {
+	// Partial syncs of a namespace and a pod changed, fed from the listers.
+	fromRed := makePolicy("x", "from-red", func(np *networkingv1.NetworkPolicy) {
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("team", "red")}}}}
+	})
+	if _, err := client.NetworkingV1().NetworkPolicies("x").Create(ctx, fromRed, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitTable("policy deleted", func(d string) bool {
+	waitTable("policy from-red created", func(d string) bool { return strings.Contains(d, "add chain ip tranche-netpol pol-in-x.from-red") })
+	y := makeNS("y", map[string]string{"ns": "y", "team": "red"})
+	if _, err := client.CoreV1().Namespaces().Update(ctx, y, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTable("namespace y labelled team=red", func(d string) bool {
+		return strings.Contains(d, "add element ip tranche-netpol pol-in-x.from-red-0-pods { 10.244.2.3 }")
+	})
+	if err := client.CoreV1().Pods("y").Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTable("pod y/b deleted", func(d string) bool {
+		return !strings.Contains(d, "10.244.2.3") && strings.Contains(d, "add element ip tranche-netpol pol-in-x.from-red-0-pods { 10.244.2.2 }")
+	})
+	for _, name := range []string{"deny", "from-red"} {
+		if err := client.NetworkingV1().NetworkPolicies("x").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitTable("policies deleted", func(d string) bool {
 		return !strings.Contains(d, "pod-in-x.a") && strings.Contains(d, "forward-ingress")
 	})
 	cancel()
