@@ -72,5 +72,8 @@ func Resources() []registry.Resource {
 
 		metrics.NodeMetricsResource(),
 		metrics.PodMetricsResource(),
+
+		networking.ServiceCIDRResource(),
+		networking.IPAddressResource(),
 	}
 }
