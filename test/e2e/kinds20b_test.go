@@ -11,7 +11,10 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -153,4 +156,158 @@ func TestIPAddressAPI(t *testing.T) {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestCSIKinds runs the storage.k8s.io/v1 operations the conformance specs for
+// CSIDriver, CSINode, CSIStorageCapacity and VolumeAttachment run: create (a second
+// create is AlreadyExists), strategic and merge patches, updates, lists by label across
+// namespaces, deletecollection; CSIDriver defaults and its immutable attachRequired;
+// VolumeAttachment's status subresource (status dropped on create, patched and updated
+// through /status); and the columns kubectl prints for each.
+func TestCSIKinds(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ctx := context.Background()
+	client := s.client(t)
+	ns := s.namespace(t)
+	sel := metav1.ListOptions{LabelSelector: "e2e-csi=" + ns}
+	labels := map[string]string{"e2e-csi": ns}
+
+	drivers := client.StorageV1().CSIDrivers()
+	t.Cleanup(func() { _ = drivers.DeleteCollection(context.Background(), metav1.DeleteOptions{}, sel) })
+	d1 := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: ns + ".one.csi.k8s.io", Labels: labels},
+		Spec: storagev1.CSIDriverSpec{VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral}}}
+	got, err := drivers.Create(ctx, d1, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Generation != 1 || got.Spec.AttachRequired == nil || !*got.Spec.AttachRequired || got.Spec.FSGroupPolicy == nil ||
+		*got.Spec.FSGroupPolicy != storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy {
+		t.Fatalf("created CSIDriver not defaulted: %s", jsonOf(got))
+	}
+	if _, err := drivers.Create(ctx, d1, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("second create: %v, want AlreadyExists", err)
+	}
+	d2 := d1.DeepCopy()
+	d2.Name = ns + ".two.csi.k8s.io"
+	d2.Spec.VolumeLifecycleModes = append(d2.Spec.VolumeLifecycleModes, storagev1.VolumeLifecyclePersistent)
+	if _, err := drivers.Create(ctx, d2, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patched, err := drivers.Patch(ctx, d2.Name, types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"patched":"yes"}}}`), metav1.PatchOptions{})
+	if err != nil || patched.Labels["patched"] != "yes" {
+		t.Fatalf("strategic patch: %v", err)
+	}
+	out := s.must(t, "get", "csidrivers", "-l", "e2e-csi="+ns)
+	if !regexp.MustCompile(`(?m)^NAME\s+ATTACHREQUIRED\s+PODINFOONMOUNT\s+STORAGECAPACITY\s+TOKENREQUESTS\s+REQUIRESREPUBLISH\s+MODES\s+AGE$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(d2.Name)+`\s+true\s+false\s+false\s+<unset>\s+false\s+Ephemeral,Persistent\s+\S+$`).MatchString(out) {
+		t.Fatalf("kubectl get csidrivers:\n%s", out)
+	}
+	if _, errOut, err := s.kubectl(t, "", "patch", "csidriver", d1.Name, "--type=merge", "-p", `{"spec":{"attachRequired":false}}`); err == nil ||
+		!strings.Contains(errOut, "spec.attachedRequired: Invalid value: false: field is immutable") {
+		t.Fatalf("changing attachRequired: err %v\n%s", err, errOut)
+	}
+	if list, err := drivers.List(ctx, sel); err != nil || len(list.Items) != 2 {
+		t.Fatalf("list by label: %v", err)
+	}
+	if err := drivers.Delete(ctx, d1.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := drivers.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "patched=yes"}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := drivers.List(ctx, sel); err != nil || len(list.Items) != 0 {
+		t.Fatalf("after deletecollection: %v", err)
+	}
+
+	csiNodes := client.StorageV1().CSINodes()
+	t.Cleanup(func() { _ = csiNodes.DeleteCollection(context.Background(), metav1.DeleteOptions{}, sel) })
+	cn := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: ns + "-csinode", Labels: labels},
+		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: "hostpath.csi.k8s.io", NodeID: "n1"}}}}
+	if _, err := csiNodes.Create(ctx, cn, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := csiNodes.Patch(ctx, cn.Name, types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"patched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out = s.must(t, "get", "csinodes", cn.Name)
+	if !regexp.MustCompile(`(?m)^NAME\s+DRIVERS\s+AGE$`).MatchString(out) || !regexp.MustCompile(`(?m)^`+cn.Name+`\s+1\s+\S+$`).MatchString(out) {
+		t.Fatalf("kubectl get csinodes:\n%s", out)
+	}
+	if _, errOut, err := s.kubectl(t, "", "patch", "csinode", cn.Name, "--type=json", "-p", `[{"op":"replace","path":"/spec/drivers/0/nodeID","value":"n2"}]`); err == nil ||
+		!strings.Contains(errOut, "spec.drivers: Invalid value") || !strings.Contains(errOut, "field is immutable") {
+		t.Fatalf("changing a driver's nodeID: err %v\n%s", err, errOut)
+	}
+	if err := csiNodes.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		t.Fatal(err)
+	}
+
+	capacities := client.StorageV1().CSIStorageCapacities(ns)
+	w, err := client.StorageV1().CSIStorageCapacities("").Watch(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	csc := &storagev1.CSIStorageCapacity{ObjectMeta: metav1.ObjectMeta{Name: "csc1", Labels: labels}, StorageClassName: "standard",
+		Capacity: new(resource.MustParse("10Gi"))}
+	if _, err := capacities.Create(ctx, csc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := capacities.Create(ctx, csc, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("second create: %v, want AlreadyExists", err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if got, ok := ev.Object.(*storagev1.CSIStorageCapacity); !ok || ev.Type != "ADDED" || got.Name != "csc1" {
+			t.Fatalf("watch across namespaces: %s %s", ev.Type, jsonOf(ev.Object))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch event for the new CSIStorageCapacity")
+	}
+	out = s.must(t, "get", "csistoragecapacities", "-n", ns)
+	if !regexp.MustCompile(`(?m)^NAME\s+STORAGECLASSNAME\s+CAPACITY$`).MatchString(out) || !regexp.MustCompile(`(?m)^csc1\s+standard\s+10Gi$`).MatchString(out) {
+		t.Fatalf("kubectl get csistoragecapacities:\n%s", out)
+	}
+	if _, errOut, err := s.kubectl(t, "", "patch", "csistoragecapacity", "csc1", "-n", ns, "--type=merge", "-p", `{"storageClassName":"fast"}`); err == nil ||
+		!strings.Contains(errOut, `storageClassName: Invalid value: "fast": field is immutable`) {
+		t.Fatalf("changing storageClassName: err %v\n%s", err, errOut)
+	}
+
+	vas := client.StorageV1().VolumeAttachments()
+	t.Cleanup(func() { _ = vas.DeleteCollection(context.Background(), metav1.DeleteOptions{}, sel) })
+	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: ns + "-va", Labels: labels},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: "e2e-test.storage.k8s.io", NodeName: "node-1",
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: new("pv-" + ns)}},
+		Status: storagev1.VolumeAttachmentStatus{Attached: true}}
+	created, err := vas.Create(ctx, va, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Status.Attached {
+		t.Fatal("status kept on create")
+	}
+	dyn := dynamic.NewForConfigOrDie(s.restConfig(t))
+	st, err := dyn.Resource(storagev1.SchemeGroupVersion.WithResource("volumeattachments")).Get(ctx, va.Name, metav1.GetOptions{}, "status")
+	if err != nil || st.GetUID() != created.UID {
+		t.Fatalf("get /status: %v", err)
+	}
+	patchedVA, err := vas.Patch(ctx, va.Name, types.MergePatchType, []byte(`{"status":{"attached":true}}`), metav1.PatchOptions{}, "status")
+	if err != nil || !patchedVA.Status.Attached {
+		t.Fatalf("patch /status: %v", err)
+	}
+	if _, err := vas.Patch(ctx, va.Name, types.MergePatchType, []byte(`{"spec":{"nodeName":"node-2"}}`), metav1.PatchOptions{}); err == nil {
+		t.Fatal("spec change accepted")
+	}
+	out = s.must(t, "get", "volumeattachments", va.Name)
+	if !regexp.MustCompile(`(?m)^NAME\s+ATTACHER\s+PV\s+NODE\s+ATTACHED\s+AGE$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+va.Name+`\s+e2e-test\.storage\.k8s\.io\s+pv-`+ns+`\s+node-1\s+true\s+\S+$`).MatchString(out) {
+		t.Fatalf("kubectl get volumeattachments:\n%s", out)
+	}
+	patchedVA.Status.Attached = false
+	if updated, err := vas.UpdateStatus(ctx, patchedVA, metav1.UpdateOptions{}); err != nil || updated.Status.Attached {
+		t.Fatalf("update /status: %v", err)
+	}
+	if err := vas.Delete(ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

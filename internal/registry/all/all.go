@@ -75,5 +75,9 @@ func Resources() []registry.Resource {
 
 		networking.ServiceCIDRResource(),
 		networking.IPAddressResource(),
+		storage.CSIDriverResource(),
+		storage.CSINodeResource(),
+		storage.CSIStorageCapacityResource(),
+		storage.VolumeAttachmentResource(),
 	}
 }
