@@ -24,6 +24,7 @@ import (
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/apiserver/openapi"
 	"github.com/tranche/tranche/internal/auth/pki"
+	"github.com/tranche/tranche/internal/controller/flowcontrol"
 	"github.com/tranche/tranche/internal/controller/servicecidr"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/defaulttolerations"
@@ -252,6 +253,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
 	go servicecidr.KeepDefault(ctx, client, cfg.ServiceCIDR, 10*time.Second, log.With("component", "default-servicecidr"))
+	go flowcontrol.KeepBootstrap(ctx, client, time.Minute, log.With("component", "apf-bootstrap"))
 	controllersStopped, err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), cfg.HPASyncPeriod, reg, log)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -309,5 +311,148 @@ func TestCSIKinds(t *testing.T) {
 	}
 	if err := vas.Delete(ctx, va.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFlowControl: the bootstrap FlowSchemas and PriorityLevelConfigurations exist,
+// each FlowSchema says in its Dangling condition that its level exists, a mandatory
+// object's spec cannot change, and the operations of the conformance specs "should
+// support FlowSchema API operations" and "... PriorityLevelConfiguration API
+// operations" work: generated names, list and watch by label from a resourceVersion,
+// merge patch and update of spec, /status get, patch and update; kubectl prints
+// upstream's columns.
+func TestFlowControl(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ctx := context.Background()
+	client := s.client(t)
+	fsAPI := client.FlowcontrolV1().FlowSchemas()
+	plAPI := client.FlowcontrolV1().PriorityLevelConfigurations()
+
+	eventually(t, 60*time.Second, "catch-all FlowSchema found its level", func() (bool, string) {
+		fs, err := fsAPI.Get(ctx, "catch-all", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range fs.Status.Conditions {
+			if c.Type == "Dangling" && c.Status == "False" && c.Reason == "Found" {
+				return true, ""
+			}
+		}
+		return false, jsonOf(fs.Status)
+	})
+	out := s.must(t, "get", "flowschemas")
+	if !regexp.MustCompile(`(?m)^NAME\s+PRIORITYLEVEL\s+MATCHINGPRECEDENCE\s+DISTINGUISHERMETHOD\s+AGE\s+MISSINGPL$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^exempt\s+exempt\s+1\s+<none>\s+\S+\s+(False|\?)$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^catch-all\s+catch-all\s+10000\s+ByUser\s+\S+\s+False$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^global-default\s+global-default\s+9900\s+ByUser\s+`).MatchString(out) {
+		t.Fatalf("kubectl get flowschemas:\n%s", out)
+	}
+	out = s.must(t, "get", "prioritylevelconfigurations")
+	if !regexp.MustCompile(`(?m)^NAME\s+TYPE\s+NOMINALCONCURRENCYSHARES\s+QUEUES\s+HANDSIZE\s+QUEUELENGTHLIMIT\s+AGE$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^exempt\s+Exempt\s+<none>\s+<none>\s+<none>\s+<none>\s+\S+$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^catch-all\s+Limited\s+5\s+<none>\s+<none>\s+<none>\s+\S+$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^global-default\s+Limited\s+20\s+128\s+6\s+50\s+\S+$`).MatchString(out) {
+		t.Fatalf("kubectl get prioritylevelconfigurations:\n%s", out)
+	}
+	if _, errOut, err := s.kubectl(t, "", "patch", "flowschema", "catch-all", "--type=merge", "-p", `{"spec":{"matchingPrecedence":9000}}`); err == nil ||
+		!strings.Contains(errOut, "spec of 'catch-all' must equal the fixed value") {
+		t.Fatalf("changing the mandatory catch-all: err %v\n%s", err, errOut)
+	}
+
+	label := "e2e-fc=" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	labels := map[string]string{"e2e-fc": strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))}
+	t.Cleanup(func() {
+		_ = fsAPI.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label})
+		_ = plAPI.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label})
+	})
+	fsTemplate := &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-example-fs-", Labels: labels},
+		Spec: flowcontrolv1.FlowSchemaSpec{MatchingPrecedence: 10000,
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "global-default"},
+			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects:         []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "example-e2e-non-existent-user"}}},
+				NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}},
+			}}}}
+	var fsCreated *flowcontrolv1.FlowSchema
+	for range 3 {
+		var err error
+		if fsCreated, err = fsAPI.Create(ctx, fsTemplate, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := fsAPI.List(ctx, metav1.ListOptions{LabelSelector: label})
+	if err != nil || len(list.Items) != 3 {
+		t.Fatalf("list: %v, %d items", err, len(list.Items))
+	}
+	w, err := fsAPI.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, LabelSelector: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	patched, err := fsAPI.Patch(ctx, fsCreated.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"patched":"true"}},"spec":{"matchingPrecedence":9999}}`), metav1.PatchOptions{})
+	if err != nil || patched.Spec.MatchingPrecedence != 9999 || patched.Generation != 2 {
+		t.Fatalf("patch: %v %s", err, jsonOf(patched))
+	}
+	for saw := false; !saw; {
+		select {
+		case ev := <-w.ResultChan():
+			fs, ok := ev.Object.(*flowcontrolv1.FlowSchema)
+			if ev.Type != "MODIFIED" || !ok {
+				t.Fatalf("watch: %s %s", ev.Type, jsonOf(ev.Object))
+			}
+			saw = fs.Annotations["patched"] == "true"
+		case <-time.After(30 * time.Second):
+			t.Fatal("no watch event with the patched annotation")
+		}
+	}
+	dyn := dynamic.NewForConfigOrDie(s.restConfig(t))
+	st, err := dyn.Resource(flowcontrolv1.SchemeGroupVersion.WithResource("flowschemas")).Get(ctx, fsCreated.Name, metav1.GetOptions{}, "status")
+	if err != nil || st.GetKind() != "FlowSchema" || st.GetUID() != fsCreated.UID {
+		t.Fatalf("get /status: %v", err)
+	}
+	statusPatched, err := fsAPI.Patch(ctx, fsCreated.Name, types.MergePatchType,
+		[]byte(`{"status":{"conditions":[{"type":"PatchStatusFailed","status":"False","reason":"e2e"}]}}`), metav1.PatchOptions{}, "status")
+	if err != nil || !slices.ContainsFunc(statusPatched.Status.Conditions, func(c flowcontrolv1.FlowSchemaCondition) bool { return c.Type == "PatchStatusFailed" }) {
+		t.Fatalf("patch /status: %v", err)
+	}
+	eventually(t, 30*time.Second, "status update", func() (bool, string) {
+		fs, err := fsAPI.Get(ctx, fsCreated.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		fs.Status.Conditions = append(fs.Status.Conditions, flowcontrolv1.FlowSchemaCondition{Type: "StatusUpdateFailed", Status: "False", Reason: "E2E"})
+		_, err = fsAPI.UpdateStatus(ctx, fs, metav1.UpdateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := fsAPI.Delete(ctx, fsCreated.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsAPI.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label}); err != nil {
+		t.Fatal(err)
+	}
+
+	plTemplate := &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-example-pl-", Labels: labels},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{NominalConcurrencyShares: new(int32(2)),
+				LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}}
+	pl, err := plAPI.Create(ctx, plTemplate, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Spec.Limited.LendablePercent == nil || *pl.Spec.Limited.LendablePercent != 0 {
+		t.Fatalf("lendablePercent not defaulted: %s", jsonOf(pl.Spec))
+	}
+	plPatched, err := plAPI.Patch(ctx, pl.Name, types.MergePatchType, []byte(`{"spec":{"limited":{"nominalConcurrencyShares":4}}}`), metav1.PatchOptions{})
+	if err != nil || *plPatched.Spec.Limited.NominalConcurrencyShares != 4 {
+		t.Fatalf("patch: %v", err)
+	}
+	if _, err := plAPI.Patch(ctx, pl.Name, types.MergePatchType, []byte(`{"status":{"conditions":[{"type":"PatchStatusFailed","status":"False","reason":"e2e"}]}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatalf("patch /status: %v", err)
+	}
+	bad := `{"spec":{"limited":{"limitResponse":{"type":"Queue","queuing":{"queues":4,"handSize":5}}}}}`
+	if _, err := plAPI.Patch(ctx, pl.Name, types.MergePatchType, []byte(bad), metav1.PatchOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "spec.limited.limitResponse.queuing.handSize: Invalid value: 5: should not be greater than queues (4)") {
+		t.Fatalf("hand size above queues: %v", err)
 	}
 }

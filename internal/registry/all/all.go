@@ -12,6 +12,7 @@ import (
 	"github.com/tranche/tranche/internal/registry/core"
 	"github.com/tranche/tranche/internal/registry/discovery"
 	"github.com/tranche/tranche/internal/registry/events"
+	"github.com/tranche/tranche/internal/registry/flowcontrol"
 	"github.com/tranche/tranche/internal/registry/metrics"
 	"github.com/tranche/tranche/internal/registry/networking"
 	"github.com/tranche/tranche/internal/registry/node"
@@ -79,5 +80,7 @@ func Resources() []registry.Resource {
 		storage.CSINodeResource(),
 		storage.CSIStorageCapacityResource(),
 		storage.VolumeAttachmentResource(),
+		flowcontrol.FlowSchemaResource(),
+		flowcontrol.PriorityLevelConfigurationResource(),
 	}
 }
