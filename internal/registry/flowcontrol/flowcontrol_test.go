@@ -31,7 +31,7 @@ func makeFlowSchema(mutate func(*flowcontrolv1.FlowSchema)) *flowcontrolv1.FlowS
 			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "global-default"},
 			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
 			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "someone"}}},
+				Subjects:         []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "someone"}}},
 				NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}},
 			}},
 		},
@@ -189,7 +189,9 @@ func TestValidatePriorityLevelConfiguration(t *testing.T) {
 		{name: "exempt by another name", mutate: func(pl *flowcontrolv1.PriorityLevelConfiguration) {
 			pl.Spec = flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementExempt}
 		}, want: []string{`spec.type: Invalid value: "Exempt": must be 'Exempt' if and only if ` + "`name`" + ` is 'exempt'`}},
-		{name: "no type", mutate: func(pl *flowcontrolv1.PriorityLevelConfiguration) { pl.Spec = flowcontrolv1.PriorityLevelConfigurationSpec{} },
+		{name: "no type", mutate: func(pl *flowcontrolv1.PriorityLevelConfiguration) {
+			pl.Spec = flowcontrolv1.PriorityLevelConfigurationSpec{}
+		},
 			want: []string{"spec.type: Required value"}},
 		{name: "v1beta3 annotation", mutate: func(pl *flowcontrolv1.PriorityLevelConfiguration) {
 			pl.Annotations = map[string]string{"flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares": ""}
