@@ -167,7 +167,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
 		Validators: []apiserver.Validator{sec.nodeRestriction, psa},
 		Resources:  resources,

@@ -1,9 +1,17 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -11,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -455,4 +464,194 @@ func TestFlowControl(t *testing.T) {
 		!strings.Contains(err.Error(), "spec.limited.limitResponse.queuing.handSize: Invalid value: 5: should not be greater than queues (4)") {
 		t.Fatalf("hand size above queues: %v", err)
 	}
+}
+
+// csrPEM returns a PEM certificate request for cn and a self-signed PEM certificate.
+func csrPEM(t *testing.T, cn string) (request, certificate []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}, DNSNames: []string{cn}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, NotBefore: now, NotAfter: now.Add(time.Hour)}
+	cert, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert})
+}
+
+// TestCertificateSigningRequests: the operations of the conformance spec "should
+// support CSR API operations" (generated names, a field selector on spec.signerName,
+// watch, patch and update, /approval and /status get, patch and update); the requester
+// recorded from the credentials, not the body; kubectl certificate approve and deny
+// and the columns of kubectl get csr; a user who may write /approval but not approve
+// for the signer is refused as kube-apiserver's CertificateApproval plugin refuses.
+func TestCertificateSigningRequests(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ctx := context.Background()
+	api := s.client(t).CertificatesV1().CertificateSigningRequests()
+	ns := s.namespace(t)
+	signer := "example.com/e2e-" + ns
+	request, certificate := csrPEM(t, "e2e.example.com")
+	t.Cleanup(func() {
+		_ = api.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.signerName=" + signer})
+	})
+	template := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-example-csr-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: request, SignerName: signer, ExpirationSeconds: new(int32(3600)),
+			Username: "forged", Groups: []string{"forged"},
+			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth}}}
+	var created *certificatesv1.CertificateSigningRequest
+	for range 3 {
+		var err error
+		if created, err = api.Create(ctx, template, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if created.Spec.Username == "forged" || created.Spec.Username == "" || slices.Contains(created.Spec.Groups, "forged") {
+		t.Fatalf("requester taken from the body: %s", jsonOf(created.Spec))
+	}
+	list, err := api.List(ctx, metav1.ListOptions{FieldSelector: "spec.signerName=" + signer})
+	if err != nil || len(list.Items) != 3 {
+		t.Fatalf("list by spec.signerName: %v", err)
+	}
+	w, err := api.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, FieldSelector: "metadata.name=" + created.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	patched, err := api.Patch(ctx, created.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"patched":"true"}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched.Annotations["updated"] = "true"
+	if _, err := api.Update(ctx, patched, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if got, ok := ev.Object.(*certificatesv1.CertificateSigningRequest); ev.Type != "MODIFIED" || !ok || got.Annotations["patched"] != "true" {
+			t.Fatalf("watch: %s %s", ev.Type, jsonOf(ev.Object))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch event")
+	}
+
+	dyn := dynamic.NewForConfigOrDie(s.restConfig(t)).Resource(certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests"))
+	for _, sub := range []string{"approval", "status"} {
+		got, err := dyn.Get(ctx, created.Name, metav1.GetOptions{}, sub)
+		if err != nil || got.GetKind() != "CertificateSigningRequest" || got.GetUID() != created.UID {
+			t.Fatalf("get /%s: %v", sub, err)
+		}
+	}
+	pa, err := api.Patch(ctx, created.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"patchedapproval":"true"}},"status":{"conditions":[{"type":"ApprovalPatch","status":"True","reason":"e2e"}]}}`), metav1.PatchOptions{}, "approval")
+	if err != nil || len(pa.Status.Conditions) != 1 || pa.Status.Conditions[0].Type != "ApprovalPatch" || pa.Annotations["patchedapproval"] != "true" {
+		t.Fatalf("patch /approval: %v %s", err, jsonOf(pa))
+	}
+	pa.Status.Conditions = append(pa.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved,
+		Status: "True", Reason: "E2E", Message: "Set from an e2e test"})
+	ua, err := api.UpdateApproval(ctx, pa.Name, pa, metav1.UpdateOptions{})
+	if err != nil || len(ua.Status.Conditions) != 2 || ua.Status.Conditions[1].Type != certificatesv1.CertificateApproved {
+		t.Fatalf("update /approval: %v %s", err, jsonOf(ua))
+	}
+	certJSON, _ := json.Marshal(certificate)
+	ps, err := api.Patch(ctx, created.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"patchedstatus":"true"}},"status":{"certificate":`+string(certJSON)+`}}`), metav1.PatchOptions{}, "status")
+	if err != nil || !bytes.Equal(ps.Status.Certificate, certificate) || ps.Annotations["patchedstatus"] != "true" {
+		t.Fatalf("patch /status: %v", err)
+	}
+	ps.Status.Conditions = append(ps.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: "StatusUpdate", Status: "True", Reason: "E2E"})
+	us, err := api.UpdateStatus(ctx, ps, metav1.UpdateOptions{})
+	if err != nil || len(us.Status.Conditions) != 3 || us.Status.Conditions[2].Type != "StatusUpdate" {
+		t.Fatalf("update /status: %v", err)
+	}
+	out := s.must(t, "get", "csr", created.Name)
+	if !regexp.MustCompile(`(?m)^NAME\s+AGE\s+SIGNERNAME\s+REQUESTOR\s+REQUESTEDDURATION\s+CONDITION$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+created.Name+`\s+\S+\s+`+regexp.QuoteMeta(signer)+`\s+`+regexp.QuoteMeta(created.Spec.Username)+`\s+60m\s+Approved,Issued$`).MatchString(out) {
+		t.Fatalf("kubectl get csr:\n%s", out)
+	}
+
+	// kubectl certificate approve and deny.
+	var others []string
+	for _, item := range list.Items {
+		if item.Name != created.Name {
+			others = append(others, item.Name)
+		}
+	}
+	toApprove, toDeny := others[0], others[1]
+	s.must(t, "certificate", "deny", toDeny)
+	if got := s.must(t, "get", "csr", toDeny, "-o", "jsonpath={.status.conditions[0].type} {.status.conditions[0].reason}"); got != "Denied KubectlDeny" {
+		t.Fatalf("after kubectl certificate deny: %q", got)
+	}
+
+	// jane may write /approval but holds no approve on the signer: refused by admission.
+	role := `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: e2e-csr-approval-writer}
+rules:
+- {apiGroups: [certificates.k8s.io], resources: [certificatesigningrequests], verbs: [get, list]}
+- {apiGroups: [certificates.k8s.io], resources: [certificatesigningrequests/approval], verbs: [update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-csr-approval-writer}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-csr-approval-writer}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: e2e-jane}]
+`
+	s.mustStdin(t, role, "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "clusterrole,clusterrolebinding", "e2e-csr-approval-writer", "e2e-csr-signer-approver", "--ignore-not-found")
+	})
+	if _, errOut, err := s.kubectl(t, "", "certificate", "approve", toApprove, "--as=e2e-jane"); err == nil ||
+		!strings.Contains(errOut, `user not permitted to approve requests with signerName "`+signer+`"`) {
+		t.Fatalf("approve without the signer's approve verb: err %v\n%s", err, errOut)
+	}
+	approver := `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: e2e-csr-signer-approver}
+rules:
+- {apiGroups: [certificates.k8s.io], resources: [signers], verbs: [approve], resourceNames: ["example.com/*"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-csr-signer-approver}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-csr-signer-approver}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: e2e-jane}]
+`
+	s.mustStdin(t, approver, "apply", "-f", "-")
+	eventually(t, 30*time.Second, "jane approves with the domain's wildcard", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "certificate", "approve", toApprove, "--as=e2e-jane")
+		return err == nil, out + errOut
+	})
+	out = s.must(t, "get", "csr", "--field-selector", "spec.signerName="+signer)
+	if !regexp.MustCompile(`(?m)^`+toApprove+`\s+.*\s+Approved$`).MatchString(out) || !regexp.MustCompile(`(?m)^`+toDeny+`\s+.*\s+Denied$`).MatchString(out) {
+		t.Fatalf("kubectl get csr after approve and deny:\n%s", out)
+	}
+
+	if err := api.Delete(ctx, created.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.signerName=" + signer}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := api.List(ctx, metav1.ListOptions{FieldSelector: "spec.signerName=" + signer}); err != nil || len(list.Items) != 0 {
+		t.Fatalf("after deletecollection: %v", err)
+	}
+}
+
+// mustStdin runs kubectl with stdin and fails the test when it fails.
+func (s *server) mustStdin(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := s.kubectl(t, stdin, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errOut)
+	}
+	return out
 }

@@ -183,8 +183,27 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule([]string{"update"}, groups("networking.k8s.io"), "ingresses/status"),
 			eventsRule,
 		),
+		// Kubernetes' certificate roles: requesting node certificates and approving
+		// requests for the built-in signers.
+		clusterRole("system:node-bootstrapper", nil,
+			rule([]string{"create", "get", "list", "watch"}, groups(certificatesGroup), "certificatesigningrequests")),
+		clusterRole("system:certificates.k8s.io:certificatesigningrequests:nodeclient", nil,
+			rule([]string{"create"}, groups(certificatesGroup), "certificatesigningrequests/nodeclient")),
+		clusterRole("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", nil,
+			rule([]string{"create"}, groups(certificatesGroup), "certificatesigningrequests/selfnodeclient")),
+		clusterRole("system:certificates.k8s.io:legacy-unknown-approver", nil, signerRule("approve", "kubernetes.io/legacy-unknown")),
+		clusterRole("system:certificates.k8s.io:kubelet-serving-approver", nil, signerRule("approve", "kubernetes.io/kubelet-serving")),
+		clusterRole("system:certificates.k8s.io:kube-apiserver-client-approver", nil, signerRule("approve", "kubernetes.io/kube-apiserver-client")),
+		clusterRole("system:certificates.k8s.io:kube-apiserver-client-kubelet-approver", nil, signerRule("approve", "kubernetes.io/kube-apiserver-client-kubelet")),
 	}
 	return roles
+}
+
+const certificatesGroup = "certificates.k8s.io"
+
+// signerRule allows verb (approve, sign) on one signer.
+func signerRule(verb, signerName string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{Verbs: []string{verb}, APIGroups: groups(certificatesGroup), Resources: []string{"signers"}, ResourceNames: []string{signerName}}
 }
 
 // ClusterRoleBindings returns the bootstrap cluster role bindings: cluster-admin to

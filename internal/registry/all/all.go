@@ -8,6 +8,7 @@ import (
 	"github.com/tranche/tranche/internal/registry/authorization"
 	"github.com/tranche/tranche/internal/registry/autoscaling"
 	"github.com/tranche/tranche/internal/registry/batch"
+	"github.com/tranche/tranche/internal/registry/certificates"
 	"github.com/tranche/tranche/internal/registry/coordination"
 	"github.com/tranche/tranche/internal/registry/core"
 	"github.com/tranche/tranche/internal/registry/discovery"
@@ -82,5 +83,6 @@ func Resources() []registry.Resource {
 		storage.VolumeAttachmentResource(),
 		flowcontrol.FlowSchemaResource(),
 		flowcontrol.PriorityLevelConfigurationResource(),
+		certificates.CertificateSigningRequestResource(),
 	}
 }
