@@ -22,11 +22,15 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
@@ -654,4 +658,229 @@ func (s *server) mustStdin(t *testing.T, stdin string, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errOut)
 	}
 	return out
+}
+
+// resourceCase is one kind run through the steps of the conformance framework's
+// TestResource (k8s.io/kubernetes test/e2e/framework/conformance): create with strict
+// field validation, get, update, status update and get, each patch type on the object
+// and on its status (a fresh object each time), list and deletecollection by label.
+type resourceCase struct {
+	gvr        schema.GroupVersionResource
+	kind       string
+	namespaced bool
+	initial    string // JSON of the object without metadata
+	update     func(u *unstructured.Unstructured)
+	// status changes status for the status update; nil when there is no status.
+	status                     func(u *unstructured.Unstructured)
+	specPatches, statusPatches map[types.PatchType]string
+}
+
+func runResourceCase(t *testing.T, s *server, ns string, tc resourceCase) {
+	t.Helper()
+	ctx := context.Background()
+	dyn := dynamic.NewForConfigOrDie(s.restConfig(t)).Resource(tc.gvr)
+	var client dynamic.ResourceInterface = dyn
+	name := "test-" + ns
+	if tc.namespaced {
+		client, name = dyn.Namespace(ns), "test"
+	}
+	label := "e2e-test.kubernetes.io=" + ns
+	fresh := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal([]byte(tc.initial), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		u.SetAPIVersion(tc.gvr.GroupVersion().String())
+		u.SetKind(tc.kind)
+		u.SetName(name)
+		u.SetLabels(map[string]string{"e2e-test.kubernetes.io": ns})
+		return u
+	}
+	create := func() *unstructured.Unstructured {
+		t.Helper()
+		got, err := client.Create(ctx, fresh(), metav1.CreateOptions{FieldValidation: "Strict"})
+		if err != nil {
+			t.Fatalf("%s: create: %v", tc.gvr.Resource, err)
+		}
+		return got
+	}
+	remove := func() {
+		t.Helper()
+		if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("%s: delete: %v", tc.gvr.Resource, err)
+		}
+		eventually(t, 30*time.Second, tc.gvr.Resource+" gone", func() (bool, string) {
+			_, err := client.Get(ctx, name, metav1.GetOptions{})
+			return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err)
+		})
+	}
+	t.Cleanup(func() { _ = client.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+
+	obj := create()
+	if _, err := client.Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("%s: get: %v", tc.gvr.Resource, err)
+	}
+	tc.update(obj)
+	obj, err := client.Update(ctx, obj, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("%s: update: %v", tc.gvr.Resource, err)
+	}
+	if tc.status != nil {
+		tc.status(obj)
+		if obj, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("%s: update status: %v", tc.gvr.Resource, err)
+		}
+		if _, err := client.Get(ctx, name, metav1.GetOptions{}, "status"); err != nil {
+			t.Fatalf("%s: get status: %v", tc.gvr.Resource, err)
+		}
+	}
+	for _, step := range []struct {
+		patches     map[types.PatchType]string
+		subresource []string
+	}{{tc.specPatches, nil}, {tc.statusPatches, []string{"status"}}} {
+		for pt, data := range step.patches {
+			remove()
+			obj := create()
+			if len(step.subresource) > 0 {
+				tc.update(obj)
+				if _, err := client.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+					t.Fatalf("%s: update before the status patch: %v", tc.gvr.Resource, err)
+				}
+			}
+			body := []byte(data)
+			if pt != types.JSONPatchType {
+				patch := &unstructured.Unstructured{}
+				if err := json.Unmarshal([]byte(data), &patch.Object); err != nil {
+					t.Fatal(err)
+				}
+				patch.SetAPIVersion(tc.gvr.GroupVersion().String())
+				patch.SetKind(tc.kind)
+				patch.SetName(name)
+				if tc.namespaced {
+					patch.SetNamespace(ns)
+				}
+				patch.SetUID(obj.GetUID())
+				body, _ = patch.MarshalJSON()
+			}
+			opts := metav1.PatchOptions{FieldValidation: "Strict"}
+			if pt == types.ApplyPatchType {
+				opts.FieldManager, opts.Force = "test-apply", new(true)
+			}
+			if _, err := client.Patch(ctx, name, pt, body, opts, step.subresource...); err != nil {
+				t.Fatalf("%s: %s patch %v: %v", tc.gvr.Resource, pt, step.subresource, err)
+			}
+		}
+	}
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: label})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("%s: list by label: %v", tc.gvr.Resource, err)
+	}
+	if err := client.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label}); err != nil {
+		t.Fatalf("%s: deletecollection: %v", tc.gvr.Resource, err)
+	}
+	eventually(t, 30*time.Second, tc.gvr.Resource+" collection gone", func() (bool, string) {
+		list, err := client.List(ctx, metav1.ListOptions{LabelSelector: label})
+		return err == nil && len(list.Items) == 0, fmt.Sprint(err)
+	})
+}
+
+func addLabel(u *unstructured.Unstructured) {
+	l := u.GetLabels()
+	l["test.example.com"] = "test"
+	u.SetLabels(l)
+}
+
+var labelPatches = map[types.PatchType]string{
+	types.ApplyPatchType:          `{"metadata": {"labels": {"test.example.com": "test"}}}`,
+	types.StrategicMergePatchType: `{"metadata": {"labels": {"test.example.com": "test"}}}`,
+	types.MergePatchType:          `{"metadata": {"labels": {"test.example.com": "test"}}}`,
+	types.JSONPatchType:           `[{"op": "add", "path": "/metadata/labels/test.example.com", "value": "test"}]`,
+}
+
+// TestStorageVersionMigrationAndDRAKinds runs the conformance specs' resource tests for
+// storagemigration.k8s.io/v1 StorageVersionMigration and the resource.k8s.io/v1 kinds
+// (DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice),
+// then checks a few refusals and the columns kubectl prints.
+func TestStorageVersionMigrationAndDRAKinds(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	cond := `{"type": "TestCondition", "status": "True", "reason": "TestReason", "message": "TestMessage", "lastTransitionTime": "2026-01-01T00:00:00Z"}`
+	statusPatches := func(status string) map[types.PatchType]string {
+		return map[types.PatchType]string{
+			types.ApplyPatchType:          `{"status": ` + status + `}`,
+			types.StrategicMergePatchType: `{"status": ` + status + `}`,
+			types.MergePatchType:          `{"status": ` + status + `}`,
+		}
+	}
+	setConditions := func(u *unstructured.Unstructured) {
+		var c map[string]any
+		_ = json.Unmarshal([]byte(cond), &c)
+		_ = unstructured.SetNestedSlice(u.Object, []any{c}, "status", "conditions")
+	}
+	resource := func(r string) schema.GroupVersionResource { return resourcev1.SchemeGroupVersion.WithResource(r) }
+	for _, tc := range []resourceCase{
+		{gvr: svmv1.SchemeGroupVersion.WithResource("storageversionmigrations"), kind: "StorageVersionMigration", initial: `{"spec": {"resource": {"group": "", "resource": "foo"}}}`,
+			update: addLabel, status: setConditions, specPatches: labelPatches, statusPatches: statusPatches(`{"conditions": [` + cond + `]}`)},
+		{gvr: resource("deviceclasses"), kind: "DeviceClass", initial: `{"spec": {"selectors": [{"cel": {"expression": "false"}}]}}`,
+			update: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"cel": map[string]any{"expression": "1 == 0"}}}, "spec", "selectors")
+			},
+			specPatches: map[types.PatchType]string{types.StrategicMergePatchType: `{"spec": {"selectors": [{"cel": {"expression": "1 == 0"}}]}}`}},
+		{gvr: resource("devicetaintrules"), kind: "DeviceTaintRule", initial: `{"spec": {"taint": {"key": "testing", "effect": "None"}}}`,
+			update: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "NoExecute", "spec", "taint", "effect")
+			},
+			status: setConditions, specPatches: map[types.PatchType]string{types.StrategicMergePatchType: `{"spec": {"taint": {"effect": "NoExecute"}}}`},
+			statusPatches: map[types.PatchType]string{types.StrategicMergePatchType: `{"status": {"conditions": [` + cond + `]}}`}},
+		{gvr: resource("resourceclaims"), kind: "ResourceClaim", namespaced: true,
+			initial: `{"spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": "dra.example.com"}}]}}}`,
+			update:  addLabel, status: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedMap(u.Object, map[string]any{}, "status", "allocation")
+			},
+			specPatches: labelPatches, statusPatches: statusPatches(`{"allocation": {}}`)},
+		{gvr: resource("resourceclaimtemplates"), kind: "ResourceClaimTemplate", namespaced: true,
+			initial: `{"spec": {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": "dra.example.com"}}]}}}}`,
+			update:  addLabel, specPatches: map[types.PatchType]string{types.StrategicMergePatchType: labelPatches[types.StrategicMergePatchType]}},
+		{gvr: resource("resourceslices"), kind: "ResourceSlice",
+			initial: `{"spec": {"driver": "dra.example.com", "pool": {"name": "cluster", "generation": 1, "resourceSliceCount": 1}, "nodeName": "no-such-node"}}`,
+			update: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "device-0"}}, "spec", "devices")
+			},
+			specPatches: map[types.PatchType]string{types.StrategicMergePatchType: `{"spec": {"devices": [{"name": "device-0"}]}}`}},
+	} {
+		t.Run(tc.gvr.Resource, func(t *testing.T) { runResourceCase(t, s, ns, tc) })
+	}
+
+	claim := `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu}
+spec: {devices: {requests: [{name: req-0, exactly: {deviceClassName: dra.example.com}}]}}
+`
+	s.mustStdin(t, claim, "apply", "-n", ns, "-f", "-")
+	out := s.must(t, "get", "resourceclaims", "-n", ns)
+	if !regexp.MustCompile(`(?m)^NAME\s+STATE\s+AGE$`).MatchString(out) || !regexp.MustCompile(`(?m)^gpu\s+pending\s+\S+$`).MatchString(out) {
+		t.Fatalf("kubectl get resourceclaims:\n%s", out)
+	}
+	if got := s.must(t, "get", "resourceclaim", "gpu", "-n", ns, "-o", "jsonpath={.spec.devices.requests[0].exactly.allocationMode} {.spec.devices.requests[0].exactly.count}"); got != "ExactCount 1" {
+		t.Fatalf("defaults: %q", got)
+	}
+	if _, errOut, err := s.kubectl(t, "", "patch", "resourceclaim", "gpu", "-n", ns, "--type=json", "-p", `[{"op":"replace","path":"/spec/devices/requests/0/name","value":"req-1"}]`); err == nil ||
+		!strings.Contains(errOut, "spec: Invalid value") || !strings.Contains(errOut, "field is immutable") {
+		t.Fatalf("changing a claim's spec: err %v\n%s", err, errOut)
+	}
+	bad := "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: bad-" + ns + "}\nspec: {driver: dra.example.com, pool: {name: p, resourceSliceCount: 1}}\n"
+	if _, errOut, err := s.kubectl(t, bad, "create", "-f", "-"); err == nil ||
+		!strings.Contains(errOut, "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required") {
+		t.Fatalf("slice without a node: err %v\n%s", err, errOut)
+	}
+	svm := "apiVersion: storagemigration.k8s.io/v1\nkind: StorageVersionMigration\nmetadata: {name: e2e-" + ns + "}\nspec: {resource: {group: apps, resource: deployments}}\n"
+	s.mustStdin(t, svm, "create", "-f", "-")
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "storageversionmigration", "e2e-"+ns, "--ignore-not-found")
+	})
+	out = s.must(t, "get", "storageversionmigrations", "e2e-"+ns)
+	if !regexp.MustCompile(`(?m)^NAME\s+RESOURCE\s+STATUS$`).MatchString(out) || !regexp.MustCompile(`(?m)^e2e-`+ns+`\s+deployments\.apps\s+Unknown$`).MatchString(out) {
+		t.Fatalf("kubectl get storageversionmigrations:\n%s", out)
+	}
 }

@@ -19,7 +19,9 @@ import (
 	"github.com/tranche/tranche/internal/registry/node"
 	"github.com/tranche/tranche/internal/registry/policy"
 	"github.com/tranche/tranche/internal/registry/rbac"
+	"github.com/tranche/tranche/internal/registry/resource"
 	"github.com/tranche/tranche/internal/registry/storage"
+	"github.com/tranche/tranche/internal/registry/storagemigration"
 )
 
 // Resources returns a fresh list of every served resource, core group first.
@@ -84,5 +86,11 @@ func Resources() []registry.Resource {
 		flowcontrol.FlowSchemaResource(),
 		flowcontrol.PriorityLevelConfigurationResource(),
 		certificates.CertificateSigningRequestResource(),
+		storagemigration.StorageVersionMigrationResource(),
+		resource.DeviceClassResource(),
+		resource.ResourceClaimResource(),
+		resource.ResourceClaimTemplateResource(),
+		resource.ResourceSliceResource(),
+		resource.DeviceTaintRuleResource(),
 	}
 }
