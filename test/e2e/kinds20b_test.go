@@ -630,6 +630,9 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-csr-
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: e2e-jane}]
 `
 	s.mustStdin(t, approver, "apply", "-f", "-")
+	if got := s.must(t, "get", "clusterrole", "system:certificates.k8s.io:kube-apiserver-client-approver", "-o", "jsonpath={.rules[0].verbs} {.rules[0].resources} {.rules[0].resourceNames}"); got != `["approve"] ["signers"] ["kubernetes.io/kube-apiserver-client"]` {
+		t.Fatalf("bootstrap approver role: %q", got)
+	}
 	eventually(t, 30*time.Second, "jane approves with the domain's wildcard", func() (bool, string) {
 		out, errOut, err := s.kubectl(t, "", "certificate", "approve", toApprove, "--as=e2e-jane")
 		return err == nil, out + errOut
@@ -883,4 +886,10 @@ spec: {devices: {requests: [{name: req-0, exactly: {deviceClassName: dra.example
 	if !regexp.MustCompile(`(?m)^NAME\s+RESOURCE\s+STATUS$`).MatchString(out) || !regexp.MustCompile(`(?m)^e2e-`+ns+`\s+deployments\.apps\s+Unknown$`).MatchString(out) {
 		t.Fatalf("kubectl get storageversionmigrations:\n%s", out)
 	}
+	// view and edit carry upstream's rules for claims (the bootstrap roles).
+	eventually(t, 30*time.Second, "view reads and edit writes resourceclaims", func() (bool, string) {
+		view := s.must(t, "get", "clusterrole", "view", "-o", "jsonpath={.rules[?(@.apiGroups[0]==\"resource.k8s.io\")].resources}")
+		edit := s.must(t, "get", "clusterrole", "edit", "-o", "jsonpath={.rules[?(@.apiGroups[0]==\"resource.k8s.io\")].verbs}")
+		return strings.Contains(view, "resourceclaimtemplates") && strings.Contains(edit, "create"), view + " " + edit
+	})
 }

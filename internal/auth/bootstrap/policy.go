@@ -106,6 +106,7 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(write, groups("policy"), "poddisruptionbudgets"),
 			rule(write, groups("networking.k8s.io"), "ingresses", "networkpolicies"),
 			rule(readWrite, groups("coordination.k8s.io"), "leases"),
+			rule(write, groups("resource.k8s.io"), "resourceclaims", "resourceclaimtemplates"),
 		),
 		clusterRole("system:aggregate-to-view", map[string]string{AggregateToViewLabel: aggregationLabelEnabled},
 			rule(read, core, "configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods",
@@ -124,6 +125,7 @@ func ClusterRoles() []rbacv1.ClusterRole {
 				"replicasets/scale", "replicasets/status", "replicationcontrollers/scale"),
 			rule(read, groups("policy"), "poddisruptionbudgets", "poddisruptionbudgets/status"),
 			rule(read, groups("networking.k8s.io"), "ingresses", "ingresses/status", "networkpolicies"),
+			rule(read, groups("resource.k8s.io"), "resourceclaims", "resourceclaims/status", "resourceclaimtemplates"),
 		),
 		// What metrics-server's manifest adds: reading the resource metrics API is
 		// part of admin, edit and view, as `kubectl top` is to their users.
