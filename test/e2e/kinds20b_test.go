@@ -582,6 +582,14 @@ func TestCertificateSigningRequests(t *testing.T) {
 		t.Fatalf("kubectl get csr:\n%s", out)
 	}
 
+	desc := s.must(t, "describe", "csr", created.Name)
+	for _, re := range []string{`(?m)^Requesting User:\s+` + regexp.QuoteMeta(created.Spec.Username) + `$`, `(?m)^Signer:\s+` + regexp.QuoteMeta(signer) + `$`,
+		`(?m)^Requested Duration:\s+60m$`, `(?m)^Status:\s+Approved,Issued$`, `(?m)^\s+Common Name:\s+e2e\.example\.com$`} {
+		if !regexp.MustCompile(re).MatchString(desc) {
+			t.Fatalf("kubectl describe csr does not match %s:\n%s", re, desc)
+		}
+	}
+
 	// kubectl certificate approve and deny.
 	var others []string
 	for _, item := range list.Items {
