@@ -29,13 +29,16 @@ k8s.io/api/certificates/v1
 k8s.io/api/coordination/v1
 k8s.io/api/discovery/v1
 k8s.io/api/events/v1
+k8s.io/api/flowcontrol/v1
 k8s.io/api/networking/v1
 k8s.io/api/node/v1
 k8s.io/api/policy/v1
 k8s.io/api/rbac/v1
+k8s.io/api/resource/v1
 k8s.io/api/scheduling/v1
 k8s.io/api/scheduling/v1alpha3
 k8s.io/api/storage/v1
+k8s.io/api/storagemigration/v1
 k8s.io/metrics/pkg/apis/metrics/v1beta1
 "
 # shellcheck disable=SC2086 # one argument per package

@@ -22,6 +22,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/endpoints"
 	"github.com/tranche/tranche/internal/controller/endpointslice"
 	"github.com/tranche/tranche/internal/controller/endpointslicemirroring"
+	"github.com/tranche/tranche/internal/controller/flowcontrol"
 	"github.com/tranche/tranche/internal/controller/gc"
 	"github.com/tranche/tranche/internal/controller/hpa"
 	"github.com/tranche/tranche/internal/controller/job"
@@ -34,6 +35,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/perns"
 	"github.com/tranche/tranche/internal/controller/podgc"
 	"github.com/tranche/tranche/internal/controller/replicaset"
+	"github.com/tranche/tranche/internal/controller/servicecidr"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/controller/statefulset"
 	"github.com/tranche/tranche/internal/events"
@@ -185,6 +187,12 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		}},
 		{Name: "clusterrole-aggregation", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(clusterroleaggregation.New(clusterroleaggregation.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 5), nil
+		}},
+		{Name: "service-cidr-controller", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(servicecidr.New(servicecidr.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 2), nil
+		}},
+		{Name: "flowschema-dangling", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
+			return manager.Workers(flowcontrol.New(flowcontrol.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 1), nil
 		}},
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/apiserver/openapi"
 	"github.com/tranche/tranche/internal/auth/pki"
+	"github.com/tranche/tranche/internal/controller/flowcontrol"
+	"github.com/tranche/tranche/internal/controller/servicecidr"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/defaulttolerations"
 	"github.com/tranche/tranche/internal/logging"
@@ -165,7 +167,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
 		Validators: []apiserver.Validator{sec.nodeRestriction, psa},
 		Resources:  resources,
@@ -250,6 +252,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go keepAPIEndpoints(ctx, client, cfg, log)
+	go servicecidr.KeepDefault(ctx, client, cfg.ServiceCIDR, 10*time.Second, log.With("component", "default-servicecidr"))
+	go flowcontrol.KeepBootstrap(ctx, client, time.Minute, log.With("component", "apf-bootstrap"))
 	controllersStopped, err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), cfg.HPASyncPeriod, reg, log)
 	if err != nil {
 		return err

@@ -72,6 +72,8 @@ func TestNodeAuthorizer(t *testing.T) {
 		{name: "watch endpointslices", attrs: resAttrs(nodeA, "watch", "discovery.k8s.io", "endpointslices", "", "", ""), want: Allow},
 		{name: "get a runtimeclass", attrs: resAttrs(nodeA, "get", "node.k8s.io", "runtimeclasses", "", "", "runc"), want: Allow},
 		{name: "create a runtimeclass", attrs: resAttrs(nodeA, "create", "node.k8s.io", "runtimeclasses", "", "", ""), want: NoOpinion},
+		{name: "get a csidriver", attrs: resAttrs(nodeA, "get", "storage.k8s.io", "csidrivers", "", "", "hostpath.csi.k8s.io"), want: Allow},
+		{name: "delete a csidriver", attrs: resAttrs(nodeA, "delete", "storage.k8s.io", "csidrivers", "", "", "hostpath.csi.k8s.io"), want: NoOpinion},
 		{name: "get mounted secret", attrs: resAttrs(nodeA, "get", "", "secrets", "", "t1", "mounted"), want: Allow},
 		{name: "watch mounted secret by name", attrs: resAttrs(nodeA, "watch", "", "secrets", "", "t1", "mounted"), want: Allow},
 		{name: "get secret of another node's pod", attrs: resAttrs(nodeA, "get", "", "secrets", "", "t1", "b-only"), want: NoOpinion, reason: noRel},

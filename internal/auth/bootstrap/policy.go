@@ -106,6 +106,7 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(write, groups("policy"), "poddisruptionbudgets"),
 			rule(write, groups("networking.k8s.io"), "ingresses", "networkpolicies"),
 			rule(readWrite, groups("coordination.k8s.io"), "leases"),
+			rule(write, groups("resource.k8s.io"), "resourceclaims", "resourceclaimtemplates"),
 		),
 		clusterRole("system:aggregate-to-view", map[string]string{AggregateToViewLabel: aggregationLabelEnabled},
 			rule(read, core, "configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods",
@@ -124,6 +125,7 @@ func ClusterRoles() []rbacv1.ClusterRole {
 				"replicasets/scale", "replicasets/status", "replicationcontrollers/scale"),
 			rule(read, groups("policy"), "poddisruptionbudgets", "poddisruptionbudgets/status"),
 			rule(read, groups("networking.k8s.io"), "ingresses", "ingresses/status", "networkpolicies"),
+			rule(read, groups("resource.k8s.io"), "resourceclaims", "resourceclaims/status", "resourceclaimtemplates"),
 		),
 		// What metrics-server's manifest adds: reading the resource metrics API is
 		// part of admin, edit and view, as `kubectl top` is to their users.
@@ -183,8 +185,27 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule([]string{"update"}, groups("networking.k8s.io"), "ingresses/status"),
 			eventsRule,
 		),
+		// Kubernetes' certificate roles: requesting node certificates and approving
+		// requests for the built-in signers.
+		clusterRole("system:node-bootstrapper", nil,
+			rule([]string{"create", "get", "list", "watch"}, groups(certificatesGroup), "certificatesigningrequests")),
+		clusterRole("system:certificates.k8s.io:certificatesigningrequests:nodeclient", nil,
+			rule([]string{"create"}, groups(certificatesGroup), "certificatesigningrequests/nodeclient")),
+		clusterRole("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", nil,
+			rule([]string{"create"}, groups(certificatesGroup), "certificatesigningrequests/selfnodeclient")),
+		clusterRole("system:certificates.k8s.io:legacy-unknown-approver", nil, signerRule("approve", "kubernetes.io/legacy-unknown")),
+		clusterRole("system:certificates.k8s.io:kubelet-serving-approver", nil, signerRule("approve", "kubernetes.io/kubelet-serving")),
+		clusterRole("system:certificates.k8s.io:kube-apiserver-client-approver", nil, signerRule("approve", "kubernetes.io/kube-apiserver-client")),
+		clusterRole("system:certificates.k8s.io:kube-apiserver-client-kubelet-approver", nil, signerRule("approve", "kubernetes.io/kube-apiserver-client-kubelet")),
 	}
 	return roles
+}
+
+const certificatesGroup = "certificates.k8s.io"
+
+// signerRule allows verb (approve, sign) on one signer.
+func signerRule(verb, signerName string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{Verbs: []string{verb}, APIGroups: groups(certificatesGroup), Resources: []string{"signers"}, ResourceNames: []string{signerName}}
 }
 
 // ClusterRoleBindings returns the bootstrap cluster role bindings: cluster-admin to

@@ -8,16 +8,20 @@ import (
 	"github.com/tranche/tranche/internal/registry/authorization"
 	"github.com/tranche/tranche/internal/registry/autoscaling"
 	"github.com/tranche/tranche/internal/registry/batch"
+	"github.com/tranche/tranche/internal/registry/certificates"
 	"github.com/tranche/tranche/internal/registry/coordination"
 	"github.com/tranche/tranche/internal/registry/core"
 	"github.com/tranche/tranche/internal/registry/discovery"
 	"github.com/tranche/tranche/internal/registry/events"
+	"github.com/tranche/tranche/internal/registry/flowcontrol"
 	"github.com/tranche/tranche/internal/registry/metrics"
 	"github.com/tranche/tranche/internal/registry/networking"
 	"github.com/tranche/tranche/internal/registry/node"
 	"github.com/tranche/tranche/internal/registry/policy"
 	"github.com/tranche/tranche/internal/registry/rbac"
+	"github.com/tranche/tranche/internal/registry/resource"
 	"github.com/tranche/tranche/internal/registry/storage"
+	"github.com/tranche/tranche/internal/registry/storagemigration"
 )
 
 // Resources returns a fresh list of every served resource, core group first.
@@ -72,5 +76,21 @@ func Resources() []registry.Resource {
 
 		metrics.NodeMetricsResource(),
 		metrics.PodMetricsResource(),
+
+		networking.ServiceCIDRResource(),
+		networking.IPAddressResource(),
+		storage.CSIDriverResource(),
+		storage.CSINodeResource(),
+		storage.CSIStorageCapacityResource(),
+		storage.VolumeAttachmentResource(),
+		flowcontrol.FlowSchemaResource(),
+		flowcontrol.PriorityLevelConfigurationResource(),
+		certificates.CertificateSigningRequestResource(),
+		storagemigration.StorageVersionMigrationResource(),
+		resource.DeviceClassResource(),
+		resource.ResourceClaimResource(),
+		resource.ResourceClaimTemplateResource(),
+		resource.ResourceSliceResource(),
+		resource.DeviceTaintRuleResource(),
 	}
 }

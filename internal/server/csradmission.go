@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"reflect"
+	"strings"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/auth/authn"
+	"github.com/tranche/tranche/internal/auth/authz"
+)
+
+var csrResource = schema.GroupResource{Group: certificatesv1.GroupName, Resource: "certificatesigningrequests"}
+
+// csrAdmission is what kube-apiserver does to CertificateSigningRequests beyond their
+// strategy: a new request carries its requester's identity in spec (username, uid,
+// groups, extra), whatever the client sent; CertificateSubjectRestriction refuses the
+// kube-apiserver-client signer for the system:masters organization;
+// CertificateApproval lets a user write /approval only with the "approve" verb on the
+// request's signer (certificates.k8s.io signers, by name or "domain/*");
+// CertificateSigning lets a user change status through /status only with "sign".
+type csrAdmission struct{ sec *security }
+
+var _ apiserver.Mutator = csrAdmission{}
+
+// Mutate implements apiserver.Mutator.
+func (c csrAdmission) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) error {
+	if req.Resource.GroupResource() != csrResource {
+		return nil
+	}
+	csr, ok := req.Object.(*certificatesv1.CertificateSigningRequest)
+	if !ok {
+		return nil
+	}
+	old, _ := req.OldObject.(*certificatesv1.CertificateSigningRequest)
+	user := userFrom(ctx)
+	switch {
+	case req.Operation == apiserver.AdmitCreate && req.Subresource == "":
+		setRequester(csr, user)
+		return restrictSubject(csr, req.Name)
+	case req.Subresource == "approval" && old != nil:
+		if !c.authorizedForSigner(ctx, user, "approve", old.Spec.SignerName) {
+			return apierrors.NewForbidden(csrResource, req.Name, fmt.Errorf("user not permitted to approve requests with signerName %q", old.Spec.SignerName))
+		}
+	case req.Subresource == "status" && old != nil:
+		if reflect.DeepEqual(old.Status.Certificate, csr.Status.Certificate) && apiequality.Semantic.DeepEqual(old.Status.Conditions, csr.Status.Conditions) {
+			return nil
+		}
+		if !c.authorizedForSigner(ctx, user, "sign", old.Spec.SignerName) {
+			return apierrors.NewForbidden(csrResource, req.Name, fmt.Errorf("user not permitted to sign requests with signerName %q", old.Spec.SignerName))
+		}
+	}
+	return nil
+}
+
+// setRequester writes the requesting user's identity into spec.
+func setRequester(csr *certificatesv1.CertificateSigningRequest, user *authn.User) {
+	csr.Spec.Username, csr.Spec.UID, csr.Spec.Groups, csr.Spec.Extra = "", "", nil, nil
+	if user == nil {
+		return
+	}
+	csr.Spec.Username, csr.Spec.UID = user.Name, user.UID
+	csr.Spec.Groups = append([]string(nil), user.Groups...)
+	if len(user.Extra) > 0 {
+		csr.Spec.Extra = map[string]certificatesv1.ExtraValue{}
+		for k, v := range user.Extra {
+			csr.Spec.Extra[k] = append(certificatesv1.ExtraValue(nil), v...)
+		}
+	}
+}
+
+// restrictSubject refuses a kube-apiserver-client request for system:masters.
+func restrictSubject(csr *certificatesv1.CertificateSigningRequest, name string) error {
+	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientSignerName {
+		return nil
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return apierrors.NewForbidden(csrResource, name, fmt.Errorf("failed to parse CSR: PEM block type must be CERTIFICATE REQUEST"))
+	}
+	parsed, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return apierrors.NewForbidden(csrResource, name, fmt.Errorf("failed to parse CSR: %v", err))
+	}
+	for _, o := range parsed.Subject.Organization {
+		if o == authn.GroupMasters {
+			return apierrors.NewForbidden(csrResource, name, fmt.Errorf("use of %s signer with system:masters group is not allowed", certificatesv1.KubeAPIServerClientSignerName))
+		}
+	}
+	return nil
+}
+
+// authorizedForSigner asks the authorizer for verb on the signer by name, then on its
+// domain's wildcard ("example.com/*"), as kube-apiserver's certauthorization does.
+func (c csrAdmission) authorizedForSigner(ctx context.Context, user *authn.User, verb, signerName string) bool {
+	if c.sec == nil || c.sec.authorizer == nil {
+		return true
+	}
+	domain, _, _ := strings.Cut(signerName, "/")
+	for _, name := range []string{signerName, domain + "/*"} {
+		a := authz.Attributes{User: user, Verb: verb, APIGroup: certificatesv1.GroupName, APIVersion: "*", Resource: "signers",
+			Name: name, ResourceRequest: true}
+		if d, _, _ := c.sec.authorizer.Authorize(ctx, a); d == authz.Allow {
+			return true
+		}
+	}
+	return false
+}
