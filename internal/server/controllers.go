@@ -34,6 +34,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/perns"
 	"github.com/tranche/tranche/internal/controller/podgc"
 	"github.com/tranche/tranche/internal/controller/replicaset"
+	"github.com/tranche/tranche/internal/controller/resourcequota"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/controller/statefulset"
 	"github.com/tranche/tranche/internal/events"
@@ -185,6 +186,9 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		}},
 		{Name: "clusterrole-aggregation", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(clusterroleaggregation.New(clusterroleaggregation.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 5), nil
+		}},
+		{Name: "resourcequota", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return resourcequota.New(ctx, resourcequota.Config{Client: c.Client, Informers: c.Informers, Metadata: meta, Discovery: disc})
 		}},
 	}
 }
