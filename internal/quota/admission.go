@@ -125,9 +125,17 @@ func limited(req *apiserver.AdmissionRequest) bool {
 
 // Mutate implements apiserver.Mutator: the plugin's defaulting, on the internal copy of
 // the object, copied back only when it changed something.
+//
+// A created pod's containers first get requests from their limits where they have none:
+// that is core/v1's pod defaulting, which kube-apiserver applies before admission and
+// tranche's strategy only after the Mutators, and the LimitRanger's defaults depend on
+// it (a container with a limit and no request is given the limit, not defaultRequest).
 func (l *LimitRanger) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) error {
 	if !limited(req) {
 		return nil
+	}
+	if pod, ok := req.Object.(*v1.Pod); ok && req.Operation == apiserver.AdmitCreate && req.Subresource == "" {
+		DefaultRequestsFromLimits(pod)
 	}
 	obj, old, err := internalObjects(req)
 	if err != nil {
@@ -197,4 +205,25 @@ func attributes(req *apiserver.AdmissionRequest, obj, old runtime.Object) admiss
 		op = admission.Update
 	}
 	return admission.NewAttributesRecord(obj, old, req.Kind, req.Namespace, req.Name, req.Resource, req.Subresource, op, nil, req.DryRun, nil)
+}
+
+// DefaultRequestsFromLimits sets each container's and init container's missing requests
+// to its limits, as core/v1's SetDefaults_Pod does.
+func DefaultRequestsFromLimits(pod *v1.Pod) {
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			r := &cs[i].Resources
+			if r.Limits == nil {
+				continue
+			}
+			if r.Requests == nil {
+				r.Requests = v1.ResourceList{}
+			}
+			for name, q := range r.Limits {
+				if _, ok := r.Requests[name]; !ok {
+					r.Requests[name] = q.DeepCopy()
+				}
+			}
+		}
+	}
 }

@@ -252,6 +252,16 @@ func TestLimitRanger(t *testing.T) {
 			t.Errorf("defaulted pod refused: %v", err)
 		}
 	})
+	t.Run("a limit without request defaults the request", func(t *testing.T) {
+		pod := makePod("p", withResources(list("memory", "150Mi"), list("cpu", "300m")))
+		if err := l.Mutate(ctx, create("pods", "Pod", pod)); err != nil {
+			t.Fatal(err)
+		}
+		got := pod.Spec.Containers[0].Resources
+		if s := got.Requests.Cpu().String() + " " + got.Requests.Memory().String() + " " + got.Limits.Cpu().String() + " " + got.Limits.Memory().String(); s != "300m 150Mi 300m 500Mi" {
+			t.Errorf("resources %s, want 300m 150Mi 300m 500Mi", s)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		req  *apiserver.AdmissionRequest
