@@ -142,6 +142,38 @@ func TestResourceQuotaAdmission(t *testing.T) {
 			wantErr: `pods "x" is forbidden: exceeded quota: prio, requested: pods=1, used: pods=0, limited: pods=0`,
 		},
 		{
+			name: "cross-namespace pod affinity scope",
+			quotas: []*v1.ResourceQuota{makeQuota("xns", list("pods", "0"), list("pods", "0"), func(q *v1.ResourceQuota) {
+				q.Spec.Scopes = []v1.ResourceQuotaScope{v1.ResourceQuotaScopeCrossNamespacePodAffinity}
+			})},
+			req: create("pods", "Pod", makePod("p", func(p *v1.Pod) {
+				p.Spec.Affinity = &v1.Affinity{PodAffinity: &v1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+					TopologyKey: "kubernetes.io/hostname", NamespaceSelector: &metav1.LabelSelector{}}}}}
+			})),
+			wantErr: `pods "x" is forbidden: exceeded quota: xns, requested: pods=1, used: pods=0, limited: pods=0`,
+		},
+		{
+			name: "cross-namespace pod affinity scope ignores same-namespace affinity",
+			quotas: []*v1.ResourceQuota{makeQuota("xns", list("pods", "0"), list("pods", "0"), func(q *v1.ResourceQuota) {
+				q.Spec.Scopes = []v1.ResourceQuotaScope{v1.ResourceQuotaScopeCrossNamespacePodAffinity}
+			})},
+			req: create("pods", "Pod", makePod("p", func(p *v1.Pod) {
+				p.Spec.Affinity = &v1.Affinity{PodAffinity: &v1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+					TopologyKey: "kubernetes.io/hostname"}}}}
+			})),
+		},
+		{
+			name: "terminating scope",
+			quotas: []*v1.ResourceQuota{makeQuota("term", list("pods", "0"), list("pods", "0"), func(q *v1.ResourceQuota) {
+				q.Spec.Scopes = []v1.ResourceQuotaScope{v1.ResourceQuotaScopeTerminating}
+			})},
+			req: create("pods", "Pod", makePod("p", func(p *v1.Pod) {
+				d := int64(60)
+				p.Spec.ActiveDeadlineSeconds = &d
+			})),
+			wantErr: `pods "x" is forbidden: exceeded quota: term, requested: pods=1, used: pods=0, limited: pods=0`,
+		},
+		{
 			name:    "configmap object count",
 			quotas:  []*v1.ResourceQuota{makeQuota("objects", list("configmaps", "1", "count/configmaps", "5"), list("configmaps", "1", "count/configmaps", "1"), nil)},
 			req:     create("configmaps", "ConfigMap", &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns}}),
