@@ -72,6 +72,8 @@ func create(resourceName, kind string, obj runtime.Object) *apiserver.AdmissionR
 		Namespace: ns, Name: "x", Object: obj}
 }
 
+func ptr(s string) *string { return &s }
+
 func errText(err error) string {
 	if err == nil {
 		return ""
@@ -172,6 +174,17 @@ func TestResourceQuotaAdmission(t *testing.T) {
 				p.Spec.ActiveDeadlineSeconds = &d
 			})),
 			wantErr: `pods "x" is forbidden: exceeded quota: term, requested: pods=1, used: pods=0, limited: pods=0`,
+		},
+		{
+			name: "volume attributes class scope selector",
+			quotas: []*v1.ResourceQuota{makeQuota("gold", list("persistentvolumeclaims", "0"), list("persistentvolumeclaims", "0"), func(q *v1.ResourceQuota) {
+				q.Spec.ScopeSelector = &v1.ScopeSelector{MatchExpressions: []v1.ScopedResourceSelectorRequirement{{
+					ScopeName: v1.ResourceQuotaScopeVolumeAttributesClass, Operator: v1.ScopeSelectorOpIn, Values: []string{"gold"}}}}
+			})},
+			req: create("persistentvolumeclaims", "PersistentVolumeClaim", &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns},
+				Spec: v1.PersistentVolumeClaimSpec{VolumeAttributesClassName: ptr("gold"), AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+					Resources: v1.VolumeResourceRequirements{Requests: list("storage", "1Gi")}}}),
+			wantErr: `persistentvolumeclaims "x" is forbidden: exceeded quota: gold, requested: persistentvolumeclaims=1, used: persistentvolumeclaims=0, limited: persistentvolumeclaims=0`,
 		},
 		{
 			name:    "configmap object count",
