@@ -158,6 +158,16 @@ func TestResourceQuotaObjectCounts(t *testing.T) {
 		if _, err := c.CoreV1().Pods(ns).Create(ctx, quotaPod("dry", rl("cpu", "100m", "memory", "1Mi"), nil, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 			t.Fatal(err)
 		}
+		// A pod's resources cannot be updated in place through the pod itself; usage stays.
+		cur, err := c.CoreV1().Pods(ns).Get(ctx, "test-pod", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.Containers[0].Resources.Requests = rl("cpu", "100m", "memory", "100Mi")
+		if _, err := c.CoreV1().Pods(ns).Update(ctx, cur, metav1.UpdateOptions{}); err == nil {
+			t.Fatal("a pod's resource requests were updated")
+		}
+		waitQuotaUsed(t, c, ns, "test-quota", rl("pods", "1", "cpu", "500m", "memory", "252Mi"))
 		if err := c.CoreV1().Pods(ns).Delete(ctx, "test-pod", *metav1.NewDeleteOptions(0)); err != nil {
 			t.Fatal(err)
 		}
