@@ -35,6 +35,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/perns"
 	"github.com/tranche/tranche/internal/controller/podgc"
 	"github.com/tranche/tranche/internal/controller/replicaset"
+	"github.com/tranche/tranche/internal/controller/resourcequota"
 	"github.com/tranche/tranche/internal/controller/servicecidr"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/controller/statefulset"
@@ -193,6 +194,9 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		}},
 		{Name: "flowschema-dangling", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(flowcontrol.New(flowcontrol.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 1), nil
+		}},
+		{Name: "resourcequota", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return resourcequota.New(ctx, resourcequota.Config{Client: c.Client, Informers: c.Informers, Metadata: meta, Discovery: disc})
 		}},
 	}
 }

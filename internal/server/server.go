@@ -164,12 +164,16 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	reg := newMetricsRegistry()
 	workqueue.SetProvider(newWorkqueueMetrics(reg))
+	qa, err := newQuotaAdmission(ctx, server, ca.CertPEM, adminCert, adminKey, log)
+	if err != nil {
+		return err
+	}
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
-		Validators: []apiserver.Validator{sec.nodeRestriction, psa},
+		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, qa.quota},
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
@@ -215,6 +219,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		log.Info("serving", "address", addr)
 		go func() { errc <- httpServer.Serve(tls.NewListener(ln, tlsConfig)) }()
 	}
+	qa.start(ctx)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -40,6 +40,8 @@ func Resources() []registry.Resource {
 		core.PersistentVolumeClaimResource(),
 		core.PersistentVolumeResource(),
 		core.PodTemplateResource(),
+		core.ResourceQuotaResource(),
+		core.LimitRangeResource(),
 
 		apps.DeploymentResource(),
 		apps.ReplicaSetResource(),
