@@ -162,12 +162,13 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	reg := newMetricsRegistry()
 	workqueue.SetProvider(newWorkqueueMetrics(reg))
+	webhooks := newWebhooks(cfg)
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, webhooks},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
-		Validators: []apiserver.Validator{sec.nodeRestriction, psa},
+		Validators: []apiserver.Validator{sec.nodeRestriction, psa, webhooks},
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
@@ -238,6 +239,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	rv.client.Store(client)
 	if err := sec.watchCaches(ctx, informers.NewSharedInformerFactory(client, 0)); err != nil {
 		return fmt.Errorf("authorization caches: %w", err)
+	}
+	if err := startWebhooks(ctx, webhooks, loop, client, sec); err != nil {
+		return fmt.Errorf("admission webhooks: %w", err)
 	}
 	if err := mx.start(ctx, loop, nodePair, cfg.ClusterDial, log.With("component", "metrics")); err != nil {
 		return fmt.Errorf("resource metrics: %w", err)

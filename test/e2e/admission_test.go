@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// admissionWebhookPod runs upstream's agnhost `webhook` (the conformance specs' sample
+// webhook) with a certificate for its Service, as test/e2e/apimachinery/webhook.go does.
+const admissionWebhookPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: sample-webhook
+  labels: {app: sample-webhook}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: sample-webhook
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["webhook", "--tls-cert-file=/webhook.local.config/certificates/tls.crt",
+      "--tls-private-key-file=/webhook.local.config/certificates/tls.key", "-v=4", "--port=8444"]
+    ports: [{containerPort: 8444}]
+    readinessProbe:
+      httpGet: {scheme: HTTPS, port: 8444, path: /readyz}
+      periodSeconds: 1
+    volumeMounts: [{name: certs, mountPath: /webhook.local.config/certificates, readOnly: true}]
+  volumes:
+  - name: certs
+    secret: {secretName: webhook-certs}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: e2e-test-webhook
+spec:
+  selector: {app: sample-webhook}
+  ports: [{port: 8443, targetPort: 8444}]
+`
+
+// webhookConfig is a webhook configuration of kind (Validating or Mutating) whose
+// webhooks call the given paths of the sample webhook's Service (or of serviceName),
+// only for configmaps of namespace ns.
+func webhookConfig(kind, name, ns, serviceName, caBundle, failurePolicy string, paths ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: admissionregistration.k8s.io/v1\nkind: %sWebhookConfiguration\nmetadata: {name: %s}\nwebhooks:\n", kind, name)
+	for i, path := range paths {
+		fmt.Fprintf(&b, `- name: step-%d.%s.k8s.io
+  clientConfig:
+    service: {namespace: %s, name: %s, path: %s, port: 8443}
+    caBundle: %s
+  rules: [{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}]
+  namespaceSelector: {matchLabels: {webhook-e2e: %s}}
+  failurePolicy: %s
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 5
+`, i+1, name, ns, serviceName, path, caBundle, ns, failurePolicy)
+	}
+	return b.String()
+}
+
+// TestAdmissionWebhooks: the conformance specs' sample webhook, in a pod behind its
+// Service, denies a ConfigMap with upstream's wording, two mutating webhooks patch one
+// in order, and a webhook whose Service has no endpoints fails the request under
+// failurePolicy Fail and is skipped under Ignore. Configurations are cluster-wide: each
+// selects only this test's namespace and is deleted when the test ends.
+func TestAdmissionWebhooks(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	s.must(t, "label", "namespace", ns, "webhook-e2e="+ns)
+	dir := t.TempDir()
+	caFile := writeTestCertificates(t, dir, "e2e-test-webhook."+ns+".svc")
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caBundle := base64.StdEncoding.EncodeToString(ca)
+	s.must(t, "create", "secret", "tls", "webhook-certs", "-n", ns,
+		"--cert="+filepath.Join(dir, "tls.crt"), "--key="+filepath.Join(dir, "tls.key"))
+	c.apply(t, ns, admissionWebhookPod)
+	c.waitReady(t, ns, "sample-webhook")
+
+	apply := func(manifest, kind, name string) {
+		t.Helper()
+		t.Cleanup(func() {
+			_, _, _ = s.kubectl(t, "", "delete", strings.ToLower(kind)+"webhookconfiguration", name, "--ignore-not-found")
+		})
+		c.apply(t, "", manifest)
+	}
+	configMap := func(name string, data ...string) string {
+		m := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\ndata:\n"
+		for i := 0; i+1 < len(data); i += 2 {
+			m += fmt.Sprintf("  %s: %q\n", data[i], data[i+1])
+		}
+		return m
+	}
+
+	t.Run("deny", func(t *testing.T) {
+		apply(webhookConfig("Validating", "deny-"+ns, ns, "e2e-test-webhook", caBundle, "Fail", "/configmaps"), "Validating", "deny-"+ns)
+		want := `admission webhook "step-1.deny-` + ns + `.k8s.io" denied the request: the configmap contains unwanted key and value`
+		i := 0
+		eventually(t, 30*time.Second, "a disallowed ConfigMap denied", func() (bool, string) {
+			i++
+			_, errOut, err := s.kubectl(t, configMap(fmt.Sprintf("disallowed-%d", i), "webhook-e2e-test", "webhook-disallow"), "create", "-n", ns, "-f", "-")
+			return err != nil && strings.Contains(errOut, want), errOut
+		})
+		s.must(t, "create", "configmap", "allowed", "-n", ns, "--from-literal=webhook-e2e-test=webhook-allow")
+		// An update that adds the disallowed pair is denied too.
+		_, errOut, err := s.kubectl(t, "", "patch", "configmap", "allowed", "-n", ns, "-p", `{"data":{"webhook-e2e-test":"webhook-disallow"}}`)
+		if err == nil || !strings.Contains(errOut, want) {
+			t.Fatalf("update: err %v, %s\nwant %s", err, errOut, want)
+		}
+		s.must(t, "delete", "validatingwebhookconfiguration", "deny-"+ns)
+		eventually(t, 30*time.Second, "a disallowed ConfigMap allowed after the configuration's deletion", func() (bool, string) {
+			i++
+			out, errOut, err := s.kubectl(t, configMap(fmt.Sprintf("disallowed-%d", i), "webhook-e2e-test", "webhook-disallow"), "create", "-n", ns, "-f", "-")
+			return err == nil, out + errOut
+		})
+	})
+
+	t.Run("mutate", func(t *testing.T) {
+		apply(webhookConfig("Mutating", "mutate-"+ns, ns, "e2e-test-webhook", caBundle, "Fail", "/mutating-configmaps", "/mutating-configmaps"), "Mutating", "mutate-"+ns)
+		i := 0
+		eventually(t, 30*time.Second, "a ConfigMap mutated by both webhooks", func() (bool, string) {
+			i++
+			name := fmt.Sprintf("mutated-%d", i)
+			if _, errOut, err := s.kubectl(t, configMap(name, "mutation-start", "yes"), "create", "-n", ns, "-f", "-"); err != nil {
+				return false, errOut
+			}
+			out := s.must(t, "get", "configmap", name, "-n", ns, "-o", "jsonpath={.data}")
+			return strings.Contains(out, `"mutation-stage-1":"yes"`) && strings.Contains(out, `"mutation-stage-2":"yes"`), out
+		})
+		// A dry run is mutated as well, and nothing is stored.
+		out := s.must(t, "create", "configmap", "dry", "-n", ns, "--from-literal=mutation-start=yes", "--dry-run=server", "-o", "jsonpath={.data}")
+		if !strings.Contains(out, `"mutation-stage-2":"yes"`) {
+			t.Errorf("dry run not mutated: %s", out)
+		}
+	})
+
+	t.Run("unreachable", func(t *testing.T) {
+		s.must(t, "create", "service", "clusterip", "no-endpoints", "-n", ns, "--tcp=8443:8444")
+		apply(webhookConfig("Validating", "ignore-"+ns, ns, "no-endpoints", caBundle, "Ignore", "/configmaps"), "Validating", "ignore-"+ns)
+		s.must(t, "create", "configmap", "ignored", "-n", ns)
+		apply(webhookConfig("Validating", "fail-"+ns, ns, "no-endpoints", caBundle, "Fail", "/configmaps"), "Validating", "fail-"+ns)
+		want := `Internal error occurred: failed calling webhook "step-1.fail-` + ns + `.k8s.io"`
+		i := 0
+		eventually(t, 30*time.Second, "a ConfigMap refused by the unreachable webhook", func() (bool, string) {
+			i++
+			_, errOut, err := s.kubectl(t, "", "create", "configmap", fmt.Sprintf("refused-%d", i), "-n", ns)
+			return err != nil && strings.Contains(errOut, want), errOut
+		})
+	})
+}
