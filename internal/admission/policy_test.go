@@ -65,16 +65,18 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	}{
 		{name: "allowed", objects: []runtime.Object{configMapPolicy(nil), binding(arv1.Deny)}, req: configMapRequest("a")},
 		{name: "denied", objects: []runtime.Object{configMapPolicy(nil), binding(arv1.Deny)}, req: configMapRequest("a", "b"),
-			wantErr: `configmaps "cm" is forbidden: ValidatingAdmissionPolicy 'small-configmaps' with binding 'small-configmaps-binding' denied request: too many keys`},
+			// Without a reason of the validation's own, a denial is Invalid (422).
+			wantErr: `configmaps "cm" is forbidden: ValidatingAdmissionPolicy 'small-configmaps' with binding 'small-configmaps-binding' denied request: too many keys`,
+			reason:  metav1.StatusReasonInvalid},
 		{name: "no binding", objects: []runtime.Object{configMapPolicy(nil)}, req: configMapRequest("a", "b")},
 		{name: "warn", objects: []runtime.Object{configMapPolicy(nil), binding(arv1.Warn)}, req: configMapRequest("a", "b"),
 			warnings: []string{"Validation failed for ValidatingAdmissionPolicy 'small-configmaps' with binding 'small-configmaps-binding': too many keys"}},
 		{name: "message expression", req: configMapRequest("a", "b"), objects: []runtime.Object{configMapPolicy(func(p *arv1.ValidatingAdmissionPolicy) {
 			p.Spec.Validations[0].MessageExpression = `"configmap " + object.metadata.name + " has " + string(variables.keys) + " keys"`
-			p.Spec.Validations[0].Reason = ptr.To(metav1.StatusReasonInvalid)
+			p.Spec.Validations[0].Reason = ptr.To(metav1.StatusReasonForbidden)
 		}), binding(arv1.Deny)},
 			wantErr: `configmaps "cm" is forbidden: ValidatingAdmissionPolicy 'small-configmaps' with binding 'small-configmaps-binding' denied request: configmap cm has 2 keys`,
-			reason:  metav1.StatusReasonInvalid},
+			reason:  metav1.StatusReasonForbidden},
 		{name: "param", req: configMapRequest("a", "b", "c"), objects: []runtime.Object{limits, configMapPolicy(func(p *arv1.ValidatingAdmissionPolicy) {
 			p.Spec.ParamKind = &arv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}
 			p.Spec.Validations[0].Expression = "variables.keys <= int(params.data.max)"

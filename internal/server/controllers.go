@@ -186,5 +186,6 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		{Name: "clusterrole-aggregation", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(clusterroleaggregation.New(clusterroleaggregation.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 5), nil
 		}},
+		validatingAdmissionPolicyStatus(disc),
 	}
 }

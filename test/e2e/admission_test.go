@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -8,6 +9,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // admissionWebhookPod runs upstream's agnhost `webhook` (the conformance specs' sample
@@ -155,5 +162,83 @@ func TestAdmissionWebhooks(t *testing.T) {
 			_, errOut, err := s.kubectl(t, "", "create", "configmap", fmt.Sprintf("refused-%d", i), "-n", ns)
 			return err != nil && strings.Contains(errOut, want), errOut
 		})
+	})
+}
+
+// vapManifest is upstream's "should validate against a Deployment" policy, bound to one
+// namespace, with a second policy that confuses types for the type checker.
+func vapManifest(ns string) string {
+	return fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: replicas.%[1]s}
+spec:
+  matchConstraints:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
+    resourceRules: [{operations: [CREATE, UPDATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}]
+  variables: [{name: replicas, expression: object.spec.replicas}]
+  validations:
+  - expression: variables.replicas > 1
+    messageExpression: "'wants replicas > 1, got ' + string(object.spec.replicas)"
+  - expression: namespaceObject.metadata.name == '%[1]s'
+    message: other namespace
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: replicas.%[1]s}
+spec:
+  policyName: replicas.%[1]s
+  validationActions: [Deny]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: confused.%[1]s}
+spec:
+  matchConstraints:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
+    resourceRules: [{operations: [CREATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}]
+  validations:
+  - expression: object.spec.replicas > '1'
+`, ns)
+}
+
+// TestValidatingAdmissionPolicy: a policy and its binding deny a one-replica Deployment
+// with the policy's message (422 Invalid, as upstream's spec expects), allow a
+// two-replica one and leave ReplicaSets alone; kubectl prints the policy's table; the
+// status controller type-checks both policies, warning about the confused one.
+func TestValidatingAdmissionPolicy(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "validatingadmissionpolicybinding", "replicas."+ns, "--ignore-not-found")
+		_, _, _ = s.kubectl(t, "", "delete", "validatingadmissionpolicy", "replicas."+ns, "confused."+ns, "--ignore-not-found")
+	})
+	c.apply(t, "", vapManifest(ns))
+	want := `deployments.apps "single" is forbidden: ValidatingAdmissionPolicy 'replicas.` + ns + `' with binding 'replicas.` + ns +
+		`' denied request: wants replicas > 1, got 1`
+	deployments := s.client(t).AppsV1().Deployments(ns)
+	single := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "single"}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To[int32](1),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "single"}},
+		Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "single"}},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}},
+	}}
+	eventually(t, 30*time.Second, "a one-replica Deployment denied as Invalid", func() (bool, string) {
+		_, err := deployments.Create(context.Background(), single, metav1.CreateOptions{})
+		if err == nil {
+			_ = deployments.Delete(context.Background(), "single", metav1.DeleteOptions{})
+			return false, "created"
+		}
+		return apierrors.IsInvalid(err) && err.Error() == want, fmt.Sprintf("%v (reason %s)", err, apierrors.ReasonForError(err))
+	})
+	s.must(t, "create", "deployment", "replicated", "-n", ns, "--image=busybox", "--replicas=2", "--dry-run=server")
+	if out := s.must(t, "get", "validatingadmissionpolicy", "replicas."+ns); !strings.Contains(out, "replicas."+ns+"   2             <unset>") {
+		t.Errorf("table:\n%s", out)
+	}
+	eventually(t, 30*time.Second, "type checking of both policies", func() (bool, string) {
+		good := s.must(t, "get", "validatingadmissionpolicy", "replicas."+ns, "-o", "jsonpath={.status.typeChecking}")
+		bad := s.must(t, "get", "validatingadmissionpolicy", "confused."+ns, "-o", "jsonpath={.status.typeChecking.expressionWarnings[0]}")
+		return good == "{}" && strings.Contains(bad, `"fieldRef":"spec.validations[0].expression"`) &&
+			strings.Contains(bad, "found no matching overload for '_\\u003e_' applied to '(int, string)'"), good + " " + bad
 	})
 }
