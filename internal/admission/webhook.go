@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
+	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
@@ -38,10 +39,10 @@ import (
 // DialFunc connects to an address.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// Webhooks is an apiserver.Mutator (mutating webhooks) and apiserver.Validator
-// (ValidatingAdmissionPolicies, then validating webhooks, as kube-apiserver orders its
-// plugins). Until Start has run it admits everything: the API server must serve its own
-// loopback client before the configurations can be watched.
+// Webhooks is an apiserver.Mutator (MutatingAdmissionPolicies, then mutating webhooks)
+// and an apiserver.Validator (ValidatingAdmissionPolicies, then validating webhooks), as
+// kube-apiserver orders its plugins. Until Start has run it admits everything: the API
+// server must serve its own loopback client before the configurations can be watched.
 type Webhooks struct {
 	// User returns the requester of the request ctx belongs to (nil when anonymous).
 	User func(ctx context.Context) user.Info
@@ -56,6 +57,7 @@ type plugins struct {
 	mutating   *mutating.Plugin
 	validating *validating.Plugin
 	policies   *validatingpolicy.Plugin
+	mutations  *mutatingpolicy.Plugin
 }
 
 // Clients are what Start watches and reads with.
@@ -124,14 +126,29 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 	if err != nil {
 		return fmt.Errorf("validating admission policies: %w", err)
 	}
-	vap.SetExternalKubeClientSet(client)
-	vap.SetExternalKubeInformerFactory(factory)
-	vap.SetDynamicClient(c.Dynamic)
-	vap.SetRESTMapper(c.RESTMapper)
-	vap.SetUnconditionalAuthorizer(c.Authorizer)
-	vap.SetDrainedNotification(ctx.Done())
-	if err := vap.ValidateInitialization(); err != nil {
-		return fmt.Errorf("validating admission policies: %w", err)
+	mutatingPolicies, err := mutatingpolicy.NewPlugin(nil)
+	if err != nil {
+		return fmt.Errorf("mutating admission policies: %w", err)
+	}
+	mutatingPolicies.SetEnabled(true) // GA and on by default since Kubernetes 1.36
+	for _, p := range []interface {
+		SetExternalKubeClientSet(kubernetes.Interface)
+		SetExternalKubeInformerFactory(informers.SharedInformerFactory)
+		SetDynamicClient(dynamic.Interface)
+		SetRESTMapper(meta.RESTMapper)
+		SetUnconditionalAuthorizer(authorizer.UnconditionalAuthorizer)
+		SetDrainedNotification(<-chan struct{})
+		ValidateInitialization() error
+	}{vap, mutatingPolicies} {
+		p.SetExternalKubeClientSet(client)
+		p.SetExternalKubeInformerFactory(factory)
+		p.SetDynamicClient(c.Dynamic)
+		p.SetRESTMapper(c.RESTMapper)
+		p.SetUnconditionalAuthorizer(c.Authorizer)
+		p.SetDrainedNotification(ctx.Done())
+		if err := p.ValidateInitialization(); err != nil {
+			return fmt.Errorf("admission policies: %w", err)
+		}
 	}
 	factory.Start(ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -139,15 +156,15 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 			return fmt.Errorf("admission webhooks: cache of %v did not sync", typ)
 		}
 	}
-	if !vap.WaitForReady() {
-		return errors.New("validating admission policies: their caches did not sync")
+	if !vap.WaitForReady() || !mutatingPolicies.WaitForReady() {
+		return errors.New("admission policies: their caches did not sync")
 	}
-	w.plugins.Store(&plugins{mutating: m, validating: v, policies: vap})
+	w.plugins.Store(&plugins{mutating: m, validating: v, policies: vap, mutations: mutatingPolicies})
 	return nil
 }
 
-// Mutate implements apiserver.Mutator: the mutating webhooks, whose patches change
-// req.Object.
+// Mutate implements apiserver.Mutator: MutatingAdmissionPolicies, then the mutating
+// webhooks, whose patches change req.Object.
 func (w *Webhooks) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) error {
 	p := w.plugins.Load()
 	if p == nil {
@@ -155,8 +172,8 @@ func (w *Webhooks) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) 
 	}
 	attr, restore := w.attributes(ctx, req)
 	defer restore()
-	if !p.mutating.Handles(attr.GetOperation()) {
-		return nil
+	if err := p.mutations.Admit(ctx, attr, objectInterfaces); err != nil {
+		return err
 	}
 	return p.mutating.Admit(ctx, attr, objectInterfaces)
 }

@@ -19,9 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/discovery"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/openapi"
 	"k8s.io/utils/ptr"
 
 	"github.com/tranche/tranche/internal/apiserver"
@@ -105,13 +108,29 @@ func startWebhooks(t *testing.T, objects ...runtime.Object) *Webhooks {
 	}}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(v1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	clients := Clients{Kube: fake.NewClientset(objects...), Dynamic: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, objects...),
+	clients := Clients{Kube: withOpenAPI{fake.NewClientset(objects...)}, Dynamic: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, objects...),
 		RESTMapper: mapper, Authorizer: allowAll{}}
 	if err := w.Start(ctx, clients); err != nil {
 		t.Fatal(err)
 	}
 	return w
 }
+
+// withOpenAPI is the fake clientset whose discovery serves an empty OpenAPI v3 (the
+// fake's own panics), which MutatingAdmissionPolicies' type converter asks for.
+type withOpenAPI struct{ *fake.Clientset }
+
+func (c withOpenAPI) Discovery() discovery.DiscoveryInterfaces {
+	return openAPIDiscovery{c.Clientset.Discovery().(*fakediscovery.FakeDiscovery)}
+}
+
+type openAPIDiscovery struct{ *fakediscovery.FakeDiscovery }
+
+func (openAPIDiscovery) OpenAPIV3() openapi.Client { return noPaths{} }
+
+type noPaths struct{}
+
+func (noPaths) Paths() (map[string]openapi.GroupVersion, error) { return nil, nil }
 
 // allowAll allows every request policies ask the authorizer about.
 type allowAll struct{}

@@ -242,3 +242,57 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 			strings.Contains(bad, "found no matching overload for '_\\u003e_' applied to '(int, string)'"), good + " " + bad
 	})
 }
+
+// mapManifest is upstream's "should mutate a Deployment with annotations" policy (an
+// apply configuration) plus a JSON patch that sets the replicas, bound to one namespace.
+func mapManifest(ns string) string {
+	return fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: annotate.%[1]s}
+spec:
+  matchConstraints:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
+    resourceRules: [{operations: [CREATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}]
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: 'Object{metadata: Object.metadata{annotations: {"mutated-by": "admission-policy"}}}'
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "replace", path: "/spec/replicas", value: 3}]'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: annotate.%[1]s}
+spec:
+  policyName: annotate.%[1]s
+`, ns)
+}
+
+// TestMutatingAdmissionPolicy: a MutatingAdmissionPolicy's apply configuration and JSON
+// patch both change a Deployment created in its namespace, and kubectl prints its table.
+func TestMutatingAdmissionPolicy(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "mutatingadmissionpolicybinding", "annotate."+ns, "--ignore-not-found")
+		_, _, _ = s.kubectl(t, "", "delete", "mutatingadmissionpolicy", "annotate."+ns, "--ignore-not-found")
+	})
+	c.apply(t, "", mapManifest(ns))
+	i := 0
+	eventually(t, 30*time.Second, "a Deployment mutated by the policy", func() (bool, string) {
+		i++
+		name := fmt.Sprintf("marker-%d", i)
+		out, errOut, err := s.kubectl(t, "", "create", "deployment", name, "-n", ns, "--image=busybox", "--replicas=1",
+			"-o", `jsonpath={.metadata.annotations.mutated-by} {.spec.replicas}`)
+		if err != nil {
+			return false, errOut
+		}
+		return out == "admission-policy 3", out
+	})
+	if out := s.must(t, "get", "mutatingadmissionpolicy", "annotate."+ns); !strings.Contains(out, "annotate."+ns+"   2           <unset>") {
+		t.Errorf("table:\n%s", out)
+	}
+}
