@@ -71,8 +71,9 @@ type Clients struct {
 }
 
 var (
-	_ apiserver.Mutator   = (*Webhooks)(nil)
-	_ apiserver.Validator = (*Webhooks)(nil)
+	_ apiserver.Mutator         = (*Webhooks)(nil)
+	_ apiserver.Validator       = (*Webhooks)(nil)
+	_ apiserver.OperationFilter = (*Webhooks)(nil)
 )
 
 // objectInterfaces are client-go's scheme, whose typed objects are the served ones:
@@ -163,6 +164,12 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 	return nil
 }
 
+// HandlesOperation implements apiserver.OperationFilter: webhooks and policies see
+// deletes as well.
+func (w *Webhooks) HandlesOperation(op apiserver.AdmitOp) bool {
+	return op == apiserver.AdmitDelete
+}
+
 // Mutate implements apiserver.Mutator: MutatingAdmissionPolicies, then the mutating
 // webhooks, whose patches change req.Object.
 func (w *Webhooks) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) error {
@@ -214,17 +221,26 @@ func (w *Webhooks) attributes(ctx context.Context, req *apiserver.AdmissionReque
 	optionsMeta := func(kind string) metav1.TypeMeta {
 		return metav1.TypeMeta{Kind: kind, APIVersion: metav1.SchemeGroupVersion.String()}
 	}
-	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{TypeMeta: optionsMeta("CreateOptions")})
-	if req.Operation == apiserver.AdmitUpdate {
-		op, opts = admission.Update, &metav1.UpdateOptions{TypeMeta: optionsMeta("UpdateOptions")}
-	}
+	var dryRun []string
 	if req.DryRun {
-		switch o := opts.(type) {
-		case *metav1.CreateOptions:
-			o.DryRun = []string{metav1.DryRunAll}
-		case *metav1.UpdateOptions:
-			o.DryRun = []string{metav1.DryRunAll}
+		dryRun = []string{metav1.DryRunAll}
+	}
+	var op admission.Operation
+	var opts runtime.Object
+	switch req.Operation {
+	case apiserver.AdmitCreate:
+		op, opts = admission.Create, &metav1.CreateOptions{TypeMeta: optionsMeta("CreateOptions"), DryRun: dryRun}
+	case apiserver.AdmitUpdate:
+		op, opts = admission.Update, &metav1.UpdateOptions{TypeMeta: optionsMeta("UpdateOptions"), DryRun: dryRun}
+	case apiserver.AdmitDelete:
+		del := &metav1.DeleteOptions{}
+		if o, ok := req.Options.(*metav1.DeleteOptions); ok && o != nil {
+			del = o.DeepCopy()
 		}
+		del.TypeMeta = optionsMeta("DeleteOptions")
+		op, opts = admission.Delete, del
+	default:
+		op = admission.Connect
 	}
 	var u user.Info
 	if w.User != nil {
@@ -237,7 +253,11 @@ func (w *Webhooks) attributes(ctx context.Context, req *apiserver.AdmissionReque
 	if req.OldObject != nil && !reflect.ValueOf(req.OldObject).IsNil() {
 		old = req.OldObject
 	}
-	attr := admission.NewAttributesRecord(req.Object, old, req.Kind, req.Namespace, req.Name, req.Resource,
+	var obj runtime.Object
+	if req.Object != nil && !reflect.ValueOf(req.Object).IsNil() {
+		obj = req.Object
+	}
+	attr := admission.NewAttributesRecord(obj, old, req.Kind, req.Namespace, req.Name, req.Resource,
 		req.Subresource, op, opts, req.DryRun, u)
 	return attr, func() {
 		for _, r := range restores {

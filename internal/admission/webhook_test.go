@@ -274,3 +274,34 @@ func TestBeforeStartAdmitsEverything(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestWebhookSeesDelete(t *testing.T) {
+	srv := newReviewServer(t, map[string]func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse{
+		"/deny": deny("not deleted"),
+	})
+	w := startWebhooks(t, validatingHook("deny.example.com", clientConfig(srv.URL+"/deny", srv.caBundle()), func(h *arv1.ValidatingWebhook) {
+		h.Rules[0].Operations = []arv1.OperationType{arv1.Delete}
+	}))
+	if !w.HandlesOperation(apiserver.AdmitDelete) {
+		t.Fatal("deletes not handled")
+	}
+	pod := podRequest(nil).Object
+	req := &apiserver.AdmissionRequest{Operation: apiserver.AdmitDelete, Resource: v1.SchemeGroupVersion.WithResource("pods"),
+		Kind: v1.SchemeGroupVersion.WithKind("Pod"), Namespace: "ns", Name: "p", OldObject: pod,
+		Options: &metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](3)}}
+	_, err := w.Validate(context.Background(), req)
+	if err == nil || err.Error() != `admission webhook "deny.example.com" denied the request: not deleted` {
+		t.Fatalf("error %v", err)
+	}
+	got := srv.last()
+	if got.Operation != admissionv1.Delete || len(got.Object.Raw) != 0 || !strings.Contains(string(got.OldObject.Raw), `"name":"p"`) {
+		t.Errorf("request %+v", got)
+	}
+	if !strings.Contains(string(got.Options.Raw), `"kind":"DeleteOptions"`) || !strings.Contains(string(got.Options.Raw), `"gracePeriodSeconds":3`) {
+		t.Errorf("options %s", got.Options.Raw)
+	}
+	// A create does not match the DELETE rule.
+	if _, err := w.Validate(context.Background(), podRequest(nil)); err != nil {
+		t.Errorf("create: %v", err)
+	}
+}

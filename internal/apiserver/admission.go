@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,11 +18,30 @@ import (
 // AdmitOp says whether an admitted write creates or updates an object.
 type AdmitOp int
 
-// The admitted operations.
+// The admitted operations. Deletes and connects reach only the Mutators and Validators
+// that implement OperationFilter and say they handle them.
 const (
 	AdmitCreate AdmitOp = iota
 	AdmitUpdate
+	AdmitDelete
+	AdmitConnect
 )
+
+// OperationFilter is implemented by a Mutator or Validator that also sees operations
+// other than create and update (admission webhooks and policies see deletes); the
+// others never see them, so that their Object is always the object to store.
+type OperationFilter interface {
+	HandlesOperation(op AdmitOp) bool
+}
+
+// handles reports whether the admission step sees op.
+func handles(step any, op AdmitOp) bool {
+	if op == AdmitCreate || op == AdmitUpdate {
+		return true
+	}
+	f, ok := step.(OperationFilter)
+	return ok && f.HandlesOperation(op)
+}
 
 // Admitter checks or completes a write that needs more than the object itself (for
 // example allocating a ClusterIP) and returns extra storage writes to commit atomically
@@ -85,9 +105,13 @@ type AdmissionRequest struct {
 	// Namespace is empty for cluster-scoped resources; Name is the object's name (a
 	// generated one already chosen).
 	Namespace, Name string
-	// Object is the object to store; OldObject the stored one on updates, else nil.
+	// Object is the object to store (nil on deletes); OldObject the stored one on
+	// updates and deletes, else nil.
 	Object, OldObject runtime.Object
 	DryRun            bool
+	// Options are the request's options when the step needs them: *metav1.DeleteOptions
+	// on deletes; nil on creates and updates.
+	Options runtime.Object
 	// Reader reads other objects the decision depends on.
 	Reader Reader
 }
@@ -174,4 +198,26 @@ func (s *Server) validate(ctx context.Context, op AdmitOp, e *entry, sub string,
 		warnings = append(warnings, w...)
 	}
 	return warnings, nil
+}
+
+// admitDelete runs the Mutators, then the Validators, that handle deletes on the
+// deletion of obj (stored as ns/name), before anything is written.
+func (s *Server) admitDelete(ctx context.Context, e *entry, ns, name string, obj runtime.Object, opts *metav1.DeleteOptions, dry bool) error {
+	req := s.admissionRequest(AdmitDelete, e, "", ns, name, nil, obj, dry)
+	req.Options = opts
+	for _, m := range s.cfg.Mutators {
+		if handles(m, AdmitDelete) {
+			if err := m.Mutate(ctx, req); err != nil {
+				return err
+			}
+		}
+	}
+	for _, v := range s.validators {
+		if handles(v, AdmitDelete) {
+			if _, err := v.Validate(ctx, req); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

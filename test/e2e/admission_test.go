@@ -60,7 +60,7 @@ func webhookConfig(kind, name, ns, serviceName, caBundle, failurePolicy string, 
   clientConfig:
     service: {namespace: %s, name: %s, path: %s, port: 8443}
     caBundle: %s
-  rules: [{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}]
+  rules: [{operations: [CREATE, UPDATE, DELETE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}]
   namespaceSelector: {matchLabels: {webhook-e2e: %s}}
   failurePolicy: %s
   sideEffects: None
@@ -72,7 +72,8 @@ func webhookConfig(kind, name, ns, serviceName, caBundle, failurePolicy string, 
 }
 
 // TestAdmissionWebhooks: the conformance specs' sample webhook, in a pod behind its
-// Service, denies a ConfigMap with upstream's wording, two mutating webhooks patch one
+// Service, denies a ConfigMap's creation, update and deletion with upstream's wording,
+// two mutating webhooks patch one
 // in order, and a webhook whose Service has no endpoints fails the request under
 // failurePolicy Fail and is skipped under Ignore. Configurations are cluster-wide: each
 // selects only this test's namespace and is deleted when the test ends.
@@ -123,6 +124,15 @@ func TestAdmissionWebhooks(t *testing.T) {
 		if err == nil || !strings.Contains(errOut, want) {
 			t.Fatalf("update: err %v, %s\nwant %s", err, errOut, want)
 		}
+		// So is the deletion of a ConfigMap the webhook keeps, also as a dry run.
+		s.must(t, "create", "configmap", "kept", "-n", ns, "--from-literal=webhook-e2e-test=webhook-nondeletable")
+		wantDelete := `admission webhook "step-1.deny-` + ns + `.k8s.io" denied the request: the configmap cannot be deleted because it contains unwanted key and value`
+		for _, dry := range []string{"--dry-run=server", "--dry-run=none"} {
+			if _, errOut, err := s.kubectl(t, "", "delete", "configmap", "kept", "-n", ns, dry); err == nil || !strings.Contains(errOut, wantDelete) {
+				t.Fatalf("delete %s: err %v, %s\nwant %s", dry, err, errOut, wantDelete)
+			}
+		}
+		s.must(t, "get", "configmap", "kept", "-n", ns)
 		s.must(t, "delete", "validatingwebhookconfiguration", "deny-"+ns)
 		eventually(t, 30*time.Second, "a disallowed ConfigMap allowed after the configuration's deletion", func() (bool, string) {
 			i++
