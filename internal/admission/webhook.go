@@ -165,9 +165,9 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 }
 
 // HandlesOperation implements apiserver.OperationFilter: webhooks and policies see
-// deletes as well.
+// deletes and connects as well.
 func (w *Webhooks) HandlesOperation(op apiserver.AdmitOp) bool {
-	return op == apiserver.AdmitDelete
+	return op == apiserver.AdmitDelete || op == apiserver.AdmitConnect
 }
 
 // Mutate implements apiserver.Mutator: MutatingAdmissionPolicies, then the mutating

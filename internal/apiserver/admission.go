@@ -3,6 +3,12 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/tranche/tranche/internal/registry"
 	"github.com/tranche/tranche/internal/storage"
 )
 
@@ -215,6 +222,71 @@ func (s *Server) admitDelete(ctx context.Context, e *entry, ns, name string, obj
 	for _, v := range s.validators {
 		if handles(v, AdmitDelete) {
 			if _, err := v.Validate(ctx, req); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// connectOptions build the options object a CONNECT of a subresource is admitted with,
+// from the request's query and the path below the subresource, keyed by
+// "resource/subresource" of the core group (those Kubernetes serves as connecters).
+var connectOptions = map[string]func(q url.Values, path string) runtime.Object{
+	"pods/attach": func(q url.Values, _ string) runtime.Object {
+		return &corev1.PodAttachOptions{Container: q.Get("container"), Stdin: queryBool(q, "stdin"), Stdout: queryBool(q, "stdout"),
+			Stderr: queryBool(q, "stderr"), TTY: queryBool(q, "tty")}
+	},
+	"pods/exec": func(q url.Values, _ string) runtime.Object {
+		return &corev1.PodExecOptions{Container: q.Get("container"), Stdin: queryBool(q, "stdin"), Stdout: queryBool(q, "stdout"),
+			Stderr: queryBool(q, "stderr"), TTY: queryBool(q, "tty"), Command: q["command"]}
+	},
+	"pods/portforward": func(q url.Values, _ string) runtime.Object {
+		var ports []int32
+		for _, p := range q["ports"] {
+			if n, err := strconv.ParseInt(p, 10, 32); err == nil {
+				ports = append(ports, int32(n))
+			}
+		}
+		return &corev1.PodPortForwardOptions{Ports: ports}
+	},
+	"pods/proxy":     func(_ url.Values, path string) runtime.Object { return &corev1.PodProxyOptions{Path: path} },
+	"services/proxy": func(_ url.Values, path string) runtime.Object { return &corev1.ServiceProxyOptions{Path: path} },
+	"nodes/proxy":    func(_ url.Values, path string) runtime.Object { return &corev1.NodeProxyOptions{Path: path} },
+}
+
+func queryBool(q url.Values, key string) bool {
+	b, _ := strconv.ParseBool(q.Get(key))
+	return b
+}
+
+// admitConnect runs the Mutators, then the Validators, that handle connects on a
+// streaming or proxy request to ns/name's subresource sub (pods/attach, pods/exec,
+// services/proxy, ...), before it is carried to its backend. The request's object is
+// the subresource's options (PodAttachOptions, ...), as in Kubernetes.
+func (s *Server) admitConnect(ctx context.Context, e *entry, sub, ns, name string, req *registry.HandlerRequest) error {
+	build, ok := connectOptions[e.res.Plural+"/"+sub]
+	if !ok || e.res.GVK.Group != "" {
+		return nil
+	}
+	path := ""
+	if _, rest, found := strings.Cut(req.Path, "/"+sub+"/"); found {
+		path = "/" + rest
+	}
+	opts := build(req.Query, path)
+	kind := corev1.SchemeGroupVersion.WithKind(reflect.TypeOf(opts).Elem().Name())
+	areq := &AdmissionRequest{Operation: AdmitConnect, Resource: e.res.GVR(), Kind: kind, Subresource: sub,
+		Namespace: ns, Name: name, Object: opts, Reader: s}
+	for _, m := range s.cfg.Mutators {
+		if handles(m, AdmitConnect) {
+			if err := m.Mutate(ctx, areq); err != nil {
+				return err
+			}
+		}
+	}
+	for _, v := range s.validators {
+		if handles(v, AdmitConnect) {
+			if _, err := v.Validate(ctx, areq); err != nil {
 				return err
 			}
 		}

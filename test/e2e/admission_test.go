@@ -160,6 +160,38 @@ func TestAdmissionWebhooks(t *testing.T) {
 		}
 	})
 
+	t.Run("attach", func(t *testing.T) {
+		c.apply(t, ns, `apiVersion: v1
+kind: Pod
+metadata: {name: to-be-attached-pod}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: container1, image: busybox, command: [sleep, "3600"], stdin: true}
+`)
+		c.waitReady(t, ns, "to-be-attached-pod")
+		name := "attach-" + ns
+		apply(fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: %[1]s}
+webhooks:
+- name: deny-attaching-pod.%[1]s.k8s.io
+  clientConfig:
+    service: {namespace: %[2]s, name: e2e-test-webhook, path: /pods/attach, port: 8443}
+    caBundle: %[3]s
+  rules: [{operations: [CONNECT], apiGroups: [""], apiVersions: [v1], resources: [pods/attach]}]
+  namespaceSelector: {matchLabels: {webhook-e2e: %[2]s}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 5
+`, name, ns, caBundle), "Validating", name)
+		want := "attaching to pod 'to-be-attached-pod' is not allowed"
+		eventually(t, 30*time.Second, "kubectl attach denied", func() (bool, string) {
+			_, errOut, err := s.kubectl(t, "", "attach", "to-be-attached-pod", "-n", ns, "-i", "-c", "container1")
+			return err != nil && strings.Contains(errOut, want), errOut
+		})
+	})
+
 	t.Run("unreachable", func(t *testing.T) {
 		s.must(t, "create", "service", "clusterip", "no-endpoints", "-n", ns, "--tcp=8443:8444")
 		apply(webhookConfig("Validating", "ignore-"+ns, ns, "no-endpoints", caBundle, "Ignore", "/configmaps"), "Validating", "ignore-"+ns)
