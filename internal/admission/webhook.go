@@ -179,10 +179,22 @@ func (w *Webhooks) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) 
 	}
 	attr, restore := w.attributes(ctx, req)
 	defer restore()
-	if err := p.mutations.Admit(ctx, attr, objectInterfaces); err != nil {
+	admit := func() error {
+		if err := p.mutations.Admit(ctx, attr, objectInterfaces); err != nil {
+			return err
+		}
+		return p.mutating.Admit(ctx, attr, objectInterfaces)
+	}
+	if err := admit(); err != nil {
 		return err
 	}
-	return p.mutating.Admit(ctx, attr, objectInterfaces)
+	// reinvocationPolicy IfNeeded: a policy or webhook that asked to see later changes
+	// runs once more, as kube-apiserver's admission chain reinvokes its plugins.
+	if rc := attr.GetReinvocationContext(); rc.ShouldReinvoke() {
+		rc.SetIsReinvoke()
+		return admit()
+	}
+	return nil
 }
 
 // Validate implements apiserver.Validator: the validating webhooks, called in parallel;

@@ -305,3 +305,54 @@ func TestWebhookSeesDelete(t *testing.T) {
 		t.Errorf("create: %v", err)
 	}
 }
+
+func TestMutatingWebhookReinvocation(t *testing.T) {
+	patch := admissionv1.PatchTypeJSONPatch
+	addLabel := func(key string) *admissionv1.AdmissionResponse {
+		return &admissionv1.AdmissionResponse{Allowed: true, PatchType: &patch,
+			Patch: []byte(`[{"op":"add","path":"/metadata/labels/` + key + `","value":"yes"}]`)}
+	}
+	srv := newReviewServer(t, map[string]func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse{
+		// first labels a pod once, and notes when it sees second's label.
+		"/first": func(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			var pod v1.Pod
+			if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+				return &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: err.Error()}}
+			}
+			if pod.Labels["second"] == "yes" {
+				return addLabel("first-saw-second")
+			}
+			if pod.Labels["first"] == "yes" {
+				return &admissionv1.AdmissionResponse{Allowed: true}
+			}
+			return addLabel("first")
+		},
+		"/second": func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return addLabel("second") },
+	})
+	for _, tc := range []struct {
+		policy arv1.ReinvocationPolicyType
+		want   map[string]string
+	}{
+		{arv1.NeverReinvocationPolicy, map[string]string{"app": "web", "first": "yes", "second": "yes"}},
+		{arv1.IfNeededReinvocationPolicy, map[string]string{"app": "web", "first": "yes", "second": "yes", "first-saw-second": "yes"}},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			hook := func(name, path string, policy arv1.ReinvocationPolicyType) arv1.MutatingWebhook {
+				url := srv.URL + path
+				return arv1.MutatingWebhook{Name: name, ClientConfig: arv1.WebhookClientConfig{URL: &url, CABundle: srv.caBundle()}, Rules: podRules(),
+					FailurePolicy: ptr.To(arv1.Fail), SideEffects: ptr.To(arv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+					TimeoutSeconds: ptr.To[int32](2), NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{},
+					MatchPolicy: ptr.To(arv1.Equivalent), ReinvocationPolicy: &policy}
+			}
+			w := startWebhooks(t, &arv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Webhooks: []arv1.MutatingWebhook{
+				hook("first.example.com", "/first", tc.policy), hook("second.example.com", "/second", arv1.NeverReinvocationPolicy)}})
+			req := podRequest(nil)
+			if err := w.Mutate(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, req.Object.(*v1.Pod).Labels); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
