@@ -338,3 +338,54 @@ func TestMutatingAdmissionPolicy(t *testing.T) {
 		t.Errorf("table:\n%s", out)
 	}
 }
+
+// TestAdmissionRegistrationKinds: the group's six kinds are discovered and explained,
+// a webhook configuration gets upstream's defaults and table, and a bad one is refused
+// with a Status naming the field.
+func TestAdmissionRegistrationKinds(t *testing.T) {
+	s := up(t).srv
+	ns := s.namespace(t)
+	out := s.must(t, "api-resources", "--api-group=admissionregistration.k8s.io", "-o", "name")
+	for _, r := range []string{"mutatingadmissionpolicies", "mutatingadmissionpolicybindings", "mutatingwebhookconfigurations",
+		"validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations"} {
+		if !strings.Contains(out, r+".admissionregistration.k8s.io\n") {
+			t.Errorf("discovery lacks %s:\n%s", r, out)
+		}
+	}
+	if out := s.must(t, "explain", "validatingwebhookconfiguration.webhooks.failurePolicy"); !strings.Contains(out, "failurePolicy defines how unrecognized errors") {
+		t.Errorf("explain:\n%s", out)
+	}
+	name := "defaults-" + ns
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "validatingwebhookconfiguration", name, "--ignore-not-found")
+	})
+	manifest := fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: %s}
+webhooks:
+- name: defaults.example.com
+  clientConfig: {service: {namespace: %s, name: nowhere}}
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [podtemplates]}]
+  namespaceSelector: {matchLabels: {webhook-e2e: %s}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+`, name, ns, ns)
+	if out, errOut, err := s.kubectl(t, manifest, "create", "-f", "-"); err != nil {
+		t.Fatalf("create: %v\n%s%s", err, out, errOut)
+	}
+	got := s.must(t, "get", "validatingwebhookconfiguration", name, "-o",
+		`jsonpath={.webhooks[0].failurePolicy} {.webhooks[0].matchPolicy} {.webhooks[0].timeoutSeconds} {.webhooks[0].clientConfig.service.port} {.webhooks[0].objectSelector} {.webhooks[0].rules[0].scope} {.metadata.generation}`)
+	if want := "Fail Equivalent 10 443 {} * 1"; got != want {
+		t.Errorf("defaults: %q, want %q", got, want)
+	}
+	if out := s.must(t, "get", "validatingwebhookconfiguration", name, "--no-headers"); !strings.HasPrefix(out, name+"   1   ") {
+		t.Errorf("table row: %q", out)
+	}
+	bad := strings.Replace(manifest, "name: defaults.example.com", "name: defaults", 1)
+	bad = strings.Replace(bad, "name: "+name, "name: bad-"+ns, 1)
+	_, errOut, err := s.kubectl(t, bad, "create", "-f", "-")
+	want := `The ValidatingWebhookConfiguration "bad-` + ns + `" is invalid: webhooks[0].name: Invalid value: "defaults": should be a domain with at least three segments separated by dots`
+	if err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("bad name: err %v, %s\nwant %s", err, errOut, want)
+	}
+}
