@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -157,6 +158,10 @@ func deny(message string) func(*admissionv1.AdmissionRequest) *admissionv1.Admis
 func TestValidatingWebhook(t *testing.T) {
 	srv := newReviewServer(t, map[string]func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse{
 		"/deny": deny("this webhook denies all requests"),
+		"/slow": func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			time.Sleep(1500 * time.Millisecond)
+			return &admissionv1.AdmissionResponse{Allowed: true}
+		},
 		"/warn": func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 			return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{"careful"}}
 		},
@@ -187,6 +192,9 @@ func TestValidatingWebhook(t *testing.T) {
 		{name: "rule misses", req: podRequest(nil), config: validatingHook("deny.example.com", cc("/deny"), func(h *arv1.ValidatingWebhook) {
 			h.Rules[0].Resources = []string{"configmaps"}
 		})},
+		{name: "timeout", req: podRequest(nil), config: validatingHook("slow.example.com", cc("/slow"), func(h *arv1.ValidatingWebhook) {
+			h.TimeoutSeconds = ptr.To[int32](1)
+		}), wantErr: `Internal error occurred: failed calling webhook "slow.example.com": failed to call webhook: Post "` + srv.URL + `/slow?timeout=1s": context deadline exceeded`},
 		{name: "unreachable, fail", req: podRequest(nil), config: validatingHook("down.example.com", clientConfig("https://127.0.0.1:1/", nil), nil),
 			wantErr: `Internal error occurred: failed calling webhook "down.example.com": failed to call webhook: Post "https://127.0.0.1:1/?timeout=2s"`},
 		{name: "unreachable, ignore", req: podRequest(nil), config: validatingHook("down.example.com", clientConfig("https://127.0.0.1:1/", nil), func(h *arv1.ValidatingWebhook) {
