@@ -277,6 +277,20 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	if out := s.must(t, "get", "validatingadmissionpolicy", "replicas."+ns); !strings.Contains(out, "replicas."+ns+"   2             <unset>") {
 		t.Errorf("table:\n%s", out)
 	}
+	// The status subresource takes conditions (as upstream's API operations spec writes
+	// them); a spec write bumps the generation and keeps the status.
+	s.must(t, "patch", "validatingadmissionpolicy", "replicas."+ns, "--subresource=status", "--type=merge", "-p",
+		`{"status":{"conditions":[{"type":"PatchStatusFailed","status":"False","reason":"e2e","message":"set by a test","lastTransitionTime":"2024-01-01T00:00:00Z"}]}}`)
+	s.must(t, "patch", "validatingadmissionpolicy", "replicas."+ns, "--type=merge", "-p", `{"spec":{"failurePolicy":"Ignore"}}`)
+	if got := s.must(t, "get", "validatingadmissionpolicy", "replicas."+ns, "-o",
+		`jsonpath={.metadata.generation} {.spec.failurePolicy} {.status.conditions[0].type}`); got != "2 Ignore PatchStatusFailed" {
+		t.Errorf("after status and spec patches: %q", got)
+	}
+	_, errOut, err := s.kubectl(t, "", "patch", "validatingadmissionpolicy", "replicas."+ns, "--subresource=status", "--type=merge", "-p",
+		`{"status":{"conditions":[{"type":"Bad","status":"Maybe","reason":"e2e","message":"m","lastTransitionTime":"2024-01-01T00:00:00Z"}]}}`)
+	if err == nil || !strings.Contains(errOut, `status.conditions[0].status: Unsupported value: "Maybe"`) {
+		t.Errorf("bad condition: err %v, %s", err, errOut)
+	}
 	eventually(t, 30*time.Second, "type checking of both policies", func() (bool, string) {
 		good := s.must(t, "get", "validatingadmissionpolicy", "replicas."+ns, "-o", "jsonpath={.status.typeChecking}")
 		bad := s.must(t, "get", "validatingadmissionpolicy", "confused."+ns, "-o", "jsonpath={.status.typeChecking.expressionWarnings[0]}")
