@@ -113,12 +113,14 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 		SetExternalKubeInformerFactory(informers.SharedInformerFactory)
 		SetAuthenticationInfoResolverWrapper(webhookutil.AuthenticationInfoResolverWrapper)
 		SetServiceResolver(webhookutil.ServiceResolver)
+		SetUnconditionalAuthorizer(authorizer.UnconditionalAuthorizer)
 		ValidateInitialization() error
 	}{m, v} {
 		p.SetExternalKubeClientSet(client)
 		p.SetExternalKubeInformerFactory(factory)
 		p.SetAuthenticationInfoResolverWrapper(wrap)
 		p.SetServiceResolver(resolver)
+		p.SetUnconditionalAuthorizer(c.Authorizer) // matchConditions' authorizer checks
 		if err := p.ValidateInitialization(); err != nil {
 			return err
 		}

@@ -189,6 +189,9 @@ func TestValidatingWebhook(t *testing.T) {
 		{name: "match condition false", req: podRequest(nil), config: validatingHook("deny.example.com", cc("/deny"), func(h *arv1.ValidatingWebhook) {
 			h.MatchConditions = []arv1.MatchCondition{{Name: "not-alice", Expression: `request.userInfo.username != "alice"`}}
 		})},
+		{name: "match condition asks the authorizer", req: podRequest(nil), config: validatingHook("deny.example.com", cc("/deny"), func(h *arv1.ValidatingWebhook) {
+			h.MatchConditions = []arv1.MatchCondition{{Name: "may-create", Expression: `authorizer.group('').resource('pods').namespace('ns').check('create').allowed()`}}
+		}), wantErr: `admission webhook "deny.example.com" denied the request: this webhook denies all requests`},
 		{name: "rule misses", req: podRequest(nil), config: validatingHook("deny.example.com", cc("/deny"), func(h *arv1.ValidatingWebhook) {
 			h.Rules[0].Resources = []string{"configmaps"}
 		})},
