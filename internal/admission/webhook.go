@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/dynamic"
@@ -32,6 +34,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/kubernetes/pkg/kubeapiserver/admission/exclusion"
 
 	"github.com/tranche/tranche/internal/apiserver"
 )
@@ -114,8 +118,14 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 		SetAuthenticationInfoResolverWrapper(webhookutil.AuthenticationInfoResolverWrapper)
 		SetServiceResolver(webhookutil.ServiceResolver)
 		SetUnconditionalAuthorizer(authorizer.UnconditionalAuthorizer)
+		SetExcludedAdmissionResources([]schema.GroupResource)
+		InspectFeatureGates(featuregate.FeatureGate)
 		ValidateInitialization() error
 	}{m, v} {
+		// Reviews (tokenreviews, subjectaccessreviews, ...) never reach webhooks, as
+		// kube-apiserver excludes them (ExcludeAdmissionWebhookVirtualResources).
+		p.SetExcludedAdmissionResources(exclusion.Excluded())
+		p.InspectFeatureGates(utilfeature.DefaultFeatureGate)
 		p.SetExternalKubeClientSet(client)
 		p.SetExternalKubeInformerFactory(factory)
 		p.SetAuthenticationInfoResolverWrapper(wrap)
@@ -141,8 +151,10 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 		SetRESTMapper(meta.RESTMapper)
 		SetUnconditionalAuthorizer(authorizer.UnconditionalAuthorizer)
 		SetDrainedNotification(<-chan struct{})
+		SetExcludedAdmissionResources([]schema.GroupResource)
 		ValidateInitialization() error
 	}{vap, mutatingPolicies} {
+		p.SetExcludedAdmissionResources(exclusion.Excluded())
 		p.SetExternalKubeClientSet(client)
 		p.SetExternalKubeInformerFactory(factory)
 		p.SetDynamicClient(c.Dynamic)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	arv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -192,6 +193,11 @@ func TestValidatingWebhook(t *testing.T) {
 		{name: "match condition asks the authorizer", req: podRequest(nil), config: validatingHook("deny.example.com", cc("/deny"), func(h *arv1.ValidatingWebhook) {
 			h.MatchConditions = []arv1.MatchCondition{{Name: "may-create", Expression: `authorizer.group('').resource('pods').namespace('ns').check('create').allowed()`}}
 		}), wantErr: `admission webhook "deny.example.com" denied the request: this webhook denies all requests`},
+		{name: "reviews are excluded", config: validatingHook("deny.example.com", cc("/deny"), func(h *arv1.ValidatingWebhook) {
+			h.Rules[0].Rule = arv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}}
+		}), req: &apiserver.AdmissionRequest{Operation: apiserver.AdmitCreate,
+			Resource: authorizationv1.SchemeGroupVersion.WithResource("subjectaccessreviews"),
+			Kind:     authorizationv1.SchemeGroupVersion.WithKind("SubjectAccessReview"), Object: &authorizationv1.SubjectAccessReview{}}},
 		{name: "rule misses", req: podRequest(nil), config: validatingHook("deny.example.com", cc("/deny"), func(h *arv1.ValidatingWebhook) {
 			h.Rules[0].Resources = []string{"configmaps"}
 		})},
