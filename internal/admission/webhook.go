@@ -62,6 +62,7 @@ type plugins struct {
 	validating *validating.Plugin
 	policies   *validatingpolicy.Plugin
 	mutations  *mutatingpolicy.Plugin
+	clients    Clients
 }
 
 // Clients are what Start watches and reads with.
@@ -174,7 +175,7 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 	if !vap.WaitForReady() || !mutatingPolicies.WaitForReady() {
 		return errors.New("admission policies: their caches did not sync")
 	}
-	w.plugins.Store(&plugins{mutating: m, validating: v, policies: vap, mutations: mutatingPolicies})
+	w.plugins.Store(&plugins{mutating: m, validating: v, policies: vap, mutations: mutatingPolicies, clients: c})
 	return nil
 }
 
@@ -220,6 +221,9 @@ func (w *Webhooks) Validate(ctx context.Context, req *apiserver.AdmissionRequest
 	}
 	attr, restore := w.attributes(ctx, req)
 	defer restore()
+	if err := authorizeParamKind(ctx, req, attr.GetUserInfo(), p.clients.RESTMapper, p.clients.Authorizer); err != nil {
+		return nil, err
+	}
 	rec := &warnings{}
 	ctx = warning.WithWarningRecorder(ctx, rec)
 	if err := p.policies.Validate(ctx, attr, objectInterfaces); err != nil {
