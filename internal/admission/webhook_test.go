@@ -40,7 +40,7 @@ type reviewServer struct {
 	requests []*admissionv1.AdmissionRequest
 }
 
-func newReviewServer(t *testing.T, handlers map[string]func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse) *reviewServer {
+func newReviewServer(t testing.TB, handlers map[string]func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse) *reviewServer {
 	s := &reviewServer{}
 	mux := http.NewServeMux()
 	for path, h := range handlers {
@@ -100,7 +100,7 @@ func validatingHook(name string, cc arv1.WebhookClientConfig, mutate func(*arv1.
 	return &arv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}, Webhooks: []arv1.ValidatingWebhook{h}}
 }
 
-func startWebhooks(t *testing.T, objects ...runtime.Object) *Webhooks {
+func startWebhooks(t testing.TB, objects ...runtime.Object) *Webhooks {
 	t.Helper()
 	objects = append(objects, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"team": "a"}}})
 	ctx, cancel := context.WithCancel(context.Background())
