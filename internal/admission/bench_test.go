@@ -13,7 +13,9 @@ import (
 // webhook (an in-process TLS server) that allows it. Compare the two ns/op.
 func BenchmarkAdmission(b *testing.B) {
 	srv := newReviewServer(b, map[string]func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse{
-		"/allow": func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return &admissionv1.AdmissionResponse{Allowed: true} },
+		"/allow": func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			return &admissionv1.AdmissionResponse{Allowed: true}
+		},
 	})
 	for _, bc := range []struct {
 		name    string
