@@ -78,6 +78,7 @@ type Clients struct {
 var (
 	_ apiserver.Mutator         = (*Webhooks)(nil)
 	_ apiserver.Validator       = (*Webhooks)(nil)
+	_ apiserver.WarningMutator  = (*Webhooks)(nil)
 	_ apiserver.OperationFilter = (*Webhooks)(nil)
 )
 
@@ -185,15 +186,24 @@ func (w *Webhooks) HandlesOperation(op apiserver.AdmitOp) bool {
 	return op == apiserver.AdmitDelete || op == apiserver.AdmitConnect
 }
 
-// Mutate implements apiserver.Mutator: MutatingAdmissionPolicies, then the mutating
-// webhooks, whose patches change req.Object.
+// Mutate implements apiserver.Mutator with MutateWithWarnings, dropping the warnings.
 func (w *Webhooks) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) error {
+	_, err := w.MutateWithWarnings(ctx, req)
+	return err
+}
+
+// MutateWithWarnings implements apiserver.WarningMutator: MutatingAdmissionPolicies,
+// then the mutating webhooks, whose patches change req.Object; the webhooks' warnings
+// are returned for the client.
+func (w *Webhooks) MutateWithWarnings(ctx context.Context, req *apiserver.AdmissionRequest) ([]string, error) {
 	p := w.plugins.Load()
 	if p == nil {
-		return nil
+		return nil, nil
 	}
 	attr, restore := w.attributes(ctx, req)
 	defer restore()
+	rec := &warnings{}
+	ctx = warning.WithWarningRecorder(ctx, rec)
 	admit := func() error {
 		if err := p.mutations.Admit(ctx, attr, objectInterfaces); err != nil {
 			return err
@@ -201,15 +211,16 @@ func (w *Webhooks) Mutate(ctx context.Context, req *apiserver.AdmissionRequest) 
 		return p.mutating.Admit(ctx, attr, objectInterfaces)
 	}
 	if err := admit(); err != nil {
-		return err
+		return rec.list, err
 	}
 	// reinvocationPolicy IfNeeded: a policy or webhook that asked to see later changes
 	// runs once more, as kube-apiserver's admission chain reinvokes its plugins.
 	if rc := attr.GetReinvocationContext(); rc.ShouldReinvoke() {
 		rc.SetIsReinvoke()
-		return admit()
+		err := admit()
+		return rec.list, err
 	}
-	return nil
+	return rec.list, nil
 }
 
 // Validate implements apiserver.Validator: the validating webhooks, called in parallel;

@@ -260,7 +260,7 @@ func TestMutatingWebhookPatches(t *testing.T) {
 	patch := admissionv1.PatchTypeJSONPatch
 	srv := newReviewServer(t, map[string]func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse{
 		"/label": func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			return &admissionv1.AdmissionResponse{Allowed: true, PatchType: &patch,
+			return &admissionv1.AdmissionResponse{Allowed: true, PatchType: &patch, Warnings: []string{"labelled"},
 				Patch: []byte(`[{"op":"add","path":"/metadata/labels/mutated","value":"yes"}]`)}
 		},
 	})
@@ -273,8 +273,12 @@ func TestMutatingWebhookPatches(t *testing.T) {
 	}}}
 	w := startWebhooks(t, cfg)
 	req := podRequest(nil)
-	if err := w.Mutate(context.Background(), req); err != nil {
+	warnings, err := w.MutateWithWarnings(context.Background(), req)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"labelled"}, warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 	want := map[string]string{"app": "web", "mutated": "yes"}
 	if diff := cmp.Diff(want, req.Object.(*v1.Pod).Labels); diff != "" {

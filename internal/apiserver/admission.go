@@ -101,6 +101,13 @@ type Mutator interface {
 	Mutate(ctx context.Context, req *AdmissionRequest) error
 }
 
+// WarningMutator is implemented by a Mutator whose changes come with warnings for the
+// client (admission webhooks and policies); mutate calls MutateWithWarnings instead of
+// Mutate and passes the warnings on in the response's Warning headers.
+type WarningMutator interface {
+	MutateWithWarnings(ctx context.Context, req *AdmissionRequest) ([]string, error)
+}
+
 // AdmissionRequest describes one write to a Mutator or a Validator.
 type AdmissionRequest struct {
 	Operation AdmitOp
@@ -172,18 +179,28 @@ func (s *Server) admissionRequest(op AdmitOp, e *entry, sub, ns, name string, ob
 	return req
 }
 
-// mutate runs the Mutators on a write of ns/name before its strategy runs.
-func (s *Server) mutate(ctx context.Context, op AdmitOp, e *entry, sub, ns, name string, obj, old runtime.Object, dry bool) error {
+// mutate runs the Mutators on a write of ns/name before its strategy runs and returns
+// the warnings of those that give any.
+func (s *Server) mutate(ctx context.Context, op AdmitOp, e *entry, sub, ns, name string, obj, old runtime.Object, dry bool) ([]string, error) {
 	if len(s.cfg.Mutators) == 0 {
-		return nil
+		return nil, nil
 	}
 	req := s.admissionRequest(op, e, sub, ns, name, obj, old, dry)
+	var warnings []string
 	for _, m := range s.cfg.Mutators {
+		if wm, ok := m.(WarningMutator); ok {
+			w, err := wm.MutateWithWarnings(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			warnings = append(warnings, w...)
+			continue
+		}
 		if err := m.Mutate(ctx, req); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return warnings, nil
 }
 
 // validate runs the Validators on a write about to be stored and returns their warnings.

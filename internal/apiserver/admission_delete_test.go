@@ -103,3 +103,49 @@ func TestAdmitDelete(t *testing.T) {
 		}
 	}
 }
+
+// warningMutator warns about every pod it sees.
+type warningMutator struct{}
+
+func (warningMutator) Mutate(context.Context, *AdmissionRequest) error {
+	return errors.New("Mutate called instead of MutateWithWarnings")
+}
+
+func (warningMutator) MutateWithWarnings(_ context.Context, req *AdmissionRequest) ([]string, error) {
+	return []string{"mutated " + req.Name}, nil
+}
+
+// TestWarningMutator: a WarningMutator's warnings reach the client on creates and
+// updates, before those of validators.
+func TestWarningMutator(t *testing.T) {
+	api, err := New(Config{Storage: memory.New(50 * time.Millisecond), Resources: testResources(),
+		Mutators: []Mutator{warningMutator{}}, Validators: []Validator{&recordingValidator{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	warnings := &warningList{}
+	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL, WarningHandler: warnings, QPS: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "w"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	warnings.take()
+	pod, err := client.CoreV1().Pods("w").Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"warn": "v"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"mutated p", "warned: v"}, warnings.take()); d != "" {
+		t.Errorf("create warnings (-want +got):\n%s", d)
+	}
+	pod.Labels["x"] = "y"
+	if _, err := client.CoreV1().Pods("w").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"mutated p", "warned: v"}, warnings.take()); d != "" {
+		t.Errorf("update warnings (-want +got):\n%s", d)
+	}
+}
