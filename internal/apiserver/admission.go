@@ -3,25 +3,52 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/tranche/tranche/internal/registry"
 	"github.com/tranche/tranche/internal/storage"
 )
 
 // AdmitOp says whether an admitted write creates or updates an object.
 type AdmitOp int
 
-// The admitted operations.
+// The admitted operations. Deletes and connects reach only the Mutators and Validators
+// that implement OperationFilter and say they handle them.
 const (
 	AdmitCreate AdmitOp = iota
 	AdmitUpdate
+	AdmitDelete
+	AdmitConnect
 )
+
+// OperationFilter is implemented by a Mutator or Validator that also sees operations
+// other than create and update (admission webhooks and policies see deletes); the
+// others never see them, so that their Object is always the object to store.
+type OperationFilter interface {
+	HandlesOperation(op AdmitOp) bool
+}
+
+// handles reports whether the admission step sees op.
+func handles(step any, op AdmitOp) bool {
+	if op == AdmitCreate || op == AdmitUpdate {
+		return true
+	}
+	f, ok := step.(OperationFilter)
+	return ok && f.HandlesOperation(op)
+}
 
 // Admitter checks or completes a write that needs more than the object itself (for
 // example allocating a ClusterIP) and returns extra storage writes to commit atomically
@@ -74,6 +101,13 @@ type Mutator interface {
 	Mutate(ctx context.Context, req *AdmissionRequest) error
 }
 
+// WarningMutator is implemented by a Mutator whose changes come with warnings for the
+// client (admission webhooks and policies); mutate calls MutateWithWarnings instead of
+// Mutate and passes the warnings on in the response's Warning headers.
+type WarningMutator interface {
+	MutateWithWarnings(ctx context.Context, req *AdmissionRequest) ([]string, error)
+}
+
 // AdmissionRequest describes one write to a Mutator or a Validator.
 type AdmissionRequest struct {
 	Operation AdmitOp
@@ -85,9 +119,13 @@ type AdmissionRequest struct {
 	// Namespace is empty for cluster-scoped resources; Name is the object's name (a
 	// generated one already chosen).
 	Namespace, Name string
-	// Object is the object to store; OldObject the stored one on updates, else nil.
+	// Object is the object to store (nil on deletes); OldObject the stored one on
+	// updates and deletes, else nil.
 	Object, OldObject runtime.Object
 	DryRun            bool
+	// Options are the request's options when the step needs them: *metav1.DeleteOptions
+	// on deletes; nil on creates and updates.
+	Options runtime.Object
 	// Reader reads other objects the decision depends on.
 	Reader Reader
 }
@@ -141,18 +179,28 @@ func (s *Server) admissionRequest(op AdmitOp, e *entry, sub, ns, name string, ob
 	return req
 }
 
-// mutate runs the Mutators on a write of ns/name before its strategy runs.
-func (s *Server) mutate(ctx context.Context, op AdmitOp, e *entry, sub, ns, name string, obj, old runtime.Object, dry bool) error {
+// mutate runs the Mutators on a write of ns/name before its strategy runs and returns
+// the warnings of those that give any.
+func (s *Server) mutate(ctx context.Context, op AdmitOp, e *entry, sub, ns, name string, obj, old runtime.Object, dry bool) ([]string, error) {
 	if len(s.cfg.Mutators) == 0 {
-		return nil
+		return nil, nil
 	}
 	req := s.admissionRequest(op, e, sub, ns, name, obj, old, dry)
+	var warnings []string
 	for _, m := range s.cfg.Mutators {
+		if wm, ok := m.(WarningMutator); ok {
+			w, err := wm.MutateWithWarnings(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			warnings = append(warnings, w...)
+			continue
+		}
 		if err := m.Mutate(ctx, req); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return warnings, nil
 }
 
 // validate runs the Validators on a write about to be stored and returns their warnings.
@@ -174,4 +222,91 @@ func (s *Server) validate(ctx context.Context, op AdmitOp, e *entry, sub string,
 		warnings = append(warnings, w...)
 	}
 	return warnings, nil
+}
+
+// admitDelete runs the Mutators, then the Validators, that handle deletes on the
+// deletion of obj (stored as ns/name), before anything is written.
+func (s *Server) admitDelete(ctx context.Context, e *entry, ns, name string, obj runtime.Object, opts *metav1.DeleteOptions, dry bool) error {
+	req := s.admissionRequest(AdmitDelete, e, "", ns, name, nil, obj, dry)
+	req.Options = opts
+	for _, m := range s.cfg.Mutators {
+		if handles(m, AdmitDelete) {
+			if err := m.Mutate(ctx, req); err != nil {
+				return err
+			}
+		}
+	}
+	for _, v := range s.validators {
+		if handles(v, AdmitDelete) {
+			if _, err := v.Validate(ctx, req); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// connectOptions build the options object a CONNECT of a subresource is admitted with,
+// from the request's query and the path below the subresource, keyed by
+// "resource/subresource" of the core group (those Kubernetes serves as connecters).
+var connectOptions = map[string]func(q url.Values, path string) runtime.Object{
+	"pods/attach": func(q url.Values, _ string) runtime.Object {
+		return &corev1.PodAttachOptions{Container: q.Get("container"), Stdin: queryBool(q, "stdin"), Stdout: queryBool(q, "stdout"),
+			Stderr: queryBool(q, "stderr"), TTY: queryBool(q, "tty")}
+	},
+	"pods/exec": func(q url.Values, _ string) runtime.Object {
+		return &corev1.PodExecOptions{Container: q.Get("container"), Stdin: queryBool(q, "stdin"), Stdout: queryBool(q, "stdout"),
+			Stderr: queryBool(q, "stderr"), TTY: queryBool(q, "tty"), Command: q["command"]}
+	},
+	"pods/portforward": func(q url.Values, _ string) runtime.Object {
+		var ports []int32
+		for _, p := range q["ports"] {
+			if n, err := strconv.ParseInt(p, 10, 32); err == nil {
+				ports = append(ports, int32(n))
+			}
+		}
+		return &corev1.PodPortForwardOptions{Ports: ports}
+	},
+	"pods/proxy":     func(_ url.Values, path string) runtime.Object { return &corev1.PodProxyOptions{Path: path} },
+	"services/proxy": func(_ url.Values, path string) runtime.Object { return &corev1.ServiceProxyOptions{Path: path} },
+	"nodes/proxy":    func(_ url.Values, path string) runtime.Object { return &corev1.NodeProxyOptions{Path: path} },
+}
+
+func queryBool(q url.Values, key string) bool {
+	b, _ := strconv.ParseBool(q.Get(key))
+	return b
+}
+
+// admitConnect runs the Mutators, then the Validators, that handle connects on a
+// streaming or proxy request to ns/name's subresource sub (pods/attach, pods/exec,
+// services/proxy, ...), before it is carried to its backend. The request's object is
+// the subresource's options (PodAttachOptions, ...), as in Kubernetes.
+func (s *Server) admitConnect(ctx context.Context, e *entry, sub, ns, name string, req *registry.HandlerRequest) error {
+	build, ok := connectOptions[e.res.Plural+"/"+sub]
+	if !ok || e.res.GVK.Group != "" {
+		return nil
+	}
+	path := ""
+	if _, rest, found := strings.Cut(req.Path, "/"+sub+"/"); found {
+		path = "/" + rest
+	}
+	opts := build(req.Query, path)
+	kind := corev1.SchemeGroupVersion.WithKind(reflect.TypeOf(opts).Elem().Name())
+	areq := &AdmissionRequest{Operation: AdmitConnect, Resource: e.res.GVR(), Kind: kind, Subresource: sub,
+		Namespace: ns, Name: name, Object: opts, Reader: s}
+	for _, m := range s.cfg.Mutators {
+		if handles(m, AdmitConnect) {
+			if err := m.Mutate(ctx, areq); err != nil {
+				return err
+			}
+		}
+	}
+	for _, v := range s.validators {
+		if handles(v, AdmitConnect) {
+			if _, err := v.Validate(ctx, areq); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

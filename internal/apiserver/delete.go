@@ -135,6 +135,9 @@ func (s *Server) deleteObject(ctx context.Context, e *entry, ns, name string, op
 				return nil, 0, apierrors.NewConflict(e.store.gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
 			}
 		}
+		if err := s.admitDelete(ctx, e, ns, name, current, opts, dry); err != nil {
+			return nil, 0, err
+		}
 		obj := current.DeepCopyObject()
 		om, _ := meta.Accessor(obj)
 		grace := s.gracePeriod(e, current, opts)

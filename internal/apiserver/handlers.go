@@ -134,15 +134,15 @@ func (s *Server) createObject(ctx context.Context, e *entry, ns string, obj runt
 	} else {
 		m.SetGeneration(0)
 	}
-	if err := s.mutate(ctx, AdmitCreate, e, "", m.GetNamespace(), m.GetName(), obj, nil, dry); err != nil {
+	warnings, err := s.mutate(ctx, AdmitCreate, e, "", m.GetNamespace(), m.GetName(), obj, nil, dry)
+	if err != nil {
 		return nil, nil, err
 	}
 	if err := s.runCreateStrategyTracked(ctx, e, obj); err != nil {
 		return nil, nil, err
 	}
-	var warnings []string
 	if res.Warnings != nil {
-		warnings = safeWarnings(res, obj, nil)
+		warnings = append(warnings, safeWarnings(res, obj, nil)...)
 	}
 	if res.Namespaced {
 		if err := s.checkNamespaceOpen(ctx, ns, res); err != nil {
@@ -554,15 +554,15 @@ func (s *Server) updateObject(ctx context.Context, e *entry, ns, name, sub strin
 		if pinned && m.GetResourceVersion() != cm.GetResourceVersion() {
 			return nil, 0, nil, apierrors.NewConflict(e.store.gr, name, errors.New(conflictMessage))
 		}
-		if err := s.mutate(ctx, AdmitUpdate, e, sub, ns, name, obj, current, dry); err != nil {
+		warnings, err := s.mutate(ctx, AdmitUpdate, e, sub, ns, name, obj, current, dry)
+		if err != nil {
 			return nil, 0, nil, err
 		}
 		if err := s.prepareUpdateTracked(ctx, e, obj, current, sub); err != nil {
 			return nil, 0, nil, err
 		}
-		var warnings []string
 		if e.res.Warnings != nil && sub == "" {
-			warnings = safeWarnings(e.res, obj, current)
+			warnings = append(warnings, safeWarnings(e.res, obj, current)...)
 		}
 		ops, err := s.admit(ctx, AdmitUpdate, e, obj, current, dry)
 		if err != nil {

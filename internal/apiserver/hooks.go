@@ -104,6 +104,9 @@ func (s *Server) serveHandler(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	switch {
 	case h.Connect != nil:
+		if err := s.admitConnect(ctx, e, h.Name, ri.Namespace, ri.Name, req); err != nil {
+			return err
+		}
 		t, err := s.transports()
 		if err != nil {
 			return err

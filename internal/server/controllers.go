@@ -198,5 +198,6 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		{Name: "resourcequota", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return resourcequota.New(ctx, resourcequota.Config{Client: c.Client, Informers: c.Informers, Metadata: meta, Discovery: disc})
 		}},
+		validatingAdmissionPolicyStatus(disc),
 	}
 }

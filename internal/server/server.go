@@ -168,12 +168,13 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err != nil {
 		return err
 	}
+	webhooks := newWebhooks(cfg)
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits, webhooks},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
-		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, qa.quota},
+		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, webhooks, qa.quota},
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
@@ -245,6 +246,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	rv.client.Store(client)
 	if err := sec.watchCaches(ctx, informers.NewSharedInformerFactory(client, 0)); err != nil {
 		return fmt.Errorf("authorization caches: %w", err)
+	}
+	if err := startWebhooks(ctx, webhooks, loop, client, sec); err != nil {
+		return fmt.Errorf("admission webhooks: %w", err)
 	}
 	if err := mx.start(ctx, loop, nodePair, cfg.ClusterDial, log.With("component", "metrics")); err != nil {
 		return fmt.Errorf("resource metrics: %w", err)

@@ -3,6 +3,7 @@ package all
 
 import (
 	"github.com/tranche/tranche/internal/registry"
+	"github.com/tranche/tranche/internal/registry/admissionregistration"
 	"github.com/tranche/tranche/internal/registry/apps"
 	"github.com/tranche/tranche/internal/registry/authentication"
 	"github.com/tranche/tranche/internal/registry/authorization"
@@ -94,5 +95,11 @@ func Resources() []registry.Resource {
 		resource.ResourceClaimTemplateResource(),
 		resource.ResourceSliceResource(),
 		resource.DeviceTaintRuleResource(),
+		admissionregistration.ValidatingWebhookConfigurationResource(),
+		admissionregistration.MutatingWebhookConfigurationResource(),
+		admissionregistration.ValidatingAdmissionPolicyResource(),
+		admissionregistration.ValidatingAdmissionPolicyBindingResource(),
+		admissionregistration.MutatingAdmissionPolicyResource(),
+		admissionregistration.MutatingAdmissionPolicyBindingResource(),
 	}
 }
