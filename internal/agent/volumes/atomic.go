@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -59,8 +60,14 @@ func validatePayloadPath(p string) error {
 //     the kernel does atomically;
 //  3. each top-level user-visible name is a symlink name -> ..data/name,
 //     created once and unchanged by later updates;
-//  4. names no longer in the payload and the old timestamped directory are
-//     removed.
+//  4. names no longer in the payload are removed, and so is every timestamped
+//     directory but the new one and the one ..data pointed to before.
+//
+// Kubelet removes the previous directory at once, so a reader whose open() had
+// followed ..data to it just before the swap can fail with ENOENT (seen in
+// TestWriteAtomicReadersSeeWholeFiles on a loaded machine). Keeping it until the
+// next change closes that window; it holds the contents the pod could read a
+// moment before, in the pod's own volume.
 //
 // It reports whether anything changed; an unchanged payload writes nothing.
 func writeAtomic(dir string, payload map[string]fileProjection, now time.Time) (bool, error) {
@@ -106,19 +113,19 @@ func writeAtomic(dir string, payload map[string]fileProjection, now time.Time) (
 	if err := syncUserLinks(dir, payload); err != nil {
 		return true, err
 	}
-	return true, removeOldGenerations(dir, filepath.Base(tsDir))
+	return true, removeOldGenerations(dir, filepath.Base(tsDir), oldTS)
 }
 
-// removeOldGenerations removes every timestamped directory but keep: the
-// one ..data pointed to before, and any left by an interrupted write.
-func removeOldGenerations(dir, keep string) error {
+// removeOldGenerations removes every timestamped directory but those in keep:
+// the older generations and any left by an interrupted write.
+func removeOldGenerations(dir string, keep ...string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", dir, err)
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || name == keep || !strings.HasPrefix(name, "..") {
+		if !e.IsDir() || slices.Contains(keep, name) || !strings.HasPrefix(name, "..") {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {

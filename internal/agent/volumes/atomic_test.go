@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,8 @@ func files(kv ...string) map[string]fileProjection {
 	return out
 }
 
+// In the cases below a change keeps the previous generation beside the new one
+// (see writeAtomic), hence two "..<ts>" entries.
 func TestWriteAtomic(t *testing.T) {
 	cases := []struct {
 		name        string
@@ -101,7 +104,7 @@ func TestWriteAtomic(t *testing.T) {
 			then:        files("a", "2"),
 			wantChanged: true,
 			wantFiles:   map[string]string{"a": "-rw-r--r-- 2"},
-			wantEntries: []string{"..<ts>", "..data->..<ts>", "a->..data/a"},
+			wantEntries: []string{"..<ts>", "..<ts>", "..data->..<ts>", "a->..data/a"},
 		},
 		{
 			name:        "removed key disappears, new key appears",
@@ -109,7 +112,7 @@ func TestWriteAtomic(t *testing.T) {
 			then:        files("b", "2", "c", "3"),
 			wantChanged: true,
 			wantFiles:   map[string]string{"b": "-rw-r--r-- 2", "c": "-rw-r--r-- 3"},
-			wantEntries: []string{"..<ts>", "..data->..<ts>", "b->..data/b", "c->..data/c"},
+			wantEntries: []string{"..<ts>", "..<ts>", "..data->..<ts>", "b->..data/b", "c->..data/c"},
 		},
 		{
 			name:        "nested path links its top directory",
@@ -117,7 +120,7 @@ func TestWriteAtomic(t *testing.T) {
 			then:        files("dir/x", "1", "dir/y", "2"),
 			wantChanged: true,
 			wantFiles:   map[string]string{"dir/x": "-rw-r--r-- 1", "dir/y": "-rw-r--r-- 2"},
-			wantEntries: []string{"..<ts>", "..data->..<ts>", "dir->..data/dir"},
+			wantEntries: []string{"..<ts>", "..<ts>", "..data->..<ts>", "dir->..data/dir"},
 		},
 		{
 			name:        "mode change alone rewrites",
@@ -125,7 +128,7 @@ func TestWriteAtomic(t *testing.T) {
 			then:        map[string]fileProjection{"a": {Data: []byte("1"), Mode: 0o400}},
 			wantChanged: true,
 			wantFiles:   map[string]string{"a": "-r-------- 1"},
-			wantEntries: []string{"..<ts>", "..data->..<ts>", "a->..data/a"},
+			wantEntries: []string{"..<ts>", "..<ts>", "..data->..<ts>", "a->..data/a"},
 		},
 		{
 			name:        "empty payload leaves only bookkeeping",
@@ -133,7 +136,7 @@ func TestWriteAtomic(t *testing.T) {
 			then:        files(),
 			wantChanged: true,
 			wantFiles:   map[string]string{},
-			wantEntries: []string{"..<ts>", "..data->..<ts>"},
+			wantEntries: []string{"..<ts>", "..<ts>", "..data->..<ts>"},
 		},
 	}
 	for _, tc := range cases {
@@ -182,6 +185,39 @@ func TestWriteAtomicRejectsBadPaths(t *testing.T) {
 				t.Errorf("path %q accepted", p)
 			}
 		})
+	}
+}
+
+// TestWriteAtomicKeepsOnePreviousGeneration checks that generations do not pile
+// up: after several changes only the current one and the one before remain.
+func TestWriteAtomicKeepsOnePreviousGeneration(t *testing.T) {
+	dir := t.TempDir()
+	var targets []string
+	for i := 0; i < 4; i++ {
+		if _, err := writeAtomic(dir, files("a", strconv.Itoa(i)), t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		target, err := os.Readlink(filepath.Join(dir, dataDirName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, target)
+	}
+	var gens []string
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "..2") {
+			gens = append(gens, e.Name())
+		}
+	}
+	sort.Strings(gens)
+	want := []string{targets[2], targets[3]}
+	sort.Strings(want)
+	if diff := cmp.Diff(want, gens); diff != "" {
+		t.Errorf("generation directories (-want +got):\n%s", diff)
 	}
 }
 
