@@ -43,7 +43,7 @@ func (s *Server) instrument(reg prometheus.Registerer) error {
 		return err
 	}
 	s.cfg.Storage = st
-	for _, e := range s.entries {
+	for _, e := range s.routes.Load().entries {
 		e.store.s = st
 	}
 	s.metrics, err = newInstruments(reg, s)
@@ -242,7 +242,7 @@ func (c *storageObjects) Describe(ch chan<- *prometheus.Desc) { ch <- storageObj
 func (c *storageObjects) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(c.s.bg, 5*time.Second)
 	defer cancel()
-	for _, e := range c.s.entries {
+	for _, e := range c.s.routes.Load().entries {
 		if e.res.Computed || e.res.Storage != nil {
 			continue
 		}

@@ -1,0 +1,185 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+
+	"github.com/tranche/tranche/internal/registry"
+)
+
+// routeTable is one snapshot of the served resources. It is never changed once
+// published: adding or removing resources at run time builds a new table and swaps it
+// in, so a request reads its routes with one atomic load and no lock.
+type routeTable struct {
+	entries []*entry
+	byGVR   map[schema.GroupVersionResource]*entry
+	// owned are the resources added at run time, by owner (a CustomResourceDefinition's
+	// name).
+	owned map[string]*dynamicSet
+	// dynamic maps each resource added at run time to its set.
+	dynamic map[schema.GroupVersionResource]*dynamicSet
+}
+
+// dynamicSet is the resources one owner added, with what their watch caches and
+// server-side apply need.
+type dynamicSet struct {
+	entries []*entry
+	// stop ends the storage watches of the set's caches.
+	stop context.CancelFunc
+	// tc types the objects for managedFields and server-side apply.
+	tc managedfields.TypeConverter
+
+	mu       sync.Mutex
+	managers map[fieldManagerKey]*managedfields.FieldManager
+}
+
+// SetResources serves res, replacing what owner served before (nothing the first
+// time): the resources a CustomResourceDefinition defines, which arrive and change at
+// run time. Objects are unstructured; tc types them for managedFields and server-side
+// apply (nil: deduced from the objects). A resource whose group, version and plural
+// another owner or the built-in set already serves is refused. Watches of the replaced
+// resources end (clients watch again and reach the new ones).
+func (s *Server) SetResources(owner string, res []registry.Resource, tc managedfields.TypeConverter) error {
+	s.dynamicMu.Lock()
+	defer s.dynamicMu.Unlock()
+	old := s.routes.Load()
+	prev := old.owned[owner]
+	nt := &routeTable{byGVR: make(map[schema.GroupVersionResource]*entry, len(old.byGVR)+len(res)),
+		owned: map[string]*dynamicSet{}, dynamic: map[schema.GroupVersionResource]*dynamicSet{}}
+	for _, e := range old.entries {
+		if prev != nil && slices.Contains(prev.entries, e) {
+			continue
+		}
+		nt.entries = append(nt.entries, e)
+		nt.byGVR[e.res.GVR()] = e
+	}
+	for o, set := range old.owned {
+		if o != owner {
+			nt.owned[o] = set
+			for _, e := range set.entries {
+				nt.dynamic[e.res.GVR()] = set
+			}
+		}
+	}
+	if tc == nil {
+		tc = managedfields.NewDeducedTypeConverter()
+	}
+	bg, stop := context.WithCancel(s.bg)
+	set := &dynamicSet{stop: stop, tc: tc}
+	for i := range res {
+		r := &res[i]
+		gvr := r.GVR()
+		if _, dup := nt.byGVR[gvr]; dup {
+			stop()
+			return fmt.Errorf("apiserver: resource %s is already served", gvr)
+		}
+		rs := &resourceStore{s: s.cfg.Storage, res: r, gr: gvr.GroupResource(), storedGVR: gvr, newStored: r.New}
+		if v := r.Storage; v != nil {
+			rs.storedGVR = v.GVR
+		}
+		e := &entry{res: r, store: rs}
+		e.cache = newWatchCache(s, e)
+		e.cache.bg = bg
+		set.entries = append(set.entries, e)
+		nt.entries = append(nt.entries, e)
+		nt.byGVR[gvr] = e
+		nt.dynamic[gvr] = set
+	}
+	for _, e := range set.entries {
+		if v := e.res.Storage; v != nil {
+			target := nt.byGVR[v.GVR]
+			if target == nil {
+				stop()
+				return fmt.Errorf("apiserver: %s is stored as %s, which is not served", e.res.GVR(), v.GVR)
+			}
+			e.store.newStored = target.res.New
+		}
+	}
+	if len(set.entries) > 0 {
+		nt.owned[owner] = set
+	} else {
+		stop()
+	}
+	s.routes.Store(nt)
+	if prev != nil {
+		prev.stop()
+	}
+	return nil
+}
+
+// RemoveResources stops serving what owner added with SetResources; their watches end.
+func (s *Server) RemoveResources(owner string) {
+	_ = s.SetResources(owner, nil, nil)
+}
+
+// fieldManager returns the FieldManager of e's subresource sub, for a resource added at
+// run time: its objects are unstructured, converted between versions by rewriting
+// apiVersion (the served versions share one stored form).
+func (d *dynamicSet) fieldManager(e *entry, sub string) (*managedfields.FieldManager, error) {
+	key := fieldManagerKey{gvr: e.res.GVR(), sub: sub}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if fm, ok := d.managers[key]; ok {
+		return fm, nil
+	}
+	gvk := e.res.GVK
+	fm, err := managedfields.NewDefaultFieldManager(d.tc, unstructuredConvertor{}, unstructuredDefaulter{}, unstructuredCreater{},
+		gvk, gvk.GroupVersion(), sub, resetFields(e, sub))
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("field manager of %s: %w", key.gvr, err))
+	}
+	if d.managers == nil {
+		d.managers = map[fieldManagerKey]*managedfields.FieldManager{}
+	}
+	d.managers[key] = fm
+	return fm, nil
+}
+
+// unstructuredConvertor converts unstructured objects between the versions of one
+// resource by rewriting apiVersion, as conversion strategy None does.
+type unstructuredConvertor struct{}
+
+func (unstructuredConvertor) Convert(in, out, _ interface{}) error {
+	u, ok := in.(*unstructured.Unstructured)
+	o, ok2 := out.(*unstructured.Unstructured)
+	if !ok || !ok2 {
+		return fmt.Errorf("cannot convert %T to %T", in, out)
+	}
+	o.Object = runtime.DeepCopyJSON(u.Object)
+	return nil
+}
+
+func (unstructuredConvertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
+	kind := in.GetObjectKind().GroupVersionKind()
+	target, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{kind})
+	if !ok {
+		return nil, fmt.Errorf("%s cannot be converted to %v", kind, gv)
+	}
+	out := in.DeepCopyObject()
+	out.GetObjectKind().SetGroupVersionKind(target)
+	return out, nil
+}
+
+func (unstructuredConvertor) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+type unstructuredDefaulter struct{}
+
+func (unstructuredDefaulter) Default(runtime.Object) {}
+
+type unstructuredCreater struct{}
+
+func (unstructuredCreater) New(kind schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{Object: map[string]interface{}{}}
+	u.SetGroupVersionKind(kind)
+	return u, nil
+}
