@@ -3,6 +3,7 @@ package all
 
 import (
 	"github.com/tranche/tranche/internal/registry"
+	"github.com/tranche/tranche/internal/registry/apiextensions"
 	"github.com/tranche/tranche/internal/registry/apps"
 	"github.com/tranche/tranche/internal/registry/authentication"
 	"github.com/tranche/tranche/internal/registry/authorization"
@@ -72,5 +73,7 @@ func Resources() []registry.Resource {
 
 		metrics.NodeMetricsResource(),
 		metrics.PodMetricsResource(),
+
+		apiextensions.CustomResourceDefinitionResource(),
 	}
 }
