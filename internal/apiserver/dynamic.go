@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -182,4 +184,41 @@ func (unstructuredCreater) New(kind schema.GroupVersionKind) (runtime.Object, er
 	u := &unstructured.Unstructured{Object: map[string]interface{}{}}
 	u.SetGroupVersionKind(kind)
 	return u, nil
+}
+
+// copyUnstructuredField is copyField for objects without Go types: the field is the
+// top-level key its JSON name gives ("Status" → "status"), removed when src lacks it.
+func copyUnstructuredField(dst *unstructured.Unstructured, src runtime.Object, name string) error {
+	s, ok := src.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("cannot copy %s from %T to %T", name, src, dst)
+	}
+	key := strings.ToLower(name[:1]) + name[1:]
+	if v, ok := s.Object[key]; ok {
+		dst.Object[key] = runtime.DeepCopyJSONValue(v)
+	} else {
+		delete(dst.Object, key)
+	}
+	return nil
+}
+
+// unstructuredSpecChanged is specChanged for objects without Go types: whether any
+// top-level key but apiVersion, kind, metadata and status differs.
+func unstructuredSpecChanged(a *unstructured.Unstructured, b runtime.Object) bool {
+	u, ok := b.(*unstructured.Unstructured)
+	if !ok {
+		return true
+	}
+	strip := func(m map[string]interface{}) map[string]interface{} {
+		out := make(map[string]interface{}, len(m))
+		for k, v := range m {
+			switch k {
+			case "apiVersion", "kind", "metadata", "status":
+				continue
+			}
+			out[k] = v
+		}
+		return out
+	}
+	return !equality.Semantic.DeepEqual(strip(a.Object), strip(u.Object))
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -667,6 +668,9 @@ func (s *Server) prepareUpdate(e *entry, obj, current runtime.Object, sub string
 
 // copyField copies the named top-level struct field from src to dst (same type).
 func copyField(dst, src runtime.Object, name string) error {
+	if u, ok := dst.(*unstructured.Unstructured); ok {
+		return copyUnstructuredField(u, src, name)
+	}
 	dv := reflect.ValueOf(dst).Elem().FieldByName(name)
 	sv := reflect.ValueOf(src).Elem().FieldByName(name)
 	if !dv.IsValid() || !sv.IsValid() || !dv.CanSet() {
@@ -678,6 +682,9 @@ func copyField(dst, src runtime.Object, name string) error {
 
 // specChanged reports whether anything but metadata and status differs.
 func specChanged(a, b runtime.Object) bool {
+	if u, ok := a.(*unstructured.Unstructured); ok {
+		return unstructuredSpecChanged(u, b)
+	}
 	av := reflect.ValueOf(a).Elem()
 	bv := reflect.ValueOf(b).Elem()
 	t := av.Type()
