@@ -242,6 +242,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err := mx.start(ctx, loop, nodePair, cfg.ClusterDial, log.With("component", "metrics")); err != nil {
 		return fmt.Errorf("resource metrics: %w", err)
 	}
+	if err := startCRDs(ctx, api, loop, log.With("component", "crd")); err != nil {
+		return fmt.Errorf("customresourcedefinitions: %w", err)
+	}
 	isReady.Store(true)
 	if ready != nil {
 		close(ready)

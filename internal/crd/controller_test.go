@@ -1,0 +1,260 @@
+package crd
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/registry/all"
+	"github.com/tranche/tranche/internal/storage/memory"
+	"github.com/tranche/tranche/internal/testutil"
+)
+
+// twoServers starts two API servers over one store, each with its controller, as two
+// `tranche server` over one etcd: what one learns of definitions comes from storage.
+func twoServers(t *testing.T) (a, b *rest.Config) {
+	t.Helper()
+	store := memory.New(50 * time.Millisecond)
+	// Cleanups run last first: the controllers' watches end (cancel) and the servers
+	// end theirs (Close) before the HTTP servers wait for idle connections.
+	ctx, cancel := context.WithCancel(context.Background())
+	var cfgs []*rest.Config
+	for range 2 {
+		api, err := apiserver.New(apiserver.Config{Storage: store, Resources: all.Resources()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(api)
+		t.Cleanup(srv.Close)
+		t.Cleanup(api.Close)
+		cfg := &rest.Config{Host: srv.URL}
+		c, err := New(api, cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	t.Cleanup(cancel)
+	if _, err := kubernetes.NewForConfigOrDie(cfgs[0]).CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cfgs[0], cfgs[1]
+}
+
+func widgetCRD(mutate func(*apiextv1.CustomResourceDefinition)) *apiextv1.CustomResourceDefinition {
+	min1 := 1.0
+	crd := &apiextv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"},
+		Spec: apiextv1.CustomResourceDefinitionSpec{
+			Group: "example.com",
+			Names: apiextv1.CustomResourceDefinitionNames{Plural: "widgets", Kind: "Widget", ShortNames: []string{"wd"}},
+			Scope: apiextv1.NamespaceScoped,
+			Versions: []apiextv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{
+							"replicas": {Type: "integer", Minimum: &min1},
+							"color":    {Type: "string", Default: &apiextv1.JSON{Raw: []byte(`"blue"`)}},
+							"selector": {Type: "string"},
+						}},
+						"status": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{"replicas": {Type: "integer"}}},
+					},
+				}},
+				Subresources: &apiextv1.CustomResourceSubresources{
+					Status: &apiextv1.CustomResourceSubresourceStatus{},
+					Scale: &apiextv1.CustomResourceSubresourceScale{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas",
+						LabelSelectorPath: ptr(".spec.selector")},
+				},
+				AdditionalPrinterColumns: []apiextv1.CustomResourceColumnDefinition{{Name: "Replicas", Type: "integer", JSONPath: ".spec.replicas"}},
+				SelectableFields:         []apiextv1.SelectableField{{JSONPath: ".spec.color"}},
+			}},
+		},
+	}
+	if mutate != nil {
+		mutate(crd)
+	}
+	return crd
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func condition(crd *apiextv1.CustomResourceDefinition, t apiextv1.CustomResourceDefinitionConditionType) string {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == t {
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
+	return ""
+}
+
+// TestDefinitionsServedByEveryServer creates a definition through one server and
+// drives its custom resources through the other: names accepted and Established as
+// upstream's controllers write them, schema pruning, defaulting and validation, the
+// status and scale subresources, field selectors on selectableFields; a second
+// definition claiming the same kind is refused its names; deleting the definition
+// through the second server deletes its objects, then the definition, and both servers
+// stop serving the resource.
+func TestDefinitionsServedByEveryServer(t *testing.T) {
+	a, b := twoServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	crdsA := apiextclient.NewForConfigOrDie(a).ApiextensionsV1().CustomResourceDefinitions()
+	crdsB := apiextclient.NewForConfigOrDie(b).ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crdsA.Create(ctx, widgetCRD(nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyState(t, 20*time.Second, "widgets established", func() (bool, string) {
+		crd, err := crdsB.Get(ctx, "widgets.example.com", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := condition(crd, apiextv1.NamesAccepted) + " " + condition(crd, apiextv1.Established) + " " + crd.Status.AcceptedNames.ListKind
+		return got == "True/NoConflicts True/InitialNamesAccepted WidgetList", got
+	})
+
+	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	widgetsB := dynamic.NewForConfigOrDie(b).Resource(gvr).Namespace("default")
+	var created *unstructured.Unstructured
+	testutil.EventuallyState(t, 20*time.Second, "server b serves widgets", func() (bool, string) {
+		var err error
+		created, err = widgetsB.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+			"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]interface{}{"name": "w1"},
+			"spec":   map[string]interface{}{"replicas": int64(2), "selector": "app=w", "unknown": "x"},
+			"status": map[string]interface{}{"replicas": int64(7)},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	if c, _, _ := unstructured.NestedString(created.Object, "spec", "color"); c != "blue" {
+		t.Errorf("default not applied: spec.color %q", c)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(created.Object, "spec", "unknown"); found {
+		t.Errorf("unknown field kept: %v", created.Object["spec"])
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(created.Object, "status"); found || created.GetGeneration() != 1 {
+		t.Errorf("create with status subresource: status %v, generation %d", created.Object["status"], created.GetGeneration())
+	}
+	_, err := widgetsB.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]interface{}{"name": "bad"},
+		"spec": map[string]interface{}{"replicas": int64(0)},
+	}}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1") {
+		t.Errorf("replicas 0: %v", err)
+	}
+
+	// status: spec ignored on /status, status ignored on the object.
+	st, err := widgetsB.Patch(ctx, "w1", types.MergePatchType, []byte(`{"spec":{"replicas":9},"status":{"replicas":2}}`), metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedInt64(st.Object, "spec", "replicas"); r != 2 {
+		t.Errorf("status write changed spec.replicas to %d", r)
+	}
+	if r, _, _ := unstructured.NestedInt64(st.Object, "status", "replicas"); r != 2 || st.GetGeneration() != 1 {
+		t.Errorf("status write: status.replicas %d, generation %d", r, st.GetGeneration())
+	}
+	sc, err := widgetsB.Patch(ctx, "w1", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}, "scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedInt64(sc.Object, "spec", "replicas"); r != 3 || sc.GetKind() != "Scale" {
+		t.Errorf("scale: %v", sc.Object)
+	}
+	sel, _, _ := unstructured.NestedString(sc.Object, "status", "selector")
+	if sel != "app=w" {
+		t.Errorf("scale selector %q", sel)
+	}
+	w1, err := widgetsB.Get(ctx, "w1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1.GetGeneration() != 2 {
+		t.Errorf("generation after a spec change %d, want 2", w1.GetGeneration())
+	}
+	for sel, want := range map[string]int{"spec.color=blue": 1, "spec.color=red": 0, "metadata.name=w1": 1} {
+		l, err := widgetsB.List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil || len(l.Items) != want {
+			t.Errorf("field selector %s: %v items, err %v", sel, l, err)
+		}
+	}
+	if _, err := widgetsB.List(ctx, metav1.ListOptions{FieldSelector: "spec.replicas=3"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("selector on a field not selectable: %v", err)
+	}
+
+	// A second definition of the group claiming the kind Widget.
+	if _, err := crdsA.Create(ctx, widgetCRD(func(c *apiextv1.CustomResourceDefinition) {
+		c.Name = "gizmos.example.com"
+		c.Spec.Names.Plural = "gizmos"
+		c.Spec.Names.ShortNames = nil
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyState(t, 20*time.Second, "gizmos refused the kind", func() (bool, string) {
+		crd, err := crdsA.Get(ctx, "gizmos.example.com", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := condition(crd, apiextv1.NamesAccepted) + " " + condition(crd, apiextv1.Established)
+		// As upstream, the last conflict found names the reason: WidgetList is taken too.
+		return got == "False/ListKindConflict False/NotAccepted", got
+	})
+
+	if err := crdsB.Delete(ctx, "widgets.example.com", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyState(t, 20*time.Second, "widgets deleted", func() (bool, string) {
+		crd, err := crdsA.Get(ctx, "widgets.example.com", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, condition(crd, apiextv1.Terminating)
+	})
+	for _, cfg := range []*rest.Config{a, b} {
+		testutil.EventuallyState(t, 20*time.Second, "widgets no longer served", func() (bool, string) {
+			_, err := dynamic.NewForConfigOrDie(cfg).Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
+			return apierrors.IsNotFound(err), "list: " + errString(err)
+		})
+	}
+	// Its names freed, gizmos is now accepted.
+	testutil.EventuallyState(t, 20*time.Second, "gizmos established", func() (bool, string) {
+		crd, err := crdsA.Get(ctx, "gizmos.example.com", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := condition(crd, apiextv1.Established)
+		return got == "True/InitialNamesAccepted", got
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
