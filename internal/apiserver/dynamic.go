@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,8 @@ type dynamicSet struct {
 	stop context.CancelFunc
 	// tc types the objects for managedFields and server-side apply.
 	tc managedfields.TypeConverter
+	// refuseCreates, when set, is why creates are refused (RefuseCreates).
+	refuseCreates atomic.Pointer[string]
 
 	mu       sync.Mutex
 	managers map[fieldManagerKey]*managedfields.FieldManager
@@ -120,6 +123,35 @@ func (s *Server) SetResources(owner string, res []registry.Resource, tc managedf
 // RemoveResources stops serving what owner added with SetResources; their watches end.
 func (s *Server) RemoveResources(owner string) {
 	_ = s.SetResources(owner, nil, nil)
+}
+
+// RefuseCreates makes creates of owner's resources fail with 405 and message why
+// (a CustomResourceDefinition being deleted: its objects are still served, and their
+// watches go on, while they are deleted); "" serves creates again.
+func (s *Server) RefuseCreates(owner, why string) {
+	s.dynamicMu.Lock()
+	defer s.dynamicMu.Unlock()
+	if set := s.routes.Load().owned[owner]; set != nil {
+		if why == "" {
+			set.refuseCreates.Store(nil)
+		} else {
+			set.refuseCreates.Store(&why)
+		}
+	}
+}
+
+// createRefused returns the error RefuseCreates asked for e, if any.
+func (s *Server) createRefused(e *entry) error {
+	set := s.routes.Load().dynamic[e.res.GVR()]
+	if set == nil {
+		return nil
+	}
+	if why := set.refuseCreates.Load(); why != nil {
+		err := apierrors.NewMethodNotSupported(e.store.gr, "create")
+		err.ErrStatus.Message = *why
+		return err
+	}
+	return nil
 }
 
 // fieldManager returns the FieldManager of e's subresource sub, for a resource added at

@@ -285,6 +285,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, 
 		if h := s.cfg.Extra[e.res.Plural]; h != nil && !e.res.HasVerb("get") {
 			return h(ctx, w, r, req)
 		}
+		if err := s.createRefused(e); err != nil {
+			return err
+		}
 		return s.create(ctx, w, r, ri, e)
 	case "update":
 		return s.update(ctx, w, r, ri, e)

@@ -32,6 +32,7 @@ import (
 type Server interface {
 	SetResources(owner string, res []registry.Resource, tc managedfields.TypeConverter) error
 	RemoveResources(owner string)
+	RefuseCreates(owner, why string)
 }
 
 // Controller keeps one API server's custom resources in step with the
@@ -188,6 +189,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 func (c *Controller) serve(crd *apiextv1.CustomResourceDefinition) {
 	key := servingKey(crd)
 	if c.served[crd.Name] == key {
+		c.refuseWhileTerminating(crd)
 		return
 	}
 	res, err := Resources(crd)
@@ -199,18 +201,28 @@ func (c *Controller) serve(crd *apiextv1.CustomResourceDefinition) {
 		return
 	}
 	c.served[crd.Name] = key
+	c.refuseWhileTerminating(crd)
 	c.log.Info("serving custom resources", "crd", crd.Name, "versions", len(res))
 }
 
-// servingKey summarises what the served resources are built from (spec, accepted names,
-// terminating), so that status writes changing none of it do not rebuild them and end
-// their watches.
+// refuseWhileTerminating refuses creates of crd's resources while it is being deleted,
+// with upstream's message.
+func (c *Controller) refuseWhileTerminating(crd *apiextv1.CustomResourceDefinition) {
+	why := ""
+	if isTrue(crd, apiextv1.Terminating) {
+		why = "create not allowed while custom resource definition is terminating"
+	}
+	c.srv.RefuseCreates(crd.Name, why)
+}
+
+// servingKey summarises what the served resources are built from (spec and accepted
+// names, as upstream), so that status writes changing neither (conditions, the
+// deletion's) do not rebuild them and end their watches.
 func servingKey(crd *apiextv1.CustomResourceDefinition) string {
 	data, _ := json.Marshal(struct {
-		Spec        apiextv1.CustomResourceDefinitionSpec
-		Names       apiextv1.CustomResourceDefinitionNames
-		Terminating bool
-	}{crd.Spec, crd.Status.AcceptedNames, isTrue(crd, apiextv1.Terminating)})
+		Spec  apiextv1.CustomResourceDefinitionSpec
+		Names apiextv1.CustomResourceDefinitionNames
+	}{crd.Spec, crd.Status.AcceptedNames})
 	return string(data)
 }
 

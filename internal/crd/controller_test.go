@@ -222,7 +222,28 @@ func TestDefinitionsServedByEveryServer(t *testing.T) {
 		return got == "False/ListKindConflict False/NotAccepted", got
 	})
 
+	// An object with a finalizer of its own holds the definition's deletion; meanwhile
+	// creates are refused as upstream refuses them.
+	if _, err := widgetsB.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]interface{}{"name": "held", "finalizers": []interface{}{"example.com/hold"}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := crdsB.Delete(ctx, "widgets.example.com", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyState(t, 20*time.Second, "creates refused while terminating", func() (bool, string) {
+		_, err := dynamic.NewForConfigOrDie(a).Resource(gvr).Namespace("default").Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+			"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]interface{}{"generateName": "late-"},
+		}}, metav1.CreateOptions{})
+		return apierrors.IsMethodNotSupported(err) && strings.Contains(err.Error(), "create not allowed while custom resource definition is terminating"), errString(err)
+	})
+	crd, err := crdsA.Get(ctx, "widgets.example.com", metav1.GetOptions{})
+	if err != nil || condition(crd, apiextv1.Terminating) != "True/InstanceDeletionInProgress" || crd.Finalizers[0] != "customresourcecleanup.apiextensions.k8s.io" {
+		t.Fatalf("definition being deleted: %v %+v", err, crd)
+	}
+	if _, err := widgetsB.Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.EventuallyState(t, 20*time.Second, "widgets deleted", func() (bool, string) {

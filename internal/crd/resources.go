@@ -53,7 +53,6 @@ func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, err
 		}
 	}
 	names := crd.Status.AcceptedNames
-	terminating := isTrue(crd, apiextv1.Terminating)
 	var out []registry.Resource
 	storageServed := false
 	for _, v := range crd.Spec.Versions {
@@ -63,7 +62,7 @@ func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, err
 		if v.Name == storageVersion {
 			storageServed = true
 		}
-		r, err := versionResource(crd, internal, v, names, terminating)
+		r, err := versionResource(crd, internal, v, names)
 		if err != nil {
 			return nil, fmt.Errorf("customresourcedefinition %s version %s: %w", crd.Name, v.Name, err)
 		}
@@ -86,7 +85,7 @@ func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, err
 func identity(obj runtime.Object) runtime.Object { return obj }
 
 func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.CustomResourceDefinition, v apiextv1.CustomResourceDefinitionVersion,
-	names apiextv1.CustomResourceDefinitionNames, terminating bool) (registry.Resource, error) {
+	names apiextv1.CustomResourceDefinitionNames) (registry.Resource, error) {
 	ctx := context.Background()
 	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: names.Kind}
 	namespaced := crd.Spec.Scope == apiextv1.NamespaceScoped
@@ -99,10 +98,6 @@ func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.Cu
 	}
 	r.ShortNames = names.ShortNames
 	r.Categories = names.Categories
-	if terminating {
-		// No new objects while the definition's objects are being deleted.
-		r.Verbs = []string{"delete", "deletecollection", "get", "list", "patch", "update", "watch"}
-	}
 	if v.Deprecated {
 		r.DeprecationWarning = fmt.Sprintf("%s %s is deprecated", gvk.GroupVersion(), gvk.Kind)
 		if v.DeprecationWarning != nil {

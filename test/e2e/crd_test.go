@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// crdManifest defines crontabs.stable.example.com (the example of Kubernetes' CRD
+// documentation) with a schema, status and scale subresources, printer columns, short
+// names and a category; name makes the group unique to the test.
+func crdManifest(group string) string {
+	return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.` + group + `
+spec:
+  group: ` + group + `
+  scope: Namespaced
+  names:
+    plural: crontabs
+    singular: crontab
+    kind: CronTab
+    shortNames: [ct]
+    categories: [all]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              cronSpec: {type: string, pattern: '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'}
+              image: {type: string}
+              replicas: {type: integer, minimum: 1, maximum: 10, default: 1}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+              labelSelector: {type: string}
+    subresources:
+      status: {}
+      scale:
+        specReplicasPath: .spec.replicas
+        statusReplicasPath: .status.replicas
+        labelSelectorPath: .status.labelSelector
+    additionalPrinterColumns:
+    - {name: Spec, type: string, jsonPath: .spec.cronSpec}
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+`
+}
+
+// TestCustomResourceDefinitionWithKubectl drives a CustomResourceDefinition the way its
+// documentation does, with the real kubectl: apply it, wait for Established, find it in
+// api-resources and discovery, create custom resources (defaults applied, unknown
+// fields pruned, schema violations refused with their field paths), get them with the
+// printer columns, scale them, apply server-side, and delete the definition: its
+// custom resources go with it and the resource stops being served.
+func TestCustomResourceDefinitionWithKubectl(t *testing.T) {
+	s := shared
+	ns := s.namespace(t)
+	group := "stable.e2e.example.com"
+	crdName := "crontabs." + group
+	if out, errOut, err := s.kubectl(t, crdManifest(group), "apply", "-f", "-"); err != nil || !strings.Contains(out, "customresourcedefinition.apiextensions.k8s.io/"+crdName+" created") {
+		t.Fatalf("apply crd: %v\n%s%s", err, out, errOut)
+	}
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=false") })
+	s.must(t, "wait", "--for=condition=Established", "--timeout=30s", "crd/"+crdName)
+	if got := s.must(t, "get", "crd", crdName, "-o", "jsonpath={.status.acceptedNames.kind} {.status.storedVersions} {.status.conditions[?(@.type==\"NamesAccepted\")].reason}"); got != `CronTab ["v1"] NoConflicts` {
+		t.Fatalf("crd status: %q", got)
+	}
+	if out := s.must(t, "api-resources", "--api-group="+group); !regexp.MustCompile(`(?m)^crontabs\s+ct\s+` + regexp.QuoteMeta(group) + `/v1\s+true\s+CronTab$`).MatchString(out) {
+		t.Fatalf("api-resources:\n%s", out)
+	}
+
+	cr := `apiVersion: ` + group + `/v1
+kind: CronTab
+metadata:
+  name: my-cron
+spec:
+  cronSpec: "* * * * */5"
+  image: my-awesome-cron-image
+  extra: pruned
+`
+	if out, errOut, err := s.kubectl(t, cr, "apply", "-n", ns, "-f", "-"); err != nil || !strings.Contains(out, "crontab."+group+"/my-cron created") {
+		t.Fatalf("apply cr: %v\n%s%s", err, out, errOut)
+	}
+	if got := s.must(t, "get", "ct", "my-cron", "-n", ns, "-o", "jsonpath={.spec.replicas} {.spec.extra} {.metadata.generation}"); got != "1  1" {
+		t.Fatalf("defaulted and pruned: %q", got)
+	}
+	bad := strings.Replace(strings.Replace(cr, "my-cron", "bad-cron", 1), `"* * * * */5"`, `"every minute"`, 1)
+	_, errOut, err := s.kubectl(t, bad, "apply", "-n", ns, "-f", "-")
+	if err == nil || !strings.Contains(errOut, `spec.cronSpec: Invalid value: "every minute": spec.cronSpec in body should match`) {
+		t.Fatalf("invalid cronSpec: %v\n%s", err, errOut)
+	}
+
+	out := s.must(t, "get", "crontabs", "-n", ns)
+	if !regexp.MustCompile(`(?m)^NAME\s+SPEC\s+REPLICAS\s+AGE$`).MatchString(out) || !regexp.MustCompile(`(?m)^my-cron\s+\* \* \* \* \*/5\s+1\s+\d+s$`).MatchString(out) {
+		t.Fatalf("printer columns:\n%s", out)
+	}
+	if out := s.must(t, "get", "all", "-n", ns); !strings.Contains(out, "crontab."+group+"/my-cron") {
+		t.Fatalf("category all:\n%s", out)
+	}
+
+	s.must(t, "scale", "crontab/my-cron", "-n", ns, "--replicas=3")
+	if got := s.must(t, "get", "ct", "my-cron", "-n", ns, "-o", "jsonpath={.spec.replicas} {.metadata.generation}"); got != "3 2" {
+		t.Fatalf("after scale: %q", got)
+	}
+	s.must(t, "patch", "ct", "my-cron", "-n", ns, "--subresource=status", "--type=merge", "-p", `{"status":{"replicas":3,"labelSelector":"app=cron"},"spec":{"replicas":9}}`)
+	if got := s.must(t, "get", "--raw", "/apis/"+group+"/v1/namespaces/"+ns+"/crontabs/my-cron/scale"); !strings.Contains(got, `"selector":"app=cron"`) || !strings.Contains(got, `"replicas":3`) {
+		t.Fatalf("scale subresource: %s", got)
+	}
+
+	ssa := `apiVersion: ` + group + `/v1
+kind: CronTab
+metadata:
+  name: applied
+spec:
+  cronSpec: "*/2 * * * *"
+  image: other
+`
+	if out, errOut, err := s.kubectl(t, ssa, "apply", "--server-side", "-n", ns, "-f", "-"); err != nil || !strings.Contains(out, "serverside-applied") {
+		t.Fatalf("server-side apply: %v\n%s%s", err, out, errOut)
+	}
+	if got := s.must(t, "get", "ct", "applied", "-n", ns, "-o", "jsonpath={.metadata.managedFields[0].manager} {.spec.image}"); got != "kubectl other" {
+		t.Fatalf("server-side applied: %q", got)
+	}
+
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "crontabs"}
+	dyn := dynamic.NewForConfigOrDie(s.restConfig(t)).Resource(gvr).Namespace(ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := dyn.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	s.must(t, "delete", "crd", crdName, "--timeout=60s")
+	deleted := map[string]bool{}
+	for len(deleted) < 2 {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch ended before both custom resources were deleted: %v", deleted)
+			}
+			if ev.Type == "DELETED" {
+				if m, err := meta.Accessor(ev.Object); err == nil {
+					deleted[m.GetName()] = true
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("custom resources deleted: %v", deleted)
+		}
+	}
+	eventually(t, 30*time.Second, "crontabs no longer served", func() (bool, string) {
+		_, err := dyn.List(ctx, metav1.ListOptions{})
+		return apierrors.IsNotFound(err), errText(err)
+	})
+	if out, _, _ := s.kubectl(t, "", "api-resources", "--api-group="+group); strings.Contains(out, "crontabs") {
+		t.Fatalf("api-resources after deletion:\n%s", out)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
