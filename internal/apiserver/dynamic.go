@@ -46,13 +46,25 @@ type dynamicSet struct {
 	managers map[fieldManagerKey]*managedfields.FieldManager
 }
 
+// DynamicOptions are what resources added at run time need besides their
+// registry.Resource.
+type DynamicOptions struct {
+	// TypeConverter types the objects for managedFields and server-side apply; nil
+	// deduces types from the objects.
+	TypeConverter managedfields.TypeConverter
+	// UnknownFields lists, by group/version/resource, the fields of a decoded object its
+	// schema does not know ("spec.foo"): fieldValidation=Strict refuses a create, update
+	// or patch with any, Warn returns them as warnings, as kube-apiserver does for custom
+	// resources. The object must not be changed.
+	UnknownFields map[schema.GroupVersionResource]func(runtime.Object) []string
+}
+
 // SetResources serves res, replacing what owner served before (nothing the first
 // time): the resources a CustomResourceDefinition defines, which arrive and change at
-// run time. Objects are unstructured; tc types them for managedFields and server-side
-// apply (nil: deduced from the objects). A resource whose group, version and plural
+// run time. Objects are unstructured. A resource whose group, version and plural
 // another owner or the built-in set already serves is refused. Watches of the replaced
 // resources end (clients watch again and reach the new ones).
-func (s *Server) SetResources(owner string, res []registry.Resource, tc managedfields.TypeConverter) error {
+func (s *Server) SetResources(owner string, res []registry.Resource, opts DynamicOptions) error {
 	s.dynamicMu.Lock()
 	defer s.dynamicMu.Unlock()
 	old := s.routes.Load()
@@ -74,6 +86,7 @@ func (s *Server) SetResources(owner string, res []registry.Resource, tc managedf
 			}
 		}
 	}
+	tc := opts.TypeConverter
 	if tc == nil {
 		tc = managedfields.NewDeducedTypeConverter()
 	}
@@ -90,7 +103,7 @@ func (s *Server) SetResources(owner string, res []registry.Resource, tc managedf
 		if v := r.Storage; v != nil {
 			rs.storedGVR = v.GVR
 		}
-		e := &entry{res: r, store: rs}
+		e := &entry{res: r, store: rs, unknownFields: opts.UnknownFields[gvr]}
 		e.cache = newWatchCache(s, e)
 		e.cache.bg = bg
 		set.entries = append(set.entries, e)
@@ -122,7 +135,7 @@ func (s *Server) SetResources(owner string, res []registry.Resource, tc managedf
 
 // RemoveResources stops serving what owner added with SetResources; their watches end.
 func (s *Server) RemoveResources(owner string) {
-	_ = s.SetResources(owner, nil, nil)
+	_ = s.SetResources(owner, nil, DynamicOptions{})
 }
 
 // RefuseCreates makes creates of owner's resources fail with 405 and message why
@@ -253,4 +266,30 @@ func unstructuredSpecChanged(a *unstructured.Unstructured, b runtime.Object) boo
 		return out
 	}
 	return !equality.Semantic.DeepEqual(strip(a.Object), strip(u.Object))
+}
+
+// checkUnknownFields reports the fields of obj e's schema does not know as
+// fieldValidation asks: a BadRequest worded as a strict decoding error (Strict), or
+// warnings (Warn).
+func checkUnknownFields(e *entry, obj runtime.Object, fv fieldValidation, warnings []string) ([]string, error) {
+	if e.unknownFields == nil || fv == validationIgnore {
+		return warnings, nil
+	}
+	paths := e.unknownFields(obj)
+	if len(paths) == 0 {
+		return warnings, nil
+	}
+	errs := make([]error, len(paths))
+	for i, p := range paths {
+		errs[i] = fmt.Errorf("unknown field %q", p)
+	}
+	if fv == validationStrict {
+		gvk := e.res.GVK
+		se := runtime.NewStrictDecodingError(errs)
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, se))
+	}
+	for _, err := range errs {
+		warnings = append(warnings, err.Error())
+	}
+	return warnings, nil
 }

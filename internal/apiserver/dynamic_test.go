@@ -74,10 +74,10 @@ func TestResourcesAddedAtRunTime(t *testing.T) {
 		r2 := registry.Unstructured(schema.GroupVersionKind{Group: "example.com", Version: "v2", Kind: "Gadget"}, "gadgets", "gadget", true)
 		return []registry.Resource{r2, r1}
 	}
-	if err := api.SetResources("gadgets.example.com", gadgets(), nil); err != nil {
+	if err := api.SetResources("gadgets.example.com", gadgets(), DynamicOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := api.SetResources("other", gadgets()[:1], nil); err == nil {
+	if err := api.SetResources("other", gadgets()[:1], DynamicOptions{}); err == nil {
 		t.Fatal("a second owner of gadgets.example.com/v2 was accepted")
 	}
 	in := &unstructured.Unstructured{Object: map[string]interface{}{

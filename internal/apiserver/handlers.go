@@ -37,6 +37,9 @@ type entry struct {
 	store *resourceStore
 	// cache serves the resource's watches.
 	cache *watchCache
+	// unknownFields lists the fields of a decoded object its schema does not know, for
+	// resources added at run time (dynamic.go); nil for the others.
+	unknownFields func(runtime.Object) []string
 }
 
 func (e *entry) gr() string { return e.store.gr.String() }
@@ -81,6 +84,9 @@ func (s *Server) decodeBody(r *http.Request, e *entry) (runtime.Object, []string
 	}
 	obj := e.res.New()
 	warnings, err := decodeRequest(r.Header.Get("Content-Type"), body, obj, e.res.GVK, fv)
+	if err == nil {
+		warnings, err = checkUnknownFields(e, obj, fv, warnings)
+	}
 	return obj, warnings, err
 }
 

@@ -17,20 +17,20 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/registry"
 	regext "github.com/tranche/tranche/internal/registry/apiextensions"
 )
 
 // Server is the API server the controller adds resources to.
 type Server interface {
-	SetResources(owner string, res []registry.Resource, tc managedfields.TypeConverter) error
+	SetResources(owner string, res []registry.Resource, opts apiserver.DynamicOptions) error
 	RemoveResources(owner string)
 	RefuseCreates(owner, why string)
 }
@@ -192,9 +192,9 @@ func (c *Controller) serve(crd *apiextv1.CustomResourceDefinition) {
 		c.refuseWhileTerminating(crd)
 		return
 	}
-	res, err := Resources(crd)
+	res, opts, err := Resources(crd)
 	if err == nil {
-		err = c.srv.SetResources(crd.Name, res, nil)
+		err = c.srv.SetResources(crd.Name, res, opts)
 	}
 	if err != nil {
 		c.log.Error("serving custom resources", "crd", crd.Name, "err", err)

@@ -165,6 +165,19 @@ func TestDefinitionsServedByEveryServer(t *testing.T) {
 		t.Errorf("replicas 0: %v", err)
 	}
 
+	// Unknown fields: refused with fieldValidation=Strict, in metadata and spec alike.
+	_, err = widgetsB.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]interface{}{"name": "strict", "colour": "x"},
+		"spec": map[string]interface{}{"replicas": int64(1), "unknown": "x"},
+	}}, metav1.CreateOptions{FieldValidation: "Strict"})
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "metadata.colour", unknown field "spec.unknown"`) {
+		t.Errorf("strict create with unknown fields: %v", err)
+	}
+	_, err = widgetsB.Patch(ctx, "w1", types.MergePatchType, []byte(`{"spec":{"other":1}}`), metav1.PatchOptions{FieldValidation: "Strict"})
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `unknown field "spec.other"`) {
+		t.Errorf("strict patch with an unknown field: %v", err)
+	}
+
 	// status: spec ignored on /status, status ignored on the object.
 	st, err := widgetsB.Patch(ctx, "w1", types.MergePatchType, []byte(`{"spec":{"replicas":9},"status":{"replicas":2}}`), metav1.PatchOptions{}, "status")
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/registry"
 	regext "github.com/tranche/tranche/internal/registry/apiextensions"
 )
@@ -41,10 +42,11 @@ import (
 // version keeps its objects under the same key prefix; a version other than the storage
 // version writes them as the storage version (conversion strategy None rewrites
 // apiVersion only).
-func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, error) {
+func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, apiserver.DynamicOptions, error) {
+	opts := apiserver.DynamicOptions{UnknownFields: map[schema.GroupVersionResource]func(runtime.Object) []string{}}
 	internal, err := regext.ToInternal(crd)
 	if err != nil {
-		return nil, err
+		return nil, opts, err
 	}
 	storageVersion := ""
 	for _, v := range crd.Spec.Versions {
@@ -62,11 +64,14 @@ func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, err
 		if v.Name == storageVersion {
 			storageServed = true
 		}
-		r, err := versionResource(crd, internal, v, names)
+		r, unknown, err := versionResource(crd, internal, v, names)
 		if err != nil {
-			return nil, fmt.Errorf("customresourcedefinition %s version %s: %w", crd.Name, v.Name, err)
+			return nil, opts, fmt.Errorf("customresourcedefinition %s version %s: %w", crd.Name, v.Name, err)
 		}
 		out = append(out, r)
+		if unknown != nil {
+			opts.UnknownFields[r.GVR()] = unknown
+		}
 	}
 	if storageServed {
 		storage := schema.GroupVersionResource{Group: crd.Spec.Group, Version: storageVersion, Resource: names.Plural}
@@ -79,13 +84,13 @@ func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, err
 	sort.SliceStable(out, func(i, j int) bool {
 		return version.CompareKubeAwareVersionStrings(out[i].GVK.Version, out[j].GVK.Version) > 0
 	})
-	return out, nil
+	return out, opts, nil
 }
 
 func identity(obj runtime.Object) runtime.Object { return obj }
 
 func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.CustomResourceDefinition, v apiextv1.CustomResourceDefinitionVersion,
-	names apiextv1.CustomResourceDefinitionNames) (registry.Resource, error) {
+	names apiextv1.CustomResourceDefinitionNames) (registry.Resource, func(runtime.Object) []string, error) {
 	ctx := context.Background()
 	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: names.Kind}
 	namespaced := crd.Spec.Scope == apiextv1.NamespaceScoped
@@ -108,11 +113,11 @@ func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.Cu
 	// The internal type keeps what all versions share at the top.
 	val, err := apiext.GetSchemaForVersion(internal, v.Name)
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	subresources, err := apiext.GetSubresourcesForVersion(internal, v.Name)
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	var props *apiext.JSONSchemaProps
 	if val != nil {
@@ -122,19 +127,19 @@ func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.Cu
 	if props != nil {
 		s, err := structuralschema.NewStructural(props)
 		if err != nil && !crd.Spec.PreserveUnknownFields {
-			return r, fmt.Errorf("schema is not structural: %w", err)
+			return r, nil, fmt.Errorf("schema is not structural: %w", err)
 		}
 		if s != nil && !crd.Spec.PreserveUnknownFields {
 			s = s.DeepCopy()
 			if err := structuraldefaulting.PruneDefaults(s); err != nil {
-				return r, fmt.Errorf("pruning defaults: %w", err)
+				return r, nil, fmt.Errorf("pruning defaults: %w", err)
 			}
 		}
 		structural = s
 	}
 	validator, _, err := apiservervalidation.NewSchemaValidator(props)
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	var statusSpec *apiext.CustomResourceSubresourceStatus
 	var statusValidator apiservervalidation.SchemaValidator
@@ -145,7 +150,7 @@ func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.Cu
 			if props != nil && props.Properties != nil {
 				if st, ok := props.Properties["status"]; ok {
 					if statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st); err != nil {
-						return r, err
+						return r, nil, err
 					}
 				}
 			}
@@ -160,8 +165,10 @@ func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.Cu
 	r.TrackGeneration = true
 	r.PrepareForCreate = func(obj runtime.Object) { strategy.PrepareForCreate(ctx, obj) }
 	r.PrepareForUpdate = func(obj, old runtime.Object) { strategy.PrepareForUpdate(ctx, obj, old) }
+	var unknown func(runtime.Object) []string
 	if structural != nil && !crd.Spec.PreserveUnknownFields {
-		r.Default = func(obj runtime.Object) { coerce(obj, structural) }
+		r.Default = func(obj runtime.Object) { coerce(obj, structural, false) }
+		unknown = func(obj runtime.Object) []string { return coerce(obj.DeepCopyObject(), structural, true) }
 	}
 	r.Validate = func(obj runtime.Object) field.ErrorList { return strategy.Validate(ctx, obj) }
 	r.ValidateUpdate = func(obj, old runtime.Object) field.ErrorList { return strategy.ValidateUpdate(ctx, obj, old) }
@@ -188,26 +195,38 @@ func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.Cu
 		r.Scale = scaleStrategy(scaleSpec)
 	}
 	if err := setColumns(&r, v); err != nil {
-		return r, err
+		return r, nil, err
 	}
-	return r, nil
+	return r, unknown, nil
 }
 
-// coerce prunes the fields obj's schema does not know, drops nulls the schema does not
-// allow, fixes metadata up and applies the schema's defaults, as kube-apiserver does
-// when it decodes a custom resource.
-func coerce(obj runtime.Object, s *structuralschema.Structural) {
+// coerce prunes the fields obj's schema does not know (in metadata too, and in embedded
+// resources), drops nulls the schema does not allow and applies the schema's defaults,
+// as kube-apiserver does when it decodes a custom resource; with track it returns the
+// paths of the fields it pruned.
+func coerce(obj runtime.Object, s *structuralschema.Structural, track bool) []string {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return
+		return nil
 	}
 	apiVersion, kind := u.GetAPIVersion(), u.GetKind()
-	structuralpruning.Prune(u.Object, s, true)
+	om, foundMeta, paths, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object, schemaobjectmeta.ObjectMetaOptions{
+		DropMalformedFields: true, ReturnUnknownFieldPaths: track})
+	if err != nil {
+		foundMeta = false
+	}
+	paths = append(paths, structuralpruning.PruneWithOptions(u.Object, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: track})...)
 	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
-	_ = schemaobjectmeta.Coerce(nil, u.Object, s, false, false)
+	_, embedded := schemaobjectmeta.CoerceWithOptions(nil, u.Object, s, false, schemaobjectmeta.CoerceOptions{
+		DropInvalidFields: true, ReturnUnknownFieldPaths: track})
+	paths = append(paths, embedded...)
 	structuraldefaulting.Default(u.Object, s)
 	u.SetAPIVersion(apiVersion)
 	u.SetKind(kind)
+	if foundMeta {
+		_ = schemaobjectmeta.SetObjectMeta(u.Object, om)
+	}
+	return paths
 }
 
 // scaleStrategy reads and writes replicas at the paths the definition names.

@@ -65,8 +65,9 @@ spec:
 
 // TestCustomResourceDefinitionWithKubectl drives a CustomResourceDefinition the way its
 // documentation does, with the real kubectl: apply it, wait for Established, find it in
-// api-resources and discovery, create custom resources (defaults applied, unknown
-// fields pruned, schema violations refused with their field paths), get them with the
+// api-resources and discovery, create custom resources (unknown fields refused under
+// kubectl's strict validation, pruned without it; defaults applied; schema violations
+// refused with their field paths), get them with the
 // printer columns, scale them, apply server-side, and delete the definition: its
 // custom resources go with it and the resource stops being served.
 func TestCustomResourceDefinitionWithKubectl(t *testing.T) {
@@ -95,14 +96,19 @@ spec:
   image: my-awesome-cron-image
   extra: pruned
 `
-	if out, errOut, err := s.kubectl(t, cr, "apply", "-n", ns, "-f", "-"); err != nil || !strings.Contains(out, "crontab."+group+"/my-cron created") {
+	// kubectl validates strictly by default: the server refuses the unknown field.
+	if _, errOut, err := s.kubectl(t, cr, "apply", "-n", ns, "-f", "-"); err == nil ||
+		!strings.Contains(errOut, `CronTab in version "v1" cannot be handled as a CronTab: strict decoding error: unknown field "spec.extra"`) {
+		t.Fatalf("strict apply of an unknown field: %v\n%s", err, errOut)
+	}
+	if out, errOut, err := s.kubectl(t, cr, "apply", "--validate=false", "-n", ns, "-f", "-"); err != nil || !strings.Contains(out, "crontab."+group+"/my-cron created") {
 		t.Fatalf("apply cr: %v\n%s%s", err, out, errOut)
 	}
 	if got := s.must(t, "get", "ct", "my-cron", "-n", ns, "-o", "jsonpath={.spec.replicas} {.spec.extra} {.metadata.generation}"); got != "1  1" {
 		t.Fatalf("defaulted and pruned: %q", got)
 	}
 	bad := strings.Replace(strings.Replace(cr, "my-cron", "bad-cron", 1), `"* * * * */5"`, `"every minute"`, 1)
-	_, errOut, err := s.kubectl(t, bad, "apply", "-n", ns, "-f", "-")
+	_, errOut, err := s.kubectl(t, bad, "apply", "--validate=false", "-n", ns, "-f", "-")
 	if err == nil || !strings.Contains(errOut, `spec.cronSpec: Invalid value: "every minute": spec.cronSpec in body should match`) {
 		t.Fatalf("invalid cronSpec: %v\n%s", err, errOut)
 	}
