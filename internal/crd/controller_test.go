@@ -235,6 +235,42 @@ func TestDefinitionsServedByEveryServer(t *testing.T) {
 		return got == "False/ListKindConflict False/NotAccepted", got
 	})
 
+	// A second version (the new storage version, conversion None) and a default added
+	// to the schema: objects stored before read through both versions, defaulted.
+	crd, err := crdsA.Get(ctx, "widgets.example.com", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := *crd.Spec.Versions[0].DeepCopy()
+	v2.Name = "v2"
+	// (Identical selectableFields would move to the spec's top level in the internal
+	// form, which upstream's validation refuses beside per-version schemas.)
+	v2.SelectableFields = nil
+	crd.Spec.Versions[0].Storage = false
+	v2.Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"] = apiextv1.JSONSchemaProps{Type: "string", Default: &apiextv1.JSON{Raw: []byte(`"M"`)}}
+	crd.Spec.Versions = append(crd.Spec.Versions, v2)
+	if _, err := crdsA.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v2gvr := gvr.GroupVersion().WithResource("widgets")
+	v2gvr.Version = "v2"
+	testutil.EventuallyState(t, 20*time.Second, "w1 read through v2 with the new default", func() (bool, string) {
+		got, err := dynamic.NewForConfigOrDie(a).Resource(v2gvr).Namespace("default").Get(ctx, "w1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		size, _, _ := unstructured.NestedString(got.Object, "spec", "size")
+		return got.GetAPIVersion() == "example.com/v2" && size == "M", got.GetAPIVersion() + " size " + size
+	})
+	testutil.EventuallyState(t, 20*time.Second, "storedVersions v1, v2", func() (bool, string) {
+		crd, err := crdsB.Get(ctx, "widgets.example.com", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := strings.Join(crd.Status.StoredVersions, ",")
+		return got == "v1,v2", got
+	})
+
 	// An object with a finalizer of its own holds the definition's deletion; meanwhile
 	// creates are refused as upstream refuses them.
 	if _, err := widgetsB.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
@@ -252,7 +288,7 @@ func TestDefinitionsServedByEveryServer(t *testing.T) {
 		}}, metav1.CreateOptions{})
 		return apierrors.IsMethodNotSupported(err) && strings.Contains(err.Error(), "create not allowed while custom resource definition is terminating"), errString(err)
 	})
-	crd, err := crdsA.Get(ctx, "widgets.example.com", metav1.GetOptions{})
+	crd, err = crdsA.Get(ctx, "widgets.example.com", metav1.GetOptions{})
 	if err != nil || condition(crd, apiextv1.Terminating) != "True/InstanceDeletionInProgress" || crd.Finalizers[0] != "customresourcecleanup.apiextensions.k8s.io" {
 		t.Fatalf("definition being deleted: %v %+v", err, crd)
 	}

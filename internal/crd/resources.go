@@ -74,11 +74,10 @@ func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, api
 		}
 	}
 	if storageServed {
+		// Every version writes the storage version's form.
 		storage := schema.GroupVersionResource{Group: crd.Spec.Group, Version: storageVersion, Resource: names.Plural}
 		for i := range out {
-			if out[i].GVK.Version != storageVersion {
-				out[i].Storage = &registry.StorageView{GVR: storage, ToStorage: identity, FromStorage: identity}
-			}
+			out[i].Storage.GVR = storage
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -170,6 +169,16 @@ func versionResource(crd *apiextv1.CustomResourceDefinition, internal *apiext.Cu
 		r.Default = func(obj runtime.Object) { coerce(obj, structural, false) }
 		unknown = func(obj runtime.Object) []string { return coerce(obj.DeepCopyObject(), structural, true) }
 	}
+	// Objects read from storage are pruned and defaulted too, as upstream's storage
+	// decoder does: a default added to the schema later shows in objects stored before.
+	fromStorage := identity
+	if r.Default != nil {
+		fromStorage = func(obj runtime.Object) runtime.Object {
+			coerce(obj, structural, false)
+			return obj
+		}
+	}
+	r.Storage = &registry.StorageView{GVR: r.GVR(), ToStorage: identity, FromStorage: fromStorage}
 	r.Validate = func(obj runtime.Object) field.ErrorList { return strategy.Validate(ctx, obj) }
 	r.ValidateUpdate = func(obj, old runtime.Object) field.ErrorList { return strategy.ValidateUpdate(ctx, obj, old) }
 	r.Warnings = func(obj, old runtime.Object) []string {
