@@ -49,12 +49,17 @@ type Controller struct {
 
 	lister apiextlisters.CustomResourceDefinitionLister
 	queue  workqueue.TypedRateLimitingInterface[string]
-	// served is what each definition's served resources were built from (worker only).
+	// served is what each definition's served resources were built from, defs the
+	// definitions served (worker only).
 	served map[string]string
+	defs   map[string]*apiextv1.CustomResourceDefinition
+	// openapi publishes the served definitions' schemas (nil: not published).
+	openapi *OpenAPI
 }
 
-// New returns a controller for srv whose clients use cfg (the server's loopback).
-func New(srv Server, cfg *rest.Config, log *slog.Logger) (*Controller, error) {
+// New returns a controller for srv whose clients use cfg (the server's loopback); it
+// publishes the served schemas in openapi when not nil.
+func New(srv Server, cfg *rest.Config, openapi *OpenAPI, log *slog.Logger) (*Controller, error) {
 	client, err := apiextclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -63,7 +68,8 @@ func New(srv Server, cfg *rest.Config, log *slog.Logger) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{srv: srv, client: client, dyn: dyn, log: log, now: time.Now, served: map[string]string{}}, nil
+	return &Controller{srv: srv, client: client, dyn: dyn, log: log, now: time.Now, openapi: openapi,
+		served: map[string]string{}, defs: map[string]*apiextv1.CustomResourceDefinition{}}, nil
 }
 
 // Start watches the definitions, serves those already established before it returns
@@ -148,10 +154,7 @@ func (c *Controller) run(ctx context.Context) {
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
 	cached, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
-		if _, ok := c.served[name]; ok {
-			c.srv.RemoveResources(name)
-			delete(c.served, name)
-		}
+		c.unserve(name)
 		return 0, nil
 	}
 	if err != nil {
@@ -178,9 +181,8 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	if isTrue(crd, apiextv1.Established) {
 		c.serve(crd)
-	} else if _, ok := c.served[name]; ok {
-		c.srv.RemoveResources(name)
-		delete(c.served, name)
+	} else {
+		c.unserve(name)
 	}
 	return 0, nil
 }
@@ -201,8 +203,35 @@ func (c *Controller) serve(crd *apiextv1.CustomResourceDefinition) {
 		return
 	}
 	c.served[crd.Name] = key
+	c.defs[crd.Name] = crd.DeepCopy()
 	c.refuseWhileTerminating(crd)
+	c.publish()
 	c.log.Info("serving custom resources", "crd", crd.Name, "versions", len(res))
+}
+
+// unserve stops serving name's resources.
+func (c *Controller) unserve(name string) {
+	if _, ok := c.served[name]; !ok {
+		return
+	}
+	c.srv.RemoveResources(name)
+	delete(c.served, name)
+	delete(c.defs, name)
+	c.publish()
+}
+
+// publish gives the OpenAPI documents the schemas of the served definitions.
+func (c *Controller) publish() {
+	if c.openapi == nil {
+		return
+	}
+	defs := make([]*apiextv1.CustomResourceDefinition, 0, len(c.defs))
+	for _, d := range c.defs {
+		defs = append(defs, d)
+	}
+	if err := c.openapi.update(defs); err != nil {
+		c.log.Error("publishing custom resources' OpenAPI", "err", err)
+	}
 }
 
 // refuseWhileTerminating refuses creates of crd's resources while it is being deleted,

@@ -44,7 +44,7 @@ func twoServers(t *testing.T) (a, b *rest.Config) {
 		t.Cleanup(srv.Close)
 		t.Cleanup(api.Close)
 		cfg := &rest.Config{Host: srv.URL}
-		c, err := New(api, cfg, slog.New(slog.DiscardHandler))
+		c, err := New(api, cfg, nil, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,9 +11,10 @@ import (
 )
 
 // startCRDs serves the custom resources of the CustomResourceDefinitions in storage
-// from api, and keeps doing so as definitions change, before the server reports ready.
-func startCRDs(ctx context.Context, api *apiserver.Server, loop *rest.Config, log *slog.Logger) error {
-	c, err := crd.New(api, loop, log)
+// from api, and keeps doing so as definitions change, before the server reports ready;
+// their schemas are published in openapi.
+func startCRDs(ctx context.Context, api *apiserver.Server, loop *rest.Config, openapi *crd.OpenAPI, log *slog.Logger) error {
+	c, err := crd.New(api, loop, openapi, log)
 	if err != nil {
 		return err
 	}

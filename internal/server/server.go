@@ -25,6 +25,7 @@ import (
 	"github.com/tranche/tranche/internal/apiserver/openapi"
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/controller/servicelb"
+	"github.com/tranche/tranche/internal/crd"
 	"github.com/tranche/tranche/internal/defaulttolerations"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/podsecurity"
@@ -162,6 +163,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	reg := newMetricsRegistry()
 	workqueue.SetProvider(newWorkqueueMetrics(reg))
+	crdOpenAPI := crd.NewOpenAPI(docs.Handler())
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
@@ -171,7 +173,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
-		OpenAPI:    docs.Handler(),
+		OpenAPI:    crdOpenAPI,
 		Extra:      rv.handlers(),
 		Computed:   mx.handlers(),
 		Nodes: &apiserver.Nodes{Dial: cfg.ClusterDial,
@@ -242,7 +244,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err := mx.start(ctx, loop, nodePair, cfg.ClusterDial, log.With("component", "metrics")); err != nil {
 		return fmt.Errorf("resource metrics: %w", err)
 	}
-	if err := startCRDs(ctx, api, loop, log.With("component", "crd")); err != nil {
+	if err := startCRDs(ctx, api, loop, crdOpenAPI, log.With("component", "crd")); err != nil {
 		return fmt.Errorf("customresourcedefinitions: %w", err)
 	}
 	isReady.Store(true)

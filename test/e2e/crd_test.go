@@ -42,7 +42,7 @@ spec:
           spec:
             type: object
             properties:
-              cronSpec: {type: string, pattern: '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'}
+              cronSpec: {type: string, description: the schedule in Cron format, pattern: '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'}
               image: {type: string}
               replicas: {type: integer, minimum: 1, maximum: 10, default: 1}
           status:
@@ -68,8 +68,8 @@ spec:
 // api-resources and discovery, create custom resources (unknown fields refused under
 // kubectl's strict validation, pruned without it; defaults applied; schema violations
 // refused with their field paths), get them with the
-// printer columns, scale them, apply server-side, and delete the definition: its
-// custom resources go with it and the resource stops being served.
+// printer columns, scale them, apply server-side, explain their schema, and delete the
+// definition: its custom resources go with it and the resource stops being served.
 func TestCustomResourceDefinitionWithKubectl(t *testing.T) {
 	s := shared
 	ns := s.namespace(t)
@@ -145,6 +145,12 @@ spec:
 		t.Fatalf("server-side applied: %q", got)
 	}
 
+	// The schema is published: kubectl explain reads it from /openapi/v3.
+	eventually(t, 30*time.Second, "kubectl explain crontabs.spec.cronSpec", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "explain", "crontabs.spec.cronSpec")
+		return err == nil && strings.Contains(out, "KIND:       CronTab") && strings.Contains(out, "the schedule in Cron format"), out + errOut
+	})
+
 	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "crontabs"}
 	dyn := dynamic.NewForConfigOrDie(s.restConfig(t)).Resource(gvr).Namespace(ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -177,6 +183,9 @@ spec:
 	})
 	if out, _, _ := s.kubectl(t, "", "api-resources", "--api-group="+group); strings.Contains(out, "crontabs") {
 		t.Fatalf("api-resources after deletion:\n%s", out)
+	}
+	if out, _, err := s.kubectl(t, "", "explain", "crontabs"); err == nil {
+		t.Fatalf("explain after deletion:\n%s", out)
 	}
 }
 

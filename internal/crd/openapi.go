@@ -1,0 +1,172 @@
+package crd
+
+import (
+	"crypto/sha512"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+)
+
+// OpenAPI serves the built-in OpenAPI documents with the custom resources' schemas
+// added, as kube-apiserver publishes them (kubectl explain, clients' validation): in
+// /openapi/v2 merged into the built-in document, in /openapi/v3 one document per
+// custom group version, listed in the index. Requests for anything else, and every
+// request while no definition is served, go to the built-in handler.
+type OpenAPI struct {
+	static http.Handler
+	docs   atomic.Pointer[openAPIDocs]
+
+	// staticV2 is the built-in v2 document, read once from static.
+	once     sync.Once
+	staticV2 *spec.Swagger
+	err      error
+}
+
+// openAPIDocs are the documents of one set of served definitions.
+type openAPIDocs struct {
+	v2 []byte
+	// v3 holds each custom group version's document and hash, by path ("apis/G/V").
+	v3 map[string]v3Doc
+}
+
+type v3Doc struct {
+	data []byte
+	hash string
+}
+
+// NewOpenAPI returns the handler serving static's documents with the custom resources'.
+func NewOpenAPI(static http.Handler) *OpenAPI { return &OpenAPI{static: static} }
+
+// ServeHTTP implements http.Handler.
+func (o *OpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d := o.docs.Load()
+	if d == nil || r.Method != http.MethodGet {
+		o.static.ServeHTTP(w, r)
+		return
+	}
+	path := strings.TrimPrefix(r.URL.Path, "/openapi/")
+	switch {
+	case path == "v2" && acceptsJSON(r):
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Vary", "Accept")
+		_, _ = w.Write(d.v2)
+	case path == "v3" || path == "v3/":
+		rec := httptest.NewRecorder()
+		o.static.ServeHTTP(rec, r)
+		var index struct {
+			Paths map[string]map[string]string `json:"paths"`
+		}
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &index) != nil {
+			o.static.ServeHTTP(w, r)
+			return
+		}
+		for p, doc := range d.v3 {
+			if _, builtin := index.Paths[p]; !builtin {
+				index.Paths[p] = map[string]string{"serverRelativeURL": "/openapi/v3/" + p + "?hash=" + doc.hash}
+			}
+		}
+		data, _ := json.Marshal(index)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	case strings.HasPrefix(path, "v3/"):
+		doc, ok := d.v3[strings.TrimPrefix(path, "v3/")]
+		if !ok {
+			o.static.ServeHTTP(w, r)
+			return
+		}
+		if !acceptsJSON(r) {
+			http.Error(w, "only application/json is served for custom resources", http.StatusNotAcceptable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Vary", "Accept")
+		w.Header().Set("Etag", `"`+doc.hash+`"`)
+		if h := r.URL.Query().Get("hash"); h != "" && h == doc.hash {
+			w.Header().Set("Cache-Control", "public, immutable")
+		}
+		_, _ = w.Write(doc.data)
+	default:
+		o.static.ServeHTTP(w, r)
+	}
+}
+
+func acceptsJSON(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return a == "" || strings.Contains(a, "application/json") || strings.Contains(a, "*/*")
+}
+
+// update publishes the schemas of crds' served versions.
+func (o *OpenAPI) update(crds []*apiextv1.CustomResourceDefinition) error {
+	if len(crds) == 0 {
+		o.docs.Store(nil)
+		return nil
+	}
+	o.once.Do(func() {
+		req := httptest.NewRequest(http.MethodGet, "/openapi/v2", nil)
+		req.Header.Set("Accept", "application/json")
+		rec := httptest.NewRecorder()
+		o.static.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			o.err = fmt.Errorf("built-in /openapi/v2: %d", rec.Code)
+			return
+		}
+		o.staticV2 = &spec.Swagger{}
+		o.err = json.Unmarshal(rec.Body.Bytes(), o.staticV2)
+	})
+	if o.err != nil {
+		return o.err
+	}
+	sort.Slice(crds, func(i, j int) bool { return crds[i].Name < crds[j].Name })
+	var v2s []*spec.Swagger
+	byGV := map[string][]*spec3.OpenAPI{}
+	for _, crd := range crds {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			s2, err := builder.BuildOpenAPIV2(crd, v.Name, builder.Options{V2: true, IncludeSelectableFields: true})
+			if err != nil {
+				return fmt.Errorf("customresourcedefinition %s version %s: %w", crd.Name, v.Name, err)
+			}
+			v2s = append(v2s, s2)
+			s3, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{IncludeSelectableFields: true})
+			if err != nil {
+				return fmt.Errorf("customresourcedefinition %s version %s: %w", crd.Name, v.Name, err)
+			}
+			p := "apis/" + crd.Spec.Group + "/" + v.Name
+			byGV[p] = append(byGV[p], s3)
+		}
+	}
+	merged, err := builder.MergeSpecs(o.staticV2, v2s...)
+	if err != nil {
+		return err
+	}
+	d := &openAPIDocs{v3: map[string]v3Doc{}}
+	if d.v2, err = json.Marshal(merged); err != nil {
+		return err
+	}
+	for p, specs := range byGV {
+		m, err := builder.MergeSpecsV3(specs...)
+		if err != nil {
+			return err
+		}
+		data, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		sum := sha512.Sum512(data)
+		d.v3[p] = v3Doc{data: data, hash: fmt.Sprintf("%X", sum)}
+	}
+	o.docs.Store(d)
+	return nil
+}
