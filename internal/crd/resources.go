@@ -21,6 +21,7 @@ import (
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,9 +29,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/spec3"
 
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/registry"
@@ -80,6 +83,7 @@ func Resources(crd *apiextv1.CustomResourceDefinition) ([]registry.Resource, api
 			out[i].Storage.GVR = storage
 		}
 	}
+	opts.TypeConverter = typeConverter(crd)
 	sort.SliceStable(out, func(i, j int) bool {
 		return version.CompareKubeAwareVersionStrings(out[i].GVK.Version, out[j].GVK.Version) > 0
 	})
@@ -297,4 +301,27 @@ func setColumns(r *registry.Resource, v apiextv1.CustomResourceDefinitionVersion
 func isTrue(crd *apiextv1.CustomResourceDefinition, t apiextv1.CustomResourceDefinitionConditionType) bool {
 	c := regext.FindCondition(crd, t)
 	return c != nil && c.Status == apiextv1.ConditionTrue
+}
+
+// typeConverter types crd's objects for managedFields and server-side apply with its
+// versions' schemas (list types, map types, embedded resources), as kube-apiserver
+// does; nil (objects' own shape) when the schemas cannot be built.
+func typeConverter(crd *apiextv1.CustomResourceDefinition) managedfields.TypeConverter {
+	var specs []*spec3.OpenAPI
+	for _, v := range crd.Spec.Versions {
+		s, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
+		if err != nil {
+			return nil
+		}
+		specs = append(specs, s)
+	}
+	merged, err := builder.MergeSpecsV3(specs...)
+	if err != nil || merged.Components == nil {
+		return nil
+	}
+	tc, err := managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
+	if err != nil {
+		return nil
+	}
+	return tc
 }
