@@ -145,6 +145,16 @@ spec:
 		t.Fatalf("server-side applied: %q", got)
 	}
 
+	// Deleting a namespace deletes its custom resources (the namespace controller
+	// finds the resource through discovery) and then the namespace.
+	ns2 := ns + "-2"
+	s.must(t, "create", "namespace", ns2)
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "namespace", ns2, "--ignore-not-found", "--wait=false") })
+	if out, errOut, err := s.kubectl(t, strings.Replace(ssa, "applied", "in-ns2", 1), "apply", "-n", ns2, "-f", "-"); err != nil {
+		t.Fatalf("apply in %s: %v\n%s%s", ns2, err, out, errOut)
+	}
+	s.must(t, "delete", "namespace", ns2, "--timeout=60s")
+
 	// The schema is published: kubectl explain reads it from /openapi/v3.
 	eventually(t, 30*time.Second, "kubectl explain crontabs.spec.cronSpec", func() (bool, string) {
 		out, errOut, err := s.kubectl(t, "", "explain", "crontabs.spec.cronSpec")
