@@ -188,6 +188,11 @@ func TestDefinitionsServedByEveryServer(t *testing.T) {
 			t.Fatalf("apply by %s: %v", m.manager, err)
 		}
 	}
+	_, err = widgetsB.Patch(ctx, "w1", types.ApplyPatchType, []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1"},"unknownField":"x"}`),
+		metav1.PatchOptions{FieldManager: "alpha", FieldValidation: "Strict"})
+	if err == nil || !strings.Contains(err.Error(), ".unknownField: field not declared in schema") {
+		t.Errorf("strict apply of an unknown field: %v", err)
+	}
 	applied, err := widgetsB.Get(ctx, "w1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
