@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -204,4 +205,31 @@ func errText(err error) string {
 		return "no error"
 	}
 	return err.Error()
+}
+
+// TestCustomResourcesServedAfterRestart restarts a server of its own and reads a custom
+// resource as soon as the server is ready again: a server serves the established
+// definitions in storage before it reports ready.
+func TestCustomResourcesServedAfterRestart(t *testing.T) {
+	s, err := startServer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.stop(); _ = os.RemoveAll(s.dataDir) })
+	group := "restart.e2e.example.com"
+	if out, errOut, err := s.kubectl(t, crdManifest(group), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply crd: %v\n%s%s", err, out, errOut)
+	}
+	s.must(t, "wait", "--for=condition=Established", "--timeout=30s", "crd/crontabs."+group)
+	cr := "apiVersion: " + group + "/v1\nkind: CronTab\nmetadata:\n  name: kept\n  namespace: default\nspec:\n  cronSpec: \"* * * * *\"\n"
+	if out, errOut, err := s.kubectl(t, cr, "create", "-f", "-"); err != nil {
+		t.Fatalf("create cr: %v\n%s%s", err, out, errOut)
+	}
+	s.stop()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.must(t, "get", "crontabs."+group, "kept", "-n", "default", "-o", "jsonpath={.spec.cronSpec} {.spec.replicas}"); got != "* * * * * 1" {
+		t.Fatalf("after restart: %q", got)
+	}
 }
