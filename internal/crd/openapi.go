@@ -11,16 +11,22 @@ import (
 	"sync"
 	"sync/atomic"
 
+	openapi_v2 "github.com/google/gnostic-models/openapiv2"
+	openapi_v3 "github.com/google/gnostic-models/openapiv3"
+	"github.com/munnerz/goautoneg"
+	"google.golang.org/protobuf/proto"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	apiopenapi "github.com/tranche/tranche/internal/apiserver/openapi"
 )
 
 // OpenAPI serves the built-in OpenAPI documents with the custom resources' schemas
 // added, as kube-apiserver publishes them (kubectl explain, clients' validation): in
 // /openapi/v2 merged into the built-in document, in /openapi/v3 one document per
-// custom group version, listed in the index. Requests for anything else, and every
+// custom group version, listed in the index; in JSON or protobuf. Requests for anything else, and every
 // request while no definition is served, go to the built-in handler.
 type OpenAPI struct {
 	static http.Handler
@@ -34,14 +40,23 @@ type OpenAPI struct {
 
 // openAPIDocs are the documents of one set of served definitions.
 type openAPIDocs struct {
-	v2 []byte
-	// v3 holds each custom group version's document and hash, by path ("apis/G/V").
-	v3 map[string]v3Doc
+	v2 *openAPIDoc
+	// v3 holds each custom group version's document, by path ("apis/G/V").
+	v3 map[string]*openAPIDoc
 }
 
-type v3Doc struct {
+// openAPIDoc is one document in JSON, its hash, and its protobuf form once asked for.
+type openAPIDoc struct {
 	data []byte
 	hash string
+
+	once  sync.Once
+	proto []byte
+}
+
+func newDoc(data []byte) *openAPIDoc {
+	sum := sha512.Sum512(data)
+	return &openAPIDoc{data: data, hash: fmt.Sprintf("%X", sum)}
 }
 
 // NewOpenAPI returns the handler serving static's documents with the custom resources'.
@@ -56,10 +71,8 @@ func (o *OpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/openapi/")
 	switch {
-	case path == "v2" && acceptsJSON(r):
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Vary", "Accept")
-		_, _ = w.Write(d.v2)
+	case path == "v2":
+		d.v2.serve(w, r, apiopenapi.ProtobufV2Type, func(data []byte) (proto.Message, error) { return openapi_v2.ParseDocument(data) })
 	case path == "v3" || path == "v3/":
 		rec := httptest.NewRecorder()
 		o.static.ServeHTTP(rec, r)
@@ -84,25 +97,56 @@ func (o *OpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			o.static.ServeHTTP(w, r)
 			return
 		}
-		if !acceptsJSON(r) {
-			http.Error(w, "only application/json is served for custom resources", http.StatusNotAcceptable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Vary", "Accept")
-		w.Header().Set("Etag", `"`+doc.hash+`"`)
 		if h := r.URL.Query().Get("hash"); h != "" && h == doc.hash {
 			w.Header().Set("Cache-Control", "public, immutable")
 		}
-		_, _ = w.Write(doc.data)
+		doc.serve(w, r, apiopenapi.ProtobufV3Type, func(data []byte) (proto.Message, error) { return openapi_v3.ParseDocument(data) })
 	default:
 		o.static.ServeHTTP(w, r)
 	}
 }
 
-func acceptsJSON(r *http.Request) bool {
-	a := r.Header.Get("Accept")
-	return a == "" || strings.Contains(a, "application/json") || strings.Contains(a, "*/*")
+// serve writes the document in JSON, or in protobuf when the client prefers it
+// (client-go's discovery asks for v2 in protobuf), converted on first use.
+func (doc *openAPIDoc) serve(w http.ResponseWriter, r *http.Request, protoType string, parse func([]byte) (proto.Message, error)) {
+	w.Header().Set("Vary", "Accept")
+	w.Header().Set("Etag", `"`+doc.hash+`"`)
+	if !wantsProtobuf(r) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc.data)
+		return
+	}
+	doc.once.Do(func() {
+		if msg, err := parse(doc.data); err == nil {
+			doc.proto, _ = proto.Marshal(msg)
+		}
+	})
+	if doc.proto == nil {
+		http.Error(w, "the document has no protobuf form", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", protoType)
+	_, _ = w.Write(doc.proto)
+}
+
+// wantsProtobuf reports whether the client's most preferred acceptable form is protobuf.
+func wantsProtobuf(r *http.Request) bool {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		return false
+	}
+	for _, c := range goautoneg.ParseAccept(accept) {
+		if c.Type != "application" && c.Type != "*" {
+			continue
+		}
+		if strings.Contains(c.SubType, "protobuf") {
+			return true
+		}
+		if c.SubType == "json" || c.SubType == "*" {
+			return false
+		}
+	}
+	return false
 }
 
 // update publishes the schemas of crds' served versions.
@@ -151,10 +195,12 @@ func (o *OpenAPI) update(crds []*apiextv1.CustomResourceDefinition) error {
 	if err != nil {
 		return err
 	}
-	d := &openAPIDocs{v3: map[string]v3Doc{}}
-	if d.v2, err = json.Marshal(merged); err != nil {
+	d := &openAPIDocs{v3: map[string]*openAPIDoc{}}
+	v2, err := json.Marshal(merged)
+	if err != nil {
 		return err
 	}
+	d.v2 = newDoc(v2)
 	for p, specs := range byGV {
 		m, err := builder.MergeSpecsV3(specs...)
 		if err != nil {
@@ -164,8 +210,7 @@ func (o *OpenAPI) update(crds []*apiextv1.CustomResourceDefinition) error {
 		if err != nil {
 			return err
 		}
-		sum := sha512.Sum512(data)
-		d.v3[p] = v3Doc{data: data, hash: fmt.Sprintf("%X", sum)}
+		d.v3[p] = newDoc(data)
 	}
 	o.docs.Store(d)
 	return nil

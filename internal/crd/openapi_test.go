@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	openapi_v2 "github.com/google/gnostic-models/openapiv2"
+	"google.golang.org/protobuf/proto"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/tranche/tranche/internal/apiserver"
@@ -62,6 +64,22 @@ func TestOpenAPIPublishesSchemas(t *testing.T) {
 	code, doc := get(p.URL)
 	if code != http.StatusOK || !strings.Contains(doc, `"com.example.v1.Widget"`) || !strings.Contains(doc, `"/apis/example.com/v1/namespaces/{namespace}/widgets"`) {
 		t.Fatalf("v3 document: %d %.300s", code, doc)
+	}
+	// client-go's discovery reads v2 in protobuf.
+	req := httptest.NewRequest(http.MethodGet, "/openapi/v2", nil)
+	req.Header.Set("Accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+	rec := httptest.NewRecorder()
+	o.ServeHTTP(rec, req)
+	pb := &openapi_v2.Document{}
+	if rec.Code != http.StatusOK || proto.Unmarshal(rec.Body.Bytes(), pb) != nil {
+		t.Fatalf("v2 in protobuf: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	found := false
+	for _, def := range pb.GetDefinitions().GetAdditionalProperties() {
+		found = found || def.GetName() == "com.example.v1.Widget"
+	}
+	if !found {
+		t.Fatal("v2 in protobuf lacks com.example.v1.Widget")
 	}
 	if err := o.update(nil); err != nil {
 		t.Fatal(err)

@@ -162,6 +162,19 @@ spec:
 		return err == nil && strings.Contains(out, "KIND:       CronTab") && strings.Contains(out, "the schedule in Cron format"), out + errOut
 	})
 
+	// client-go's discovery reads /openapi/v2 in protobuf (as the conformance specs do).
+	doc, err := s.client(t).Discovery().OpenAPISchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, def := range doc.GetDefinitions().GetAdditionalProperties() {
+		found = found || def.GetName() == "com.example.e2e.stable.v1.CronTab"
+	}
+	if !found {
+		t.Fatal("/openapi/v2 lacks com.example.e2e.stable.v1.CronTab")
+	}
+
 	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "crontabs"}
 	dyn := dynamic.NewForConfigOrDie(s.restConfig(t)).Resource(gvr).Namespace(ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
