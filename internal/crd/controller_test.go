@@ -352,3 +352,42 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestDefinitionStatusSubresource writes a definition's status the way the conformance
+// spec does (a condition appended through an update of /status, conditions replaced by
+// a JSON patch of /status): both are kept, next to what the controller writes.
+func TestDefinitionStatusSubresource(t *testing.T) {
+	a, _ := twoServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	crds := apiextclient.NewForConfigOrDie(a).ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Create(ctx, widgetCRD(nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	status := dynamic.NewForConfigOrDie(a).Resource(apiextv1.SchemeGroupVersion.WithResource("customresourcedefinitions"))
+	var updated *apiextv1.CustomResourceDefinition
+	testutil.EventuallyState(t, 20*time.Second, "status updated", func() (bool, string) {
+		u, err := status.Get(ctx, "widgets.example.com", metav1.GetOptions{}, "status")
+		if err != nil {
+			return false, err.Error()
+		}
+		crd, err := crds.Get(ctx, u.GetName(), metav1.GetOptions{ResourceVersion: u.GetResourceVersion()})
+		if err != nil {
+			return false, err.Error()
+		}
+		crd.Status.Conditions = append(crd.Status.Conditions, apiextv1.CustomResourceDefinitionCondition{Message: "updated"})
+		updated, err = crds.UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+		return err == nil, errString(err)
+	})
+	if c := updated.Status.Conditions[len(updated.Status.Conditions)-1]; c.Message != "updated" {
+		t.Fatalf("updated conditions %+v", updated.Status.Conditions)
+	}
+	patched, err := crds.Patch(ctx, "widgets.example.com", types.JSONPatchType,
+		[]byte(`[{"op": "add", "path": "/status/conditions", "value": [{"message": "patched"}]}]`), metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(patched.Status.Conditions) == 0 || patched.Status.Conditions[0].Message != "patched" {
+		t.Fatalf("patched conditions %+v", patched.Status.Conditions)
+	}
+}
