@@ -243,7 +243,9 @@ func (c *storageObjects) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(c.s.bg, 5*time.Second)
 	defer cancel()
 	for _, e := range c.s.routes.Load().entries {
-		if e.res.Computed || e.res.Storage != nil {
+		// A view of another resource's objects is counted there (a custom resource's
+		// storage version is a view of itself).
+		if e.res.Computed || e.res.Storage != nil && e.res.Storage.GVR != e.res.GVR() {
 			continue
 		}
 		n := -1.0

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -29,14 +30,25 @@ import (
 // twoServers starts two API servers over one store, each with its controller, as two
 // `tranche server` over one etcd: what one learns of definitions comes from storage.
 func twoServers(t *testing.T) (a, b *rest.Config) {
+	a, b, _ = twoServersWithMetrics(t)
+	return a, b
+}
+
+// twoServersWithMetrics is twoServers, also returning the second server's metrics.
+func twoServersWithMetrics(t *testing.T) (a, b *rest.Config, metricsB *prometheus.Registry) {
 	t.Helper()
 	store := memory.New(50 * time.Millisecond)
 	// Cleanups run last first: the controllers' watches end (cancel) and the servers
 	// end theirs (Close) before the HTTP servers wait for idle connections.
 	ctx, cancel := context.WithCancel(context.Background())
 	var cfgs []*rest.Config
-	for range 2 {
-		api, err := apiserver.New(apiserver.Config{Storage: store, Resources: all.Resources()})
+	metricsB = prometheus.NewRegistry()
+	for i := range 2 {
+		var reg prometheus.Registerer
+		if i == 1 {
+			reg = metricsB
+		}
+		api, err := apiserver.New(apiserver.Config{Storage: store, Resources: all.Resources(), Metrics: reg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +69,7 @@ func twoServers(t *testing.T) (a, b *rest.Config) {
 	if _, err := kubernetes.NewForConfigOrDie(cfgs[0]).CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return cfgs[0], cfgs[1]
+	return cfgs[0], cfgs[1], metricsB
 }
 
 func widgetCRD(mutate func(*apiextv1.CustomResourceDefinition)) *apiextv1.CustomResourceDefinition {
@@ -119,7 +131,7 @@ func condition(crd *apiextv1.CustomResourceDefinition, t apiextv1.CustomResource
 // through the second server deletes its objects, then the definition, and both servers
 // stop serving the resource.
 func TestDefinitionsServedByEveryServer(t *testing.T) {
-	a, b := twoServers(t)
+	a, b, metricsB := twoServersWithMetrics(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	crdsA := apiextclient.NewForConfigOrDie(a).ApiextensionsV1().CustomResourceDefinitions()
@@ -166,6 +178,11 @@ func TestDefinitionsServedByEveryServer(t *testing.T) {
 	}}, metav1.CreateOptions{})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1") {
 		t.Errorf("replicas 0: %v", err)
+	}
+
+	// apiserver_storage_objects counts custom resources once, not once per version.
+	if got := storageObjects(t, metricsB, "widgets.example.com"); got != 1 {
+		t.Errorf("apiserver_storage_objects{resource=widgets.example.com} = %v, want 1", got)
 	}
 
 	// Unknown fields: refused with fieldValidation=Strict, in metadata and spec alike.
@@ -390,4 +407,26 @@ func TestDefinitionStatusSubresource(t *testing.T) {
 	if len(patched.Status.Conditions) == 0 || patched.Status.Conditions[0].Message != "patched" {
 		t.Fatalf("patched conditions %+v", patched.Status.Conditions)
 	}
+}
+
+// storageObjects returns apiserver_storage_objects of resource in reg, -2 when absent.
+func storageObjects(t *testing.T, reg *prometheus.Registry, resource string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "apiserver_storage_objects" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "resource" && l.GetValue() == resource {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -2
 }
