@@ -84,6 +84,10 @@ func TestCustomResourceDefinitionWithKubectl(t *testing.T) {
 	if got := s.must(t, "get", "crd", crdName, "-o", "jsonpath={.status.acceptedNames.kind} {.status.storedVersions} {.status.conditions[?(@.type==\"NamesAccepted\")].reason}"); got != `CronTab ["v1"] NoConflicts` {
 		t.Fatalf("crd status: %q", got)
 	}
+	if out := s.must(t, "get", "crd", crdName); !regexp.MustCompile(`(?m)^NAME\s+CREATED AT$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(crdName)+`\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`).MatchString(out) {
+		t.Fatalf("kubectl get crd:\n%s", out)
+	}
 	if out := s.must(t, "api-resources", "--api-group="+group); !regexp.MustCompile(`(?m)^crontabs\s+ct\s+` + regexp.QuoteMeta(group) + `/v1\s+true\s+CronTab$`).MatchString(out) {
 		t.Fatalf("api-resources:\n%s", out)
 	}
