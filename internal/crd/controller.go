@@ -169,6 +169,13 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return c.finalize(ctx, crd)
 	}
 	c.setNames(crd)
+	// Serve before Established is written: a client that saw the condition finds the
+	// resource on this server.
+	if isTrue(crd, apiextv1.Established) {
+		c.serve(crd)
+	} else {
+		c.unserve(name)
+	}
 	if !equalStatus(&crd.Status, &cached.Status) {
 		_, err := c.client.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, crd, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -178,11 +185,6 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		if err != nil {
 			return 0, err
 		}
-	}
-	if isTrue(crd, apiextv1.Established) {
-		c.serve(crd)
-	} else {
-		c.unserve(name)
 	}
 	return 0, nil
 }
