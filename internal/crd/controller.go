@@ -169,20 +169,30 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return c.finalize(ctx, crd)
 	}
 	c.setNames(crd)
-	// Serve before Established is written: a client that saw the condition finds the
-	// resource on this server.
-	if isTrue(crd, apiextv1.Established) {
-		c.serve(crd)
-	} else {
-		c.unserve(name)
-	}
+	crds := c.client.ApiextensionsV1().CustomResourceDefinitions()
 	if !equalStatus(&crd.Status, &cached.Status) {
-		_, err := c.client.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+		updated, err := crds.UpdateStatus(ctx, crd, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			// The informer brings the newer object and another sync.
 			return 0, nil
 		}
 		if err != nil {
+			return 0, err
+		}
+		crd = updated
+	}
+	if !isTrue(crd, apiextv1.Established) && !isTrue(crd, apiextv1.NamesAccepted) {
+		c.unserve(name)
+		return 0, nil
+	}
+	// Served once the names are accepted, before Established is written (upstream's
+	// establishing controller): a client that saw the condition finds the resource.
+	c.serve(crd)
+	if !isTrue(crd, apiextv1.Established) {
+		regext.SetCondition(crd, apiextv1.CustomResourceDefinitionCondition{Type: apiextv1.Established, Status: apiextv1.ConditionTrue,
+			Reason: "InitialNamesAccepted", Message: "the initial names have been accepted"}, c.now())
+		_, err := crds.UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return 0, err
 		}
 	}
@@ -258,9 +268,9 @@ func servingKey(crd *apiextv1.CustomResourceDefinition) string {
 }
 
 // setNames computes acceptedNames and the NamesAccepted and Established conditions as
-// upstream's naming and establishing controllers do: a name another definition of the
-// group already accepted is refused; a definition whose names are all accepted is
-// established.
+// upstream's naming controller does: a name another definition of the group already
+// accepted is refused; a definition whose names are all accepted and that is not yet
+// established is Installing (sync establishes it once served).
 func (c *Controller) setNames(crd *apiextv1.CustomResourceDefinition) {
 	resources, kinds := sets.New[string](), sets.New[string]()
 	if all, err := c.lister.List(labels.Everything()); err == nil {
@@ -282,8 +292,8 @@ func (c *Controller) setNames(crd *apiextv1.CustomResourceDefinition) {
 	switch {
 	case established != nil && established.Status == apiextv1.ConditionTrue:
 	case accepted.Status == apiextv1.ConditionTrue:
-		regext.SetCondition(crd, apiextv1.CustomResourceDefinitionCondition{Type: apiextv1.Established, Status: apiextv1.ConditionTrue,
-			Reason: "InitialNamesAccepted", Message: "the initial names have been accepted"}, now)
+		regext.SetCondition(crd, apiextv1.CustomResourceDefinitionCondition{Type: apiextv1.Established, Status: apiextv1.ConditionFalse,
+			Reason: "Installing", Message: "the initial names have been accepted"}, now)
 	default:
 		regext.SetCondition(crd, apiextv1.CustomResourceDefinitionCondition{Type: apiextv1.Established, Status: apiextv1.ConditionFalse,
 			Reason: "NotAccepted", Message: "not all names are accepted"}, now)

@@ -80,7 +80,7 @@ func TestCustomResourceDefinitionWithKubectl(t *testing.T) {
 		t.Fatalf("apply crd: %v\n%s%s", err, out, errOut)
 	}
 	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=false") })
-	s.must(t, "wait", "--for=condition=Established", "--timeout=30s", "crd/"+crdName)
+	waitEstablished(t, s, crdName)
 	if got := s.must(t, "get", "crd", crdName, "-o", "jsonpath={.status.acceptedNames.kind} {.status.storedVersions} {.status.conditions[?(@.type==\"NamesAccepted\")].reason}"); got != `CronTab ["v1"] NoConflicts` {
 		t.Fatalf("crd status: %q", got)
 	}
@@ -237,7 +237,7 @@ func TestCustomResourcesServedAfterRestart(t *testing.T) {
 	if out, errOut, err := s.kubectl(t, crdManifest(group), "apply", "-f", "-"); err != nil {
 		t.Fatalf("apply crd: %v\n%s%s", err, out, errOut)
 	}
-	s.must(t, "wait", "--for=condition=Established", "--timeout=30s", "crd/crontabs."+group)
+	waitEstablished(t, s, "crontabs."+group)
 	cr := "apiVersion: " + group + "/v1\nkind: CronTab\nmetadata:\n  name: kept\n  namespace: default\nspec:\n  cronSpec: \"* * * * *\"\n"
 	if out, errOut, err := s.kubectl(t, cr, "create", "-f", "-"); err != nil {
 		t.Fatalf("create cr: %v\n%s%s", err, out, errOut)
@@ -249,4 +249,15 @@ func TestCustomResourcesServedAfterRestart(t *testing.T) {
 	if got := s.must(t, "get", "crontabs."+group, "kept", "-n", "default", "-o", "jsonpath={.spec.cronSpec} {.spec.replicas}"); got != "* * * * * 1" {
 		t.Fatalf("after restart: %q", got)
 	}
+}
+
+// waitEstablished polls until the definition is Established. (kubectl wait fails at
+// once, rather than waiting, while a new definition has no conditions yet: its status
+// serialises conditions as null until the naming controller writes them, as upstream.)
+func waitEstablished(t *testing.T, s *server, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, name+" Established", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "get", "crd", name, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		return err == nil && out == "True", out + errOut
+	})
 }
