@@ -198,6 +198,14 @@ func TestDefinitionsServedByEveryServer(t *testing.T) {
 		t.Errorf("strict patch with an unknown field: %v", err)
 	}
 
+	// JSON patch, validated against the schema like any write.
+	if _, err := widgetsB.Patch(ctx, "w1", types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/replicas","value":0}]`), metav1.PatchOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("JSON patch to replicas 0: %v, want Invalid", err)
+	}
+	if p, err := widgetsB.Patch(ctx, "w1", types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/labels","value":{"tier":"gold"}}]`), metav1.PatchOptions{}); err != nil || p.GetLabels()["tier"] != "gold" {
+		t.Errorf("JSON patch of labels: %v", err)
+	}
+
 	// Server-side apply merges the list-type map entries of two managers by key.
 	for _, m := range []struct{ manager, port string }{{"alpha", "a"}, {"beta", "b"}} {
 		if _, err := widgetsB.Patch(ctx, "w1", types.ApplyPatchType, []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1"},"spec":{"ports":[{"name":"`+m.port+`","port":1}]}}`),
