@@ -438,3 +438,36 @@ func storageObjects(t *testing.T, reg *prometheus.Registry, resource string) flo
 	}
 	return -2
 }
+
+// TestCELValidationRules serves a definition whose schema carries an
+// x-kubernetes-validations rule and checks writes breaking it are refused with the
+// rule's message at its field path, as kube-apiserver's CEL validator reports them (the
+// value of an object omitted).
+func TestCELValidationRules(t *testing.T) {
+	a, _ := twoServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	crd := widgetCRD(func(c *apiextv1.CustomResourceDefinition) {
+		spec := c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+		spec.XValidations = apiextv1.ValidationRules{{Rule: "self.replicas <= 5", Message: "at most 5 replicas"}}
+		c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	})
+	if _, err := apiextclient.NewForConfigOrDie(a).ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	widgets := dynamic.NewForConfigOrDie(a).Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}).Namespace("default")
+	make := func(name string, replicas int64) error {
+		_, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+			"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]interface{}{"name": name},
+			"spec": map[string]interface{}{"replicas": replicas},
+		}}, metav1.CreateOptions{})
+		return err
+	}
+	testutil.EventuallyState(t, 20*time.Second, "widgets served", func() (bool, string) {
+		err := make("ok", 5)
+		return err == nil, errString(err)
+	})
+	if err := make("too-many", 7); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec: Invalid value: at most 5 replicas") {
+		t.Fatalf("breaking the rule: %v", err)
+	}
+}
