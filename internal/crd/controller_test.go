@@ -337,10 +337,16 @@ func TestDefinitionsServedByEveryServer(t *testing.T) {
 		}}, metav1.CreateOptions{})
 		return apierrors.IsMethodNotSupported(err) && strings.Contains(err.Error(), "create not allowed while custom resource definition is terminating"), errString(err)
 	})
-	crd, err = crdsA.Get(ctx, "widgets.example.com", metav1.GetOptions{})
-	if err != nil || condition(crd, apiextv1.Terminating) != "True/InstanceDeletionInProgress" || crd.Finalizers[0] != "customresourcecleanup.apiextensions.k8s.io" {
-		t.Fatalf("definition being deleted: %v %+v", err, crd)
-	}
+	// Terminating turns from InstanceDeletionPending (the deletion's) to
+	// InstanceDeletionInProgress (the controller's) while the finalizer holds it.
+	testutil.EventuallyState(t, 20*time.Second, "deletion in progress", func() (bool, string) {
+		crd, err := crdsA.Get(ctx, "widgets.example.com", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := condition(crd, apiextv1.Terminating) + " " + strings.Join(crd.Finalizers, ",")
+		return got == "True/InstanceDeletionInProgress customresourcecleanup.apiextensions.k8s.io", got
+	})
 	if _, err := widgetsB.Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
