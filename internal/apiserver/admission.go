@@ -157,7 +157,7 @@ func (s *Server) NamespaceLabels(ctx context.Context, name string) (map[string]s
 
 // List implements Reader.
 func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, ns string) ([]runtime.Object, error) {
-	e := s.byGVR[gvr]
+	e := s.routes.Load().byGVR[gvr]
 	if e == nil {
 		return nil, fmt.Errorf("resource %s is not served", gvr)
 	}

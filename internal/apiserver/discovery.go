@@ -50,7 +50,7 @@ func subresourcesOf(e *entry) []subresource {
 func (s *Server) groupVersions() []schema.GroupVersion {
 	seen := map[schema.GroupVersion]bool{}
 	var out []schema.GroupVersion
-	for _, e := range s.entries {
+	for _, e := range s.routes.Load().entries {
 		gv := e.res.GVK.GroupVersion()
 		if !seen[gv] {
 			seen[gv] = true
@@ -68,7 +68,7 @@ func (s *Server) groupVersions() []schema.GroupVersion {
 
 func (s *Server) entriesOf(gv schema.GroupVersion) []*entry {
 	var out []*entry
-	for _, e := range s.entries {
+	for _, e := range s.routes.Load().entries {
 		if e.res.GVK.GroupVersion() == gv {
 			out = append(out, e)
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -36,6 +37,9 @@ type entry struct {
 	store *resourceStore
 	// cache serves the resource's watches.
 	cache *watchCache
+	// unknownFields lists the fields of a decoded object its schema does not know, for
+	// resources added at run time (dynamic.go); nil for the others.
+	unknownFields func(runtime.Object) []string
 }
 
 func (e *entry) gr() string { return e.store.gr.String() }
@@ -80,6 +84,9 @@ func (s *Server) decodeBody(r *http.Request, e *entry) (runtime.Object, []string
 	}
 	obj := e.res.New()
 	warnings, err := decodeRequest(r.Header.Get("Content-Type"), body, obj, e.res.GVK, fv)
+	if err == nil {
+		warnings, err = checkUnknownFields(e, obj, fv, warnings)
+	}
 	return obj, warnings, err
 }
 
@@ -667,6 +674,9 @@ func (s *Server) prepareUpdate(e *entry, obj, current runtime.Object, sub string
 
 // copyField copies the named top-level struct field from src to dst (same type).
 func copyField(dst, src runtime.Object, name string) error {
+	if u, ok := dst.(*unstructured.Unstructured); ok {
+		return copyUnstructuredField(u, src, name)
+	}
 	dv := reflect.ValueOf(dst).Elem().FieldByName(name)
 	sv := reflect.ValueOf(src).Elem().FieldByName(name)
 	if !dv.IsValid() || !sv.IsValid() || !dv.CanSet() {
@@ -678,6 +688,9 @@ func copyField(dst, src runtime.Object, name string) error {
 
 // specChanged reports whether anything but metadata and status differs.
 func specChanged(a, b runtime.Object) bool {
+	if u, ok := a.(*unstructured.Unstructured); ok {
+		return unstructuredSpecChanged(u, b)
+	}
 	av := reflect.ValueOf(a).Elem()
 	bv := reflect.ValueOf(b).Elem()
 	t := av.Type()

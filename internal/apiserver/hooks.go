@@ -29,7 +29,7 @@ func (o objects) Get(ctx context.Context, ns, name string) (runtime.Object, erro
 }
 
 func (o objects) GetOf(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (runtime.Object, error) {
-	e := o.s.byGVR[gvr]
+	e := o.s.routes.Load().byGVR[gvr]
 	if e == nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("%s are not served", gvr.Resource))
 	}
@@ -38,14 +38,14 @@ func (o objects) GetOf(ctx context.Context, gvr schema.GroupVersionResource, ns,
 }
 
 func (o objects) ListOf(ctx context.Context, gvr schema.GroupVersionResource, ns string) ([]runtime.Object, error) {
-	if o.s.byGVR[gvr] == nil {
+	if o.s.routes.Load().byGVR[gvr] == nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("%s are not served", gvr.Resource))
 	}
 	return o.s.List(ctx, gvr, ns)
 }
 
 func (o objects) UpdateOf(ctx context.Context, gvr schema.GroupVersionResource, ns, name, sub string, dry bool, mutate func(runtime.Object) (runtime.Object, error)) (runtime.Object, int, error) {
-	e := o.s.byGVR[gvr]
+	e := o.s.routes.Load().byGVR[gvr]
 	if e == nil {
 		return nil, 0, apierrors.NewInternalError(fmt.Errorf("%s are not served", gvr.Resource))
 	}
@@ -140,7 +140,7 @@ func (s *Server) upgradeCreateCheck(req Request) (Request, bool) {
 	if req.Verb != "get" || req.Subresource == "" {
 		return req, false
 	}
-	for _, e := range s.entries {
+	for _, e := range s.routes.Load().entries {
 		if e.res.GVK.Group != req.APIGroup || e.res.Plural != req.Resource {
 			continue
 		}

@@ -43,7 +43,7 @@ func (s *Server) instrument(reg prometheus.Registerer) error {
 		return err
 	}
 	s.cfg.Storage = st
-	for _, e := range s.entries {
+	for _, e := range s.routes.Load().entries {
 		e.store.s = st
 	}
 	s.metrics, err = newInstruments(reg, s)
@@ -242,8 +242,10 @@ func (c *storageObjects) Describe(ch chan<- *prometheus.Desc) { ch <- storageObj
 func (c *storageObjects) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(c.s.bg, 5*time.Second)
 	defer cancel()
-	for _, e := range c.s.entries {
-		if e.res.Computed || e.res.Storage != nil {
+	for _, e := range c.s.routes.Load().entries {
+		// A view of another resource's objects is counted there (a custom resource's
+		// storage version is a view of itself).
+		if e.res.Computed || e.res.Storage != nil && e.res.Storage.GVR != e.res.GVR() {
 			continue
 		}
 		n := -1.0

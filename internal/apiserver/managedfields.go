@@ -54,6 +54,9 @@ var applySubresources = map[string]bool{"": true, "status": true}
 
 // fieldManager returns the FieldManager of e's subresource sub ("" for the object).
 func (s *Server) fieldManager(e *entry, sub string) (*managedfields.FieldManager, error) {
+	if d := s.routes.Load().dynamic[e.res.GVR()]; d != nil {
+		return d.fieldManager(e, sub)
+	}
 	f := &s.fields
 	f.once.Do(func() {
 		defs, err := openapi.SchemaDefinitions(s.cfg.Resources)

@@ -103,6 +103,9 @@ func applyPatch(e *entry, current runtime.Object, pt types.PatchType, patch []by
 	}
 	obj := e.res.New()
 	warnings, err := decodeInto(patched, obj, e.res.GVK, fv)
+	if err == nil {
+		warnings, err = checkUnknownFields(e, obj, fv, warnings)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -133,7 +133,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
 
 // servesGroup reports whether any served resource belongs to group.
 func (s *Server) servesGroup(group string) bool {
-	for _, e := range s.entries {
+	for _, e := range s.routes.Load().entries {
 		if e.res.GVK.Group == group {
 			return true
 		}

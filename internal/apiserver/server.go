@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,8 +90,6 @@ type Guard interface {
 type Server struct {
 	cfg        Config
 	log        *slog.Logger
-	entries    []*entry
-	byGVR      map[schema.GroupVersionResource]*entry
 	admitters  []Admitter
 	validators []Validator
 	// namespaces answers the namespace check of every namespaced create.
@@ -107,6 +107,10 @@ type Server struct {
 	health http.Handler
 	// fields records managedFields and serves server-side apply (managedfields.go).
 	fields fieldManagers
+	// routes is the served set, replaced whole when resources are added or removed at
+	// run time (dynamic.go, under dynamicMu); a request reads one snapshot.
+	routes    atomic.Pointer[routeTable]
+	dynamicMu sync.Mutex
 }
 
 // New builds the handler for cfg.Resources.
@@ -117,7 +121,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, byGVR: map[schema.GroupVersionResource]*entry{}, admitters: cfg.Admitters, validators: cfg.Validators}
+	s := &Server{cfg: cfg, log: cfg.Logger, admitters: cfg.Admitters, validators: cfg.Validators}
+	rt := &routeTable{byGVR: map[schema.GroupVersionResource]*entry{}}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.streams = newStreamTransports(cfg.Nodes)
 	var err error
@@ -128,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 	for i := range cfg.Resources {
 		res := &cfg.Resources[i]
 		gvr := res.GVR()
-		if _, dup := s.byGVR[gvr]; dup {
+		if _, dup := rt.byGVR[gvr]; dup {
 			return nil, fmt.Errorf("apiserver: resource %s registered twice", gvr)
 		}
 		rs := &resourceStore{s: cfg.Storage, res: res, gr: gvr.GroupResource(), storedGVR: gvr, newStored: res.New}
@@ -137,18 +142,19 @@ func New(cfg Config) (*Server, error) {
 		}
 		e := &entry{res: res, store: rs}
 		e.cache = newWatchCache(s, e)
-		s.entries = append(s.entries, e)
-		s.byGVR[gvr] = e
+		rt.entries = append(rt.entries, e)
+		rt.byGVR[gvr] = e
 	}
-	for _, e := range s.entries {
+	for _, e := range rt.entries {
 		if v := e.res.Storage; v != nil {
-			target := s.byGVR[v.GVR]
+			target := rt.byGVR[v.GVR]
 			if target == nil {
 				return nil, fmt.Errorf("apiserver: %s is stored as %s, which is not served", e.res.GVR(), v.GVR)
 			}
 			e.store.newStored = target.res.New
 		}
 	}
+	s.routes.Store(rt)
 	nsEntry := s.lookup("", "v1", "namespaces")
 	if nsEntry == nil {
 		return nil, fmt.Errorf("apiserver: namespaces must be served")
@@ -175,7 +181,7 @@ func (s *Server) now() time.Time {
 }
 
 func (s *Server) lookup(group, version, resource string) *entry {
-	return s.byGVR[schema.GroupVersionResource{Group: group, Version: version, Resource: resource}]
+	return s.routes.Load().byGVR[schema.GroupVersionResource{Group: group, Version: version, Resource: resource}]
 }
 
 // ServeHTTP routes a request.
@@ -278,6 +284,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, 
 		}
 		if h := s.cfg.Extra[e.res.Plural]; h != nil && !e.res.HasVerb("get") {
 			return h(ctx, w, r, req)
+		}
+		if err := s.createRefused(e); err != nil {
+			return err
 		}
 		return s.create(ctx, w, r, ri, e)
 	case "update":

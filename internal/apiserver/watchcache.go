@@ -88,6 +88,9 @@ type watchCache struct {
 	s      *Server
 	e      *entry
 	prefix string
+	// bg bounds the storage watches: the server's, or a resource's added at run time
+	// (cancelled when it stops being served).
+	bg context.Context
 	// capacity bounds the ring (watchCacheCapacity; tests make it small).
 	capacity int
 
@@ -108,7 +111,7 @@ type watchCache struct {
 }
 
 func newWatchCache(s *Server, e *entry) *watchCache {
-	return &watchCache{s: s, e: e, prefix: e.store.prefix(""), capacity: watchCacheCapacity, changed: make(chan struct{})}
+	return &watchCache{s: s, e: e, bg: s.bg, prefix: e.store.prefix(""), capacity: watchCacheCapacity, changed: make(chan struct{})}
 }
 
 // cacheCursor is one watch's position in the cache.
@@ -182,15 +185,15 @@ func (c *watchCache) compactedAt(ctx context.Context, rev int64) bool {
 func (c *watchCache) startLocked(from int64) error {
 	// A revision in the future (a client's guess) must not become the window every
 	// other watch is judged by: the window starts at the latest revision at most.
-	if err := c.s.bg.Err(); err != nil {
+	if err := c.bg.Err(); err != nil {
 		return apierrors.NewServiceUnavailable("the server is shutting down")
 	}
-	rev, err := c.s.cfg.Storage.Revision(c.s.bg)
+	rev, err := c.s.cfg.Storage.Revision(c.bg)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
 	from = min(from, rev)
-	ctx, cancel := context.WithCancel(c.s.bg)
+	ctx, cancel := context.WithCancel(c.bg)
 	events, err := c.s.cfg.Storage.Watch(ctx, c.prefix, from)
 	if err != nil {
 		cancel()

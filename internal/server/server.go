@@ -27,6 +27,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/flowcontrol"
 	"github.com/tranche/tranche/internal/controller/servicecidr"
 	"github.com/tranche/tranche/internal/controller/servicelb"
+	"github.com/tranche/tranche/internal/crd"
 	"github.com/tranche/tranche/internal/defaulttolerations"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/podsecurity"
@@ -169,6 +170,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		return err
 	}
 	webhooks := newWebhooks(cfg)
+	crdOpenAPI := crd.NewOpenAPI(docs.Handler())
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
@@ -178,7 +180,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
-		OpenAPI:    docs.Handler(),
+		OpenAPI:    crdOpenAPI,
 		Extra:      rv.handlers(),
 		Computed:   mx.handlers(),
 		Nodes: &apiserver.Nodes{Dial: cfg.ClusterDial,
@@ -252,6 +254,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	if err := mx.start(ctx, loop, nodePair, cfg.ClusterDial, log.With("component", "metrics")); err != nil {
 		return fmt.Errorf("resource metrics: %w", err)
+	}
+	if err := startCRDs(ctx, api, loop, crdOpenAPI, log.With("component", "crd")); err != nil {
+		return fmt.Errorf("customresourcedefinitions: %w", err)
 	}
 	isReady.Store(true)
 	if ready != nil {

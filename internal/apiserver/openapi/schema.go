@@ -91,11 +91,14 @@ type schemaBuilder struct {
 	names map[reflect.Type]string
 }
 
+func genRefV2(name string) spec.Ref { return spec.MustCreateRef(v2RefPrefix + name) }
+func genRefV3(name string) spec.Ref { return spec.MustCreateRef(v3RefPrefix + name) }
+
 // newSchemaBuilder returns a builder with no definitions.
 func newSchemaBuilder() *schemaBuilder {
 	return &schemaBuilder{
-		gen:   generated.GetOpenAPIDefinitions(func(name string) spec.Ref { return spec.MustCreateRef(v2RefPrefix + name) }),
-		gen3:  generated.GetOpenAPIDefinitions(func(name string) spec.Ref { return spec.MustCreateRef(v3RefPrefix + name) }),
+		gen:   withAPIExtensions(generated.GetOpenAPIDefinitions(genRefV2), genRefV2),
+		gen3:  withAPIExtensions(generated.GetOpenAPIDefinitions(genRefV3), genRefV3),
 		defs:  map[string]spec.Schema{},
 		v3:    map[string]spec.Schema{},
 		names: map[reflect.Type]string{},

@@ -4,6 +4,7 @@ package all
 import (
 	"github.com/tranche/tranche/internal/registry"
 	"github.com/tranche/tranche/internal/registry/admissionregistration"
+	"github.com/tranche/tranche/internal/registry/apiextensions"
 	"github.com/tranche/tranche/internal/registry/apps"
 	"github.com/tranche/tranche/internal/registry/authentication"
 	"github.com/tranche/tranche/internal/registry/authorization"
@@ -101,5 +102,6 @@ func Resources() []registry.Resource {
 		admissionregistration.ValidatingAdmissionPolicyBindingResource(),
 		admissionregistration.MutatingAdmissionPolicyResource(),
 		admissionregistration.MutatingAdmissionPolicyBindingResource(),
+		apiextensions.CustomResourceDefinitionResource(),
 	}
 }
