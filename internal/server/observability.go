@@ -8,7 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/tranche/tranche/internal/apiserver"
 )
@@ -41,7 +43,28 @@ func newObservability(guard apiserver.Guard, api http.Handler, reg *prometheus.R
 	p.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	p.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return &observability{guard: guard, api: api, pprof: p,
-		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
+		metrics: promhttp.HandlerFor(withWorkqueueFamilies(reg), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
+}
+
+// withWorkqueueFamilies gathers reg and the workqueue_* families of component-base's
+// legacy registry. Importing k8s.io/apiserver/pkg/endpoints (the CRD OpenAPI builder
+// does) links k8s.io/component-base/metrics/prometheus/workqueue, whose init claims
+// client-go's once-per-process workqueue.SetProvider before Run's call: the queues then
+// count in that registry, not in workqueueMetrics. Only one provider ever has queues,
+// and a metric vector without children is not exported, so the two never both report
+// a family.
+func withWorkqueueFamilies(reg *prometheus.Registry) prometheus.Gatherer {
+	legacy := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := legacyregistry.DefaultGatherer.Gather()
+		out := mfs[:0]
+		for _, mf := range mfs {
+			if strings.HasPrefix(mf.GetName(), "workqueue_") {
+				out = append(out, mf)
+			}
+		}
+		return out, err
+	})
+	return prometheus.Gatherers{reg, legacy}
 }
 
 func (o *observability) ServeHTTP(w http.ResponseWriter, r *http.Request) {

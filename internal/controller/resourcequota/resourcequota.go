@@ -34,14 +34,12 @@ const (
 	discoveryPeriod = 30 * time.Second
 	// workers is --concurrent-resource-quota-syncs.
 	workers = 5
-	// replenishmentResync is --min-resync-period, the monitors' informer resync.
-	replenishmentResync = 12 * time.Hour
 )
 
 // Config is what the controller needs.
 type Config struct {
 	Client kubernetes.Interface
-	// Informers is the manager's shared factory (quotas and the typed resources).
+	// Informers is the manager's shared factory (the typed resources).
 	Informers informers.SharedInformerFactory
 	// Metadata and Discovery serve the monitors of resources without typed informers.
 	Metadata  metadata.Interface
@@ -55,6 +53,7 @@ type Controller struct {
 	rq       *upstream.Controller
 	disc     upstream.NamespacedResourcesFunc
 	meta     metadatainformer.SharedInformerFactory
+	quotas   informers.SharedInformerFactory
 	started  chan struct{}
 	startOne sync.Once
 }
@@ -67,22 +66,29 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		period = DefaultSyncPeriod
 	}
 	meta := metadatainformer.NewSharedInformerFactory(cfg.Metadata, 0)
+	// The quotas' own informer resyncs every period, as kube-controller-manager's does;
+	// the manager's shared informers never resync, and asking one for a resync only
+	// logs client-go's "doesn't support resyncing" warning.
+	quotas := informers.NewSharedInformerFactory(cfg.Client, period)
 	factory := informerfactory.NewInformerFactory(cfg.Informers, meta)
 	qc, err := quota.Configuration(generic.ListerFuncForResourceFunc(factory.ForResource))
 	if err != nil {
 		return nil, fmt.Errorf("quota configuration: %w", err)
 	}
-	c := &Controller{disc: cfg.Discovery.ServerPreferredNamespacedResources, meta: meta, started: make(chan struct{})}
+	c := &Controller{disc: cfg.Discovery.ServerPreferredNamespacedResources, meta: meta, quotas: quotas, started: make(chan struct{})}
 	c.rq, err = upstream.NewController(ctx, &upstream.ControllerOptions{
 		QuotaClient:               cfg.Client.CoreV1(),
-		ResourceQuotaInformer:     cfg.Informers.Core().V1().ResourceQuotas(),
+		ResourceQuotaInformer:     quotas.Core().V1().ResourceQuotas(),
 		ResyncPeriod:              controller.StaticResyncPeriodFunc(period),
 		Registry:                  generic.NewRegistry(qc.Evaluators()),
 		DiscoveryFunc:             c.disc,
 		IgnoredResourcesFunc:      qc.IgnoredResources,
 		InformersStarted:          c.started,
 		InformerFactory:           factory,
-		ReplenishmentResyncPeriod: controller.StaticResyncPeriodFunc(replenishmentResync),
+		// No monitor resync (kube-controller-manager's --min-resync-period): the
+		// monitors' informers are the manager's and a metadata factory without
+		// resyncs; the full recalculation every period covers what one would.
+		ReplenishmentResyncPeriod: controller.StaticResyncPeriodFunc(0),
 		UpdateFilter:              install.DefaultUpdateFilter(),
 	})
 	if err != nil {
@@ -97,6 +103,7 @@ func (c *Controller) Run(ctx context.Context) {
 		// The manager started the shared informers before Run; the metadata ones
 		// the monitors add later are started by the monitors themselves.
 		c.meta.Start(ctx.Done())
+		c.quotas.Start(ctx.Done())
 		close(c.started)
 	})
 	var wg sync.WaitGroup
@@ -104,4 +111,5 @@ func (c *Controller) Run(ctx context.Context) {
 	wg.Go(func() { c.rq.Sync(ctx, c.disc, discoveryPeriod) })
 	wg.Wait()
 	c.meta.Shutdown()
+	c.quotas.Shutdown()
 }
