@@ -40,8 +40,8 @@ var suiteNodes = []string{"[BeforeSuite]", "[AfterSuite]", "[SynchronizedBeforeS
 	"[SynchronizedAfterSuite]", "[ReportBeforeSuite]", "[ReportAfterSuite]", "[DeferCleanup (Suite)]"}
 
 // missingImage matches the node agent's error for an image its catalog cannot build
-// (internal/agent/images).
-var missingImage = regexp.MustCompile(`"([^"\s]+)" is not in this node's image store`)
+// (internal/agent/images), also quoted once more inside an event or a status message.
+var missingImage = regexp.MustCompile(`"([^"\s\\]+)\\?" is not in this node's image store`)
 
 // Load reads the JUnit reports of each area's folder under dir. A spec counts for an area
 // when its name carries the area's [sig-...] tag and [Conformance]; ginkgo also lists the
@@ -62,6 +62,21 @@ func Load(dir string, areas []string) (Run, error) {
 		for _, f := range files {
 			if err := area.add(f, images); err != nil {
 				return run, err
+			}
+		}
+		// The specs' output (conformance/run keeps it beside the reports) has the pods'
+		// events, where a missing image shows even when the failure line does not.
+		logs, err := filepath.Glob(filepath.Join(dir, name, "*.log"))
+		if err != nil {
+			return run, err
+		}
+		for _, f := range logs {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return run, err
+			}
+			for _, m := range missingImage.FindAllSubmatch(b, -1) {
+				images[string(m[1])] = true
 			}
 		}
 		for img := range images {

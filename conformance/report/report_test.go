@@ -48,6 +48,8 @@ func TestLoad(t *testing.T) {
 			Spec: "[SynchronizedBeforeSuite]",
 			Line: "[FAILED] Error waiting for all pods to be running and ready: 1 / 2 pods in namespace kube-system are not Running",
 		}},
+		// From the specs' output (parallel.log), where the events are.
+		Images: []string{"registry.k8s.io/e2e-test-images/kitten:1.7", "registry.k8s.io/e2e-test-images/nautilus:1.7"},
 	}}
 	// The seconds file wins over the suites' times (120.5 + 30 s) when the script wrote it.
 	if diff := cmp.Diff(want, run.Areas); diff != "" {
