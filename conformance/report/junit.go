@@ -166,15 +166,28 @@ func isSuiteNode(name string) bool {
 	return false
 }
 
-// firstLine is the first non-empty line of s, shortened to 300 characters.
+// firstLine is the first non-empty line of s, shortened to 300 characters; a line that
+// is only ginkgo's state tag ("[FAILED]", gomega's message on the lines after it) takes
+// the next non-empty line with it.
 func firstLine(s string) string {
+	var tag string
 	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			if r := []rune(l); len(r) > 300 {
-				l = string(r[:300]) + "…"
-			}
-			return l
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
 		}
+		if tag == "" && stateTag.MatchString(l) {
+			tag = l + " "
+			continue
+		}
+		l = tag + l
+		if r := []rune(l); len(r) > 300 {
+			l = string(r[:300]) + "…"
+		}
+		return l
 	}
-	return ""
+	return strings.TrimSpace(tag)
 }
+
+// stateTag is a line holding only a spec state as ginkgo writes it: [FAILED], [TIMEDOUT] ...
+var stateTag = regexp.MustCompile(`^\[[A-Z]+\]$`)

@@ -109,3 +109,17 @@ func TestMinutes(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"[FAILED] \n\n Failed to UpdateStatus. Service \"s\" is invalid\n\n: more\nIn [It] at: x.go:1": `[FAILED] Failed to UpdateStatus. Service "s" is invalid`,
+		"\n[FAILED] pods \"p\" not found\nIn [It] at: x.go:1":                                          `[FAILED] pods "p" not found`,
+		"[TIMEDOUT]\n": "[TIMEDOUT]",
+		"interrupted":  "interrupted",
+		"":             "",
+	} {
+		if got := firstLine(in); got != want {
+			t.Errorf("firstLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
