@@ -166,27 +166,30 @@ func isSuiteNode(name string) bool {
 	return false
 }
 
-// firstLine is the first non-empty line of s, shortened to 300 characters; a line that
-// is only ginkgo's state tag ("[FAILED]", gomega's message on the lines after it) takes
-// the next non-empty line with it.
+// firstLine is the first paragraph of a failure, on one line and shortened to 300
+// characters: ginkgo puts its state tag ("[FAILED]") before the message, sometimes alone
+// on its line, and gomega spreads one message over several lines ("Expected", the
+// value, "to equal", ...); "In [It] at: file:line" ends it.
 func firstLine(s string) string {
-	var tag string
+	var parts []string
 	for _, l := range strings.Split(s, "\n") {
 		l = strings.TrimSpace(l)
-		if l == "" {
+		switch {
+		case l == "" && (len(parts) == 0 || len(parts) == 1 && stateTag.MatchString(parts[0])):
 			continue
+		case l == "" || strings.HasPrefix(l, "In ["):
+			return shorten(strings.Join(parts, " "))
 		}
-		if tag == "" && stateTag.MatchString(l) {
-			tag = l + " "
-			continue
-		}
-		l = tag + l
-		if r := []rune(l); len(r) > 300 {
-			l = string(r[:300]) + "…"
-		}
-		return l
+		parts = append(parts, l)
 	}
-	return strings.TrimSpace(tag)
+	return shorten(strings.Join(parts, " "))
+}
+
+func shorten(s string) string {
+	if r := []rune(s); len(r) > 300 {
+		return string(r[:300]) + "…"
+	}
+	return s
 }
 
 // stateTag is a line holding only a spec state as ginkgo writes it: [FAILED], [TIMEDOUT] ...

@@ -114,6 +114,7 @@ func TestFirstLine(t *testing.T) {
 	for in, want := range map[string]string{
 		"[FAILED] \n\n Failed to UpdateStatus. Service \"s\" is invalid\n\n: more\nIn [It] at: x.go:1": `[FAILED] Failed to UpdateStatus. Service "s" is invalid`,
 		"\n[FAILED] pods \"p\" not found\nIn [It] at: x.go:1":                                          `[FAILED] pods "p" not found`,
+		"[FAILED] Expected\n    <int>: 3\nto equal\n    <int>: 4\nIn [It] at: x.go:1":                  "[FAILED] Expected <int>: 3 to equal <int>: 4",
 		"[TIMEDOUT]\n": "[TIMEDOUT]",
 		"interrupted":  "interrupted",
 		"":             "",
