@@ -5,7 +5,7 @@ PKGS    := ./...
 DEBS    := nftables iptables ipvsadm iproute2 busybox-static runc conntrack dnsutils etcd-server curl ca-certificates nginx postgresql dnsperf wrk
 KUBECTL ?= $(shell command -v kubectl)
 
-.PHONY: all build deps generate up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-proxy-modes bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath bench-netpol fuzz clean
+.PHONY: all build deps generate up test test-unit test-e2e bench bench-api bench-endpointslice bench-proxy bench-proxy-modes bench-dns bench-stream bench-cluster bench-workloads bench-ingress bench-netprog bench-datapath bench-netpol fuzz clean conformance
 
 all: build
 
@@ -84,6 +84,12 @@ bench-datapath: deps build
 
 bench-netpol: deps build
 	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 30m ./bench/netpol/
+
+# Issue 20: Kubernetes' own [Conformance] e2e specs (v1.37.2) against a fresh `tranche up`;
+# writes conformance/README.md. Not part of `make test`: the first run builds e2e.test
+# (~30 minutes on 2 cores, cached after). AREAS=... and CONFORMANCE_FOCUS=... run a subset.
+conformance: deps build
+	./conformance/run
 
 clean:
 	rm -rf bin

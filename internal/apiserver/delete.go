@@ -154,6 +154,9 @@ func (s *Server) deleteObject(ctx context.Context, e *entry, ns, name string, op
 				when := metav1.NewTime(now.Add(secondsDuration(grace)))
 				om.SetDeletionTimestamp(&when)
 				om.SetDeletionGracePeriodSeconds(&grace)
+				if g := om.GetGeneration(); g > 0 { // deletion is a change controllers observe (rest.BeforeDelete)
+					om.SetGeneration(g + 1)
+				}
 				changed = true
 			} else if cur := om.GetDeletionGracePeriodSeconds(); grace > 0 && cur != nil && grace < *cur {
 				// A shorter grace period brings the deadline forward.

@@ -652,6 +652,7 @@ func (s *Server) prepareUpdate(e *entry, obj, current runtime.Object, sub string
 			}
 			km, _ := meta.Accessor(keep)
 			km.SetResourceVersion(m.GetResourceVersion())
+			statusMetadata(e.store.gr, km, m)
 			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(keep).Elem())
 			m, _ = meta.Accessor(obj)
 		} else if err := copyField(obj, current, "Status"); err != nil {

@@ -262,6 +262,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, 
 	if e.res.DeprecationWarning != "" {
 		addWarnings(w, []string{e.res.DeprecationWarning})
 	}
+	if err := tableNotAcceptable(r, e, ri.Subresource); err != nil {
+		return err
+	}
 	if e.res.Computed {
 		return s.serveComputed(ctx, w, r, ri, req, e)
 	}

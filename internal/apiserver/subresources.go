@@ -11,7 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -112,4 +114,62 @@ func (s *Server) patchScale(ctx context.Context, w http.ResponseWriter, r *http.
 		}
 		return &next, nil
 	})
+}
+
+// statusMeta names the metadata fields a status write could change.
+type statusMeta uint8
+
+const (
+	metaLabels statusMeta = 1 << iota
+	metaAnnotations
+	metaFinalizers
+	metaOwnerReferences
+
+	// metaAll is what metav1.ResetObjectMetaForStatus keeps from the stored object.
+	metaAll = metaLabels | metaAnnotations | metaFinalizers | metaOwnerReferences
+)
+
+// statusKeepsStored lists the resources whose upstream status strategy (PrepareForUpdate)
+// keeps some of the stored metadata on a /status write; every other resource takes the
+// labels, annotations, finalizers and owner references the write carries, as
+// kube-apiserver's Service, Ingress, CronJob, ... status strategies do (they reset the
+// spec only).
+var statusKeepsStored = map[schema.GroupResource]statusMeta{
+	{Resource: "pods"}:                                                               metaOwnerReferences, // old kubelets corrupted them
+	{Group: "apps", Resource: "deployments"}:                                         metaLabels,
+	{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                 metaAll,
+	{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}: metaAll,
+	{Group: "networking.k8s.io", Resource: "servicecidrs"}:                           metaAll,
+	{Group: "storage.k8s.io", Resource: "volumeattachments"}:                         metaAll,
+	{Group: "storage.k8s.io", Resource: "csinodes"}:                                  metaAll,
+	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}: metaAll,
+	{Group: "internal.apiserver.k8s.io", Resource: "storageversions"}:                metaAll,
+	{Group: "resource.k8s.io", Resource: "resourceclaims"}:                           metaAll,
+	{Group: "resource.k8s.io", Resource: "devicetaintrules"}:                         metaAll,
+	{Group: "resource.k8s.io", Resource: "resourcepoolstatusrequests"}:               metaAll,
+	{Group: "certificates.k8s.io", Resource: "podcertificaterequests"}:               metaAll,
+	{Group: "storagemigration.k8s.io", Resource: "storageversionmigrations"}:         metaAll,
+}
+
+// statusMetadata carries the metadata a /status write may change from sent (the object
+// the client wrote) into kept (the stored object with the new status). The server-owned
+// fields (uid, generation, deletionTimestamp, ...) are the stored ones either way.
+func statusMetadata(gr schema.GroupResource, kept, sent metav1.Object) {
+	if _, ok := kept.(*unstructured.Unstructured); ok {
+		// Custom resources' status strategy keeps all of the stored metadata.
+		return
+	}
+	stored := statusKeepsStored[gr]
+	if stored&metaLabels == 0 {
+		kept.SetLabels(sent.GetLabels())
+	}
+	if stored&metaAnnotations == 0 {
+		kept.SetAnnotations(sent.GetAnnotations())
+	}
+	if stored&metaFinalizers == 0 {
+		kept.SetFinalizers(sent.GetFinalizers())
+	}
+	if stored&metaOwnerReferences == 0 {
+		kept.SetOwnerReferences(sent.GetOwnerReferences())
+	}
 }

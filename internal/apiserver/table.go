@@ -138,3 +138,41 @@ func (s *Server) writeTable(w http.ResponseWriter, r *http.Request, e *entry, it
 	_, _ = w.Write(data)
 	return nil
 }
+
+// tablelessSubresources are the subresources kube-apiserver serves without a table
+// convertor (their REST storage has no ConvertToTable); status and scale have one.
+var tablelessSubresources = map[string]bool{"binding": true, "eviction": true, "token": true}
+
+// tableNotAcceptable is the 406 kube-apiserver answers (content negotiation, the
+// RequestScope's AllowsMediaTypeTransform) when every Accept clause asks for a Table of an
+// endpoint that has no table convertor: the create-only reviews and bindings, and
+// pods/binding, pods/eviction and serviceaccounts/token. A clause without "as" (plain
+// JSON, YAML, protobuf, */*) or one asking for PartialObjectMetadata can be served.
+func tableNotAcceptable(r *http.Request, e *entry, sub string) error {
+	if e.res.HasVerb("get") && !tablelessSubresources[sub] {
+		return nil
+	}
+	clauses := acceptClauses(r)
+	table := false
+	for _, c := range clauses {
+		switch {
+		case c.as == "":
+			return nil
+		case c.g == "meta.k8s.io" && (c.as == "PartialObjectMetadata" || c.as == "PartialObjectMetadataList"):
+			return nil
+		case c.as == "Table":
+			table = true
+		}
+	}
+	if !table {
+		return nil
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: "only the following media types are accepted: " + strings.Join(acceptedMediaTypes, ", "),
+	}}
+}
+
+// acceptedMediaTypes are the media types the API server encodes objects in, as
+// kube-apiserver lists them in a 406.
+var acceptedMediaTypes = []string{"application/json", "application/yaml", protobufType}

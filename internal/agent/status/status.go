@@ -94,6 +94,8 @@ func Compute(pod *v1.Pod, view PodView, now time.Time) v1.PodStatus {
 	s := v1.PodStatus{
 		NominatedNodeName: old.NominatedNodeName,
 		QOSClass:          old.QOSClass,
+		// The status describes this generation of the spec (kubelet since v1.33).
+		ObservedGeneration: pod.Generation,
 	}
 	if s.QOSClass == "" {
 		s.QOSClass = QOSClass(pod)
@@ -342,6 +344,7 @@ func conditions(pod *v1.Pod, s *v1.PodStatus, sandboxReady bool, now time.Time) 
 		containersReady,
 	}
 	for i := range out {
+		out[i].ObservedGeneration = pod.Generation
 		out[i].LastTransitionTime = metav1.Time{Time: now}
 		for _, o := range oldConds {
 			if o.Type == out[i].Type && o.Status == out[i].Status {

@@ -227,14 +227,7 @@ func (c *Controller) deleteContent(ctx context.Context, ns *v1.Namespace) (map[s
 		d.groupVersionErr = err
 	}
 	verbs := resourceVerbs(deletable)
-	ordered := make([]schema.GroupVersionResource, 0, len(gvrs))
-	for gvr := range gvrs {
-		ordered = append(ordered, gvr)
-	}
-	slices.SortFunc(ordered, func(a, b schema.GroupVersionResource) int {
-		return strings.Compare(a.String(), b.String())
-	})
-	for _, gvr := range ordered {
+	deleteOne := func(gvr schema.GroupVersionResource) {
 		r, err := c.deleteResource(ctx, gvr, verbs[gvr], ns)
 		if err != nil {
 			d.contentErrs = append(d.contentErrs, err)
@@ -247,8 +240,33 @@ func (c *Controller) deleteContent(ctx context.Context, ns *v1.Namespace) (map[s
 			}
 		}
 	}
+	// Ordered namespace deletion (KEP-5080, GA in v1.34): pods go first, and nothing
+	// else is deleted while one remains, so that no pod runs on without the
+	// ConfigMaps, Secrets, ServiceAccounts or policies it relies on.
+	if _, ok := gvrs[podsGVR]; ok {
+		deleteOne(podsGVR)
+		if remaining[podsGVR] > 0 {
+			d.podsRemain = true
+			return remaining, d
+		}
+	}
+	ordered := make([]schema.GroupVersionResource, 0, len(gvrs))
+	for gvr := range gvrs {
+		if gvr != podsGVR {
+			ordered = append(ordered, gvr)
+		}
+	}
+	slices.SortFunc(ordered, func(a, b schema.GroupVersionResource) int {
+		return strings.Compare(a.String(), b.String())
+	})
+	for _, gvr := range ordered {
+		deleteOne(gvr)
+	}
 	return remaining, d
 }
+
+// podsGVR is core/v1 pods, deleted before every other resource of a namespace.
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 // resourceVerbs indexes the verbs discovery reported per resource.
 func resourceVerbs(lists []*metav1.APIResourceList) map[schema.GroupVersionResource]sets.Set[string] {
@@ -278,7 +296,7 @@ type resourceResult struct {
 // end up in the namespace's NamespaceDeletionContentFailure condition.
 func (c *Controller) deleteResource(ctx context.Context, gvr schema.GroupVersionResource, verbs sets.Set[string], ns *v1.Namespace) (resourceResult, error) {
 	var res resourceResult
-	if gvr.Group == "" && gvr.Resource == "pods" {
+	if gvr == podsGVR {
 		estimate, err := c.estimatePods(ctx, ns)
 		if err != nil {
 			return res, err

@@ -305,3 +305,63 @@ func TestRun(t *testing.T) {
 		t.Errorf("configmap a/cm1 still exists")
 	}
 }
+
+// TestPodsDeletedFirst: ordered namespace deletion (KEP-5080) deletes the pods
+// first and nothing else while one remains, with the conditions Kubernetes
+// writes meanwhile (all five, none True); once the pods are gone the rest goes
+// and the namespace is finalized.
+func TestPodsDeletedFirst(t *testing.T) {
+	ns := makeNamespace("a", nil)
+	f := newFixture(t, ns,
+		makeObject("v1", "Pod", "a", "p", func(o *metav1.PartialObjectMetadata) { o.Finalizers = []string{"e2e.example.com/finalizer"} }),
+		makeObject("v1", "ConfigMap", "a", "cm", nil))
+	f.disco.Resources[0].APIResources = append(f.disco.Resources[0].APIResources,
+		metav1.APIResource{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: []string{"delete", "deletecollection", "list"}})
+	grace := int64(30)
+	if _, err := f.kube.CoreV1().Pods("a").Create(context.Background(), &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p"},
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.meta.ClearActions()
+	wait, err := f.c.sync(context.Background(), "a")
+	if err != nil || !wait {
+		t.Fatalf("sync with a pod left = %v, %v; want wait without error", wait, err)
+	}
+	if diff := cmp.Diff([]string{"delete-collection pods a", "list pods a"}, describe(f.meta.Actions())); diff != "" {
+		t.Errorf("metadata actions while the pod remains (-want +got):\n%s", diff)
+	}
+	if _, err := f.meta.Resource(configMapsGVR).Namespace("a").Get(context.Background(), "cm", metav1.GetOptions{}); err != nil {
+		t.Errorf("configmap deleted while a pod remains: %v", err)
+	}
+	got, err := f.kube.CoreV1().Namespaces().Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[v1.NamespaceConditionType]string{
+		v1.NamespaceDeletionDiscoveryFailure: "ResourcesDiscovered",
+		v1.NamespaceDeletionGVParsingFailure: "ParsedGroupVersions",
+		v1.NamespaceDeletionContentFailure:   "ContentDeleted",
+		v1.NamespaceContentRemaining:         "ContentRemoved",
+		v1.NamespaceFinalizersRemaining:      "ContentHasNoFinalizers",
+	}
+	for typ, reason := range want {
+		if c := findCondition(got.Status.Conditions, typ); c == nil || c.Reason != reason || c.Status != v1.ConditionFalse {
+			t.Errorf("condition %s = %+v, want False %s", typ, c, reason)
+		}
+	}
+
+	if err := f.meta.Tracker().Delete(podsGVR, "a", "p"); err != nil {
+		t.Fatal(err)
+	}
+	f.meta.ClearActions()
+	f.kube.ClearActions()
+	if wait, err := f.c.sync(context.Background(), "a"); err != nil || wait {
+		t.Fatalf("sync without pods = %v, %v; want done", wait, err)
+	}
+	if _, err := f.meta.Resource(configMapsGVR).Namespace("a").Get(context.Background(), "cm", metav1.GetOptions{}); err == nil {
+		t.Errorf("configmap still there once the pods are gone")
+	}
+	if diff := cmp.Diff([]string{"list pods a", "create namespaces/finalize a []"}, describe(f.kube.Actions())); diff != "" {
+		t.Errorf("namespace actions once the pods are gone (-want +got):\n%s", diff)
+	}
+}

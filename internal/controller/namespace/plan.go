@@ -51,6 +51,11 @@ type deletion struct {
 	// estimate is how many seconds the remaining content may still need
 	// (graceful pod termination, finalizers); zero means nothing to wait for.
 	estimate int64
+	// podsRemain reports that pods remain, so nothing else was deleted yet
+	// (ordered namespace deletion). Kubernetes then writes the conditions of the
+	// failures seen so far only: ContentRemaining and FinalizersRemaining read
+	// False until the pods are gone and the rest has been tried.
+	podsRemain bool
 }
 
 // action is what sync must do for a terminating namespace.
@@ -126,7 +131,7 @@ func failureConditions(remaining map[schema.GroupVersionResource]int, d deletion
 		add(v1.NamespaceDeletionContentFailure, "ContentDeletionFailed",
 			fmt.Sprintf("Failed to delete all resource types, %d remaining: %v", len(msgs), strings.Join(msgs, ", ")))
 	}
-	if len(remaining) > 0 {
+	if len(remaining) > 0 && !d.podsRemain {
 		var parts []string
 		for gvr, n := range remaining {
 			if n > 0 {
@@ -136,7 +141,7 @@ func failureConditions(remaining map[schema.GroupVersionResource]int, d deletion
 		sort.Strings(parts)
 		add(v1.NamespaceContentRemaining, "SomeResourcesRemain", "Some resources are remaining: "+strings.Join(parts, ", "))
 	}
-	if len(d.finalizers) > 0 {
+	if len(d.finalizers) > 0 && !d.podsRemain {
 		var parts []string
 		for f, n := range d.finalizers {
 			if n > 0 {

@@ -17,7 +17,6 @@ var (
 	t0 = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	t1 = metav1.NewTime(t0.Add(time.Minute))
 
-	podsGVR        = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 )
 

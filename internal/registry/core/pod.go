@@ -49,9 +49,13 @@ func PodResource() registry.Resource {
 		Default:          registry.Hook(podDefault),
 		Validate:         registry.Func(podValidateCreate),
 		ValidateUpdate:   registry.FuncUpdate(podValidateUpdate),
+		// Pods have a generation since v1.33: 1 on create, +1 per spec change (through
+		// update or ephemeralcontainers, not binding) and on a graceful deletion.
+		TrackGeneration: true,
 		Status: &registry.StatusStrategy{
-			PrepareForUpdate: registry.HookUpdate(func(pod, _ *v1.Pod) {
+			PrepareForUpdate: registry.HookUpdate(func(pod, old *v1.Pod) {
 				podNormalizeStatusIPs(&pod.Status)
+				podPreserveObservedGeneration(pod, old)
 			}),
 			ValidateUpdate: registry.FuncUpdate(podValidateStatusUpdate),
 		},
@@ -523,4 +527,28 @@ func podIsSidecar(inits []v1.Container, name string) bool {
 		}
 	}
 	return false
+}
+
+// podPreserveObservedGeneration keeps the stored status.observedGeneration, and each
+// condition's, when a status write leaves them out (0), as kube-apiserver's pod status
+// strategy does: a client that does not know the field cannot clear it.
+func podPreserveObservedGeneration(pod, old *v1.Pod) {
+	if pod.Status.ObservedGeneration == 0 {
+		pod.Status.ObservedGeneration = old.Status.ObservedGeneration
+	}
+	// Conditions of one type pair up in order.
+	stored := map[v1.PodConditionType][]int64{}
+	for _, c := range old.Status.Conditions {
+		stored[c.Type] = append(stored[c.Type], c.ObservedGeneration)
+	}
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		var g int64
+		if gs := stored[c.Type]; len(gs) > 0 {
+			g, stored[c.Type] = gs[0], gs[1:]
+		}
+		if c.ObservedGeneration == 0 {
+			c.ObservedGeneration = g
+		}
+	}
 }
