@@ -5,7 +5,6 @@
 package admissionregistration
 
 import (
-	"strings"
 	"time"
 
 	arv1 "k8s.io/api/admissionregistration/v1"
@@ -175,7 +174,7 @@ func checked[V, I any](convert func(*V, *I, conversion.Scope) error, validate fu
 		if err != nil {
 			return field.ErrorList{field.InternalError(nil, err)}
 		}
-		return withoutMetadata(validate(in))
+		return registry.WithoutMetadata(validate(in))
 	}
 }
 
@@ -190,24 +189,13 @@ func checkedUpdate[V, I any](convert func(*V, *I, conversion.Scope) error, valid
 		if err != nil {
 			return field.ErrorList{field.InternalError(nil, err)}
 		}
-		return withoutMetadata(validate(in, oldIn))
+		return registry.WithoutMetadata(validate(in, oldIn))
 	}
 }
 
 func toInternal[V, I any](convert func(*V, *I, conversion.Scope) error, obj *V) (*I, error) {
 	out := new(I)
 	return out, convert(obj, out, nil)
-}
-
-func withoutMetadata(errs field.ErrorList) field.ErrorList {
-	var out field.ErrorList
-	for _, e := range errs {
-		if e.Field == "metadata" || strings.HasPrefix(e.Field, "metadata.") {
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
 }
 
 // paramKind is the ParamKind cell: apiVersion/kind, or <unset>.

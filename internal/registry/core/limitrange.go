@@ -57,5 +57,5 @@ func ValidateLimitRange(lr *v1.LimitRange) field.ErrorList {
 	if err := apiv1.Convert_v1_LimitRange_To_core_LimitRange(lr, out, nil); err != nil {
 		panic(fmt.Sprintf("converting LimitRange %s/%s: %v", lr.Namespace, lr.Name, err))
 	}
-	return withoutMetadata(corevalidation.ValidateLimitRange(out))
+	return registry.WithoutMetadata(corevalidation.ValidateLimitRange(out))
 }

@@ -86,35 +86,22 @@ func internalQuota(q *v1.ResourceQuota) *api.ResourceQuota {
 	return out
 }
 
-// withoutMetadata drops the metadata errors of upstream's whole-object validators: the
-// generic handlers validate metadata themselves.
-func withoutMetadata(errs field.ErrorList) field.ErrorList {
-	var out field.ErrorList
-	for _, e := range errs {
-		if e.Field == "metadata" || strings.HasPrefix(e.Field, "metadata.") {
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
 // ValidateResourceQuota is Kubernetes' ValidateResourceQuota without metadata: hard
 // resource names and quantities, scopes and the scope selector, each checked against
 // the resources it may limit.
 func ValidateResourceQuota(q *v1.ResourceQuota) field.ErrorList {
-	return withoutMetadata(corevalidation.ValidateResourceQuota(internalQuota(q)))
+	return registry.WithoutMetadata(corevalidation.ValidateResourceQuota(internalQuota(q)))
 }
 
 // ValidateResourceQuotaUpdate is Kubernetes' update check: the spec rules, and scopes
 // that may not change.
 func ValidateResourceQuotaUpdate(q, old *v1.ResourceQuota) field.ErrorList {
-	return withoutMetadata(corevalidation.ValidateResourceQuotaUpdate(internalQuota(q), internalQuota(old)))
+	return registry.WithoutMetadata(corevalidation.ValidateResourceQuotaUpdate(internalQuota(q), internalQuota(old)))
 }
 
 // ValidateResourceQuotaStatusUpdate checks status.hard and status.used names and values.
 func ValidateResourceQuotaStatusUpdate(q, old *v1.ResourceQuota) field.ErrorList {
-	return withoutMetadata(corevalidation.ValidateResourceQuotaStatusUpdate(internalQuota(q), internalQuota(old)))
+	return registry.WithoutMetadata(corevalidation.ValidateResourceQuotaStatusUpdate(internalQuota(q), internalQuota(old)))
 }
 
 // resourceQuotaWarnings is upstream's create warning for a request above its limit

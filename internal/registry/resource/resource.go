@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/tranche/tranche/internal/registry"
+	"github.com/tranche/tranche/internal/registry/storage"
 )
 
 // DeviceClassResource serves deviceclasses: cluster-scoped, generation tracked, each
@@ -68,25 +69,9 @@ func validateOpaque(o *resourcev1.OpaqueDeviceConfiguration, fldPath *field.Path
 	if o == nil {
 		return field.ErrorList{field.Required(fldPath.Child("opaque"), "")}
 	}
-	errs := validateDriverName(o.Driver, fldPath.Child("opaque", "driver"))
+	errs := storage.ValidateCSIDriverName(o.Driver, fldPath.Child("opaque", "driver"))
 	if len(o.Parameters.Raw) == 0 {
 		errs = append(errs, field.Required(fldPath.Child("opaque", "parameters"), ""))
-	}
-	return errs
-}
-
-// validateDriverName requires a DNS subdomain of at most 63 characters, as a CSI
-// driver's name.
-func validateDriverName(name string, fldPath *field.Path) field.ErrorList {
-	if name == "" {
-		return field.ErrorList{field.Required(fldPath, "")}
-	}
-	var errs field.ErrorList
-	if len(name) > 63 {
-		errs = append(errs, field.TooLong(fldPath, "", 63))
-	}
-	for _, msg := range validation.IsDNS1123Subdomain(strings.ToLower(name)) {
-		errs = append(errs, field.Invalid(fldPath, name, msg))
 	}
 	return errs
 }
@@ -325,7 +310,7 @@ func ResourceSliceResource() registry.Resource {
 
 func validateSlice(s *resourcev1.ResourceSlice) field.ErrorList {
 	spec := field.NewPath("spec")
-	errs := validateDriverName(s.Spec.Driver, spec.Child("driver"))
+	errs := storage.ValidateCSIDriverName(s.Spec.Driver, spec.Child("driver"))
 	pool := spec.Child("pool")
 	if s.Spec.Pool.Name == "" {
 		errs = append(errs, field.Required(pool.Child("name"), ""))
