@@ -34,6 +34,10 @@ func TestStatusPatchKeepsMetadata(t *testing.T) {
 	}{
 		{"service", "svc", `{"metadata":{"labels":{"patchedstatus":"true"}},"status":{"conditions":[{"type":"StatusUpdate","status":"True","reason":"E2E","message":"Set from e2e test","lastTransitionTime":"2026-01-02T03:04:05Z"}]}}`,
 			`{.metadata.labels.patchedstatus} {.status.conditions[0].reason}`, "true E2E"},
+		// The service status lifecycle spec writes a condition without lastTransitionTime,
+		// which kube-apiserver does not validate.
+		{"service", "svc", `{"status":{"conditions":[{"type":"StatusUpdate","status":"True","reason":"NoTime","message":"Set from e2e test"}]}}`,
+			`{.status.conditions[0].reason}`, "NoTime"},
 		{"ingress", "ing", `{"metadata":{"labels":{"patchedstatus":"true"},"annotations":{"patchedstatus":"true"}},"status":{"loadBalancer":{"ingress":[{"ip":"203.0.113.2"}]}}}`,
 			`{.metadata.labels.patchedstatus} {.metadata.annotations.patchedstatus} {.status.loadBalancer.ingress[0].ip}`, "true true 203.0.113.2"},
 		{"cronjob", "cj", `{"metadata":{"annotations":{"patchedstatus":"true"}},"status":{"lastScheduleTime":"2026-01-02T03:04:05Z"}}`,
