@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/tranche/tranche/internal/apiserver"
@@ -47,12 +46,11 @@ func newObservability(guard apiserver.Guard, api http.Handler, reg *prometheus.R
 }
 
 // withWorkqueueFamilies gathers reg and the workqueue_* families of component-base's
-// legacy registry. Importing k8s.io/apiserver/pkg/endpoints (the CRD OpenAPI builder
-// does) links k8s.io/component-base/metrics/prometheus/workqueue, whose init claims
-// client-go's once-per-process workqueue.SetProvider before Run's call: the queues then
-// count in that registry, not in workqueueMetrics. Only one provider ever has queues,
-// and a metric vector without children is not exported, so the two never both report
-// a family.
+// legacy registry: client-go work queues' metrics as kube-controller-manager serves them
+// (workqueue_depth, workqueue_adds_total, ..., labelled by queue name). The binary links
+// k8s.io/component-base/metrics/prometheus/workqueue (through k8s.io/apiserver's
+// endpoints, which the CRD OpenAPI builder imports), whose init makes it client-go's
+// once-per-process workqueue provider; every server in a process reports every queue.
 func withWorkqueueFamilies(reg *prometheus.Registry) prometheus.Gatherer {
 	legacy := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		mfs, err := legacyregistry.DefaultGatherer.Gather()
@@ -90,61 +88,4 @@ func (o *observability) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = nr
 	}
 	h.ServeHTTP(w, r)
-}
-
-// workqueueMetrics are client-go work queues' metrics as kube-controller-manager
-// serves them (k8s.io/component-base/metrics/prometheus/workqueue): workqueue_depth,
-// workqueue_adds_total, ..., labelled by queue name. Queues take it from
-// workqueue.SetProvider, which client-go honours once per process: a second server in
-// the same process reports its queues on the first one's registry.
-type workqueueMetrics struct {
-	depth, unfinished, longest *prometheus.GaugeVec
-	adds, retries              *prometheus.CounterVec
-	latency, work              *prometheus.HistogramVec
-}
-
-var _ workqueue.MetricsProvider = (*workqueueMetrics)(nil)
-
-func newWorkqueueMetrics(reg prometheus.Registerer) *workqueueMetrics {
-	name := []string{"name"}
-	buckets := prometheus.ExponentialBuckets(10e-9, 10, 10)
-	m := &workqueueMetrics{
-		depth:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_depth", Help: "Current depth of workqueue"}, name),
-		adds:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_adds_total", Help: "Total number of adds handled by workqueue"}, name),
-		latency:    prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_queue_duration_seconds", Help: "How long in seconds an item stays in workqueue before being requested.", Buckets: buckets}, name),
-		work:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_work_duration_seconds", Help: "How long in seconds processing an item from workqueue takes.", Buckets: buckets}, name),
-		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_unfinished_work_seconds", Help: "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases."}, name),
-		longest:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_longest_running_processor_seconds", Help: "How many seconds has the longest running processor for workqueue been running."}, name),
-		retries:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Total number of retries handled by workqueue"}, name),
-	}
-	reg.MustRegister(m.depth, m.adds, m.latency, m.work, m.unfinished, m.longest, m.retries)
-	return m
-}
-
-func (m *workqueueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric {
-	return m.depth.WithLabelValues(n)
-}
-
-func (m *workqueueMetrics) NewAddsMetric(n string) workqueue.CounterMetric {
-	return m.adds.WithLabelValues(n)
-}
-
-func (m *workqueueMetrics) NewLatencyMetric(n string) workqueue.HistogramMetric {
-	return m.latency.WithLabelValues(n)
-}
-
-func (m *workqueueMetrics) NewWorkDurationMetric(n string) workqueue.HistogramMetric {
-	return m.work.WithLabelValues(n)
-}
-
-func (m *workqueueMetrics) NewUnfinishedWorkSecondsMetric(n string) workqueue.SettableGaugeMetric {
-	return m.unfinished.WithLabelValues(n)
-}
-
-func (m *workqueueMetrics) NewLongestRunningProcessorSecondsMetric(n string) workqueue.SettableGaugeMetric {
-	return m.longest.WithLabelValues(n)
-}
-
-func (m *workqueueMetrics) NewRetriesMetric(n string) workqueue.CounterMetric {
-	return m.retries.WithLabelValues(n)
 }

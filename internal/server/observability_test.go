@@ -30,9 +30,9 @@ func (g *pathGuard) Check(r *http.Request, req apiserver.Request) (*http.Request
 
 func TestObservabilityEndpoints(t *testing.T) {
 	reg := newMetricsRegistry()
-	wq := newWorkqueueMetrics(reg)
+	// The process's provider: component-base's, as in the binary.
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "test-queue", MetricsProvider: wq})
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "test-queue"})
 	defer q.ShutDown()
 	q.Add("a")
 	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "api") })

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/apiserver"
@@ -164,7 +163,6 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		return err
 	}
 	reg := newMetricsRegistry()
-	workqueue.SetProvider(newWorkqueueMetrics(reg))
 	qa, err := newQuotaAdmission(ctx, server, ca.CertPEM, adminCert, adminKey, log)
 	if err != nil {
 		return err
