@@ -291,8 +291,10 @@ func (c *watchCache) broadcastLocked() {
 }
 
 // next returns the events after the cursor, the latest progress revision, and a channel
-// closed on the next change. gone reports a cursor the ring has passed (or a run that
-// ended: ended is then true and err says why, nil when storage closed the watch).
+// closed on the next change. ended reports a cursor the ring has passed, or a run that
+// ended (err then says why, nil when storage closed the watch): the caller sends the
+// events returned with it first. A run that ended reports ended with its last events
+// too, since nothing will close the changed channel after its end.
 func (cur *cacheCursor) next() (events []*cacheEvent, progress int64, changed <-chan struct{}, ended bool, err error) {
 	c := cur.c
 	c.mu.Lock()
@@ -306,8 +308,8 @@ func (cur *cacheCursor) next() (events []*cacheEvent, progress int64, changed <-
 	}
 	i := sort.Search(len(c.ring), func(i int) bool { return c.ring[i].rev > cur.rev })
 	events = append([]*cacheEvent(nil), c.ring[i:]...)
-	if len(events) == 0 && !c.running {
-		return nil, 0, nil, true, c.endErr
+	if !c.running {
+		return events, 0, nil, true, c.endErr
 	}
 	return events, c.progress, c.changed, false, nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/tranche/tranche/internal/storage"
 	"github.com/tranche/tranche/internal/storage/memory"
 	trtest "github.com/tranche/tranche/internal/testutil"
 )
@@ -92,5 +93,32 @@ func TestWatchCacheDropsStaleEvents(t *testing.T) {
 	ev := <-kept.ResultChan()
 	if cm, ok := ev.Object.(*v1.ConfigMap); ev.Type != watch.Added || !ok || cm.Name != fmt.Sprintf("c%d", n-watchCacheKeep) {
 		t.Errorf("watch from the window: first event %s %v, want ADDED c%d", ev.Type, ev.Object, n-watchCacheKeep)
+	}
+}
+
+// TestWatchCacheEndAfterLastEvents: a run that ends while a watch has not yet read its
+// last events reports the end together with them. Nothing closes the changed channel
+// after a run's end, so a watch told "not ended" there would wait until its timeout
+// (seen as a watch of a removed custom resource that never ended).
+func TestWatchCacheEndAfterLastEvents(t *testing.T) {
+	api, err := New(Config{Storage: memory.New(50 * time.Millisecond), Resources: testResources()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	c := api.lookup("", "v1", "configmaps").cache
+	c.mu.Lock()
+	c.running, c.window, c.ended = true, 1, make(chan struct{})
+	c.gen++
+	cur := &cacheCursor{c: c, rev: 1, gen: c.gen, ended: c.ended}
+	c.mu.Unlock()
+	events := make(chan storage.Event)
+	go c.run(func() {}, events, cur.gen)
+	events <- storage.Event{Type: storage.Added, Key: "/registry/configmaps/default/a", Revision: 2}
+	close(events)
+	<-cur.ended
+	got, _, _, ended, err := cur.next()
+	if len(got) != 1 || got[0].rev != 2 || !ended || err != nil {
+		t.Fatalf("next after the run ended: %d events, ended %v, err %v; want the event at revision 2 and ended", len(got), ended, err)
 	}
 }
