@@ -87,6 +87,7 @@ func Resources() []registry.Resource {
 		storage.CSINodeResource(),
 		storage.CSIStorageCapacityResource(),
 		storage.VolumeAttachmentResource(),
+		storage.VolumeAttributesClassResource(),
 		flowcontrol.FlowSchemaResource(),
 		flowcontrol.PriorityLevelConfigurationResource(),
 		certificates.CertificateSigningRequestResource(),
