@@ -19,7 +19,7 @@ func TestAs(t *testing.T) {
 		"other type":         {&v1.Node{}, nil},
 		"tombstone of other": {cache.DeletedFinalStateUnknown{Key: "n", Obj: &v1.Node{}}, nil},
 		"nil":                {nil, nil},
-		"string": {"x", nil},
+		"string":             {"x", nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := As[*v1.Pod](tc.obj); got != tc.want {

@@ -77,14 +77,14 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	c := &Controller{disc: cfg.Discovery.ServerPreferredNamespacedResources, meta: meta, quotas: quotas, started: make(chan struct{})}
 	c.rq, err = upstream.NewController(ctx, &upstream.ControllerOptions{
-		QuotaClient:               cfg.Client.CoreV1(),
-		ResourceQuotaInformer:     quotas.Core().V1().ResourceQuotas(),
-		ResyncPeriod:              controller.StaticResyncPeriodFunc(period),
-		Registry:                  generic.NewRegistry(qc.Evaluators()),
-		DiscoveryFunc:             c.disc,
-		IgnoredResourcesFunc:      qc.IgnoredResources,
-		InformersStarted:          c.started,
-		InformerFactory:           factory,
+		QuotaClient:           cfg.Client.CoreV1(),
+		ResourceQuotaInformer: quotas.Core().V1().ResourceQuotas(),
+		ResyncPeriod:          controller.StaticResyncPeriodFunc(period),
+		Registry:              generic.NewRegistry(qc.Evaluators()),
+		DiscoveryFunc:         c.disc,
+		IgnoredResourcesFunc:  qc.IgnoredResources,
+		InformersStarted:      c.started,
+		InformerFactory:       factory,
 		// No monitor resync (kube-controller-manager's --min-resync-period): the
 		// monitors' informers are the manager's and a metadata factory without
 		// resyncs; the full recalculation every period covers what one would.
