@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/storage"
@@ -18,7 +22,9 @@ const ServicesPrefix = "/registry/core/services/"
 // Repair makes the allocation keys agree with the stored Services, as after a crash of
 // an older version or a hand edit: keys whose owner is gone are freed, and allocations a
 // Service holds without a key are recorded (two Services holding the same address are
-// reported, the first keeps it). It runs once at start-up, before the API serves.
+// reported, the first keeps it), and the IPAddress objects agree with the ClusterIPs
+// held (made for data written before they were, or deleted by hand). It runs once at
+// start-up, before the API serves.
 func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
 	svcs, err := a.Store.List(ctx, ServicesPrefix, storage.ListOptions{})
 	if err != nil {
@@ -38,6 +44,12 @@ func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
 				continue
 			}
 			want[k] = owner{svc.Namespace, svc.Name, string(svc.UID)}
+		}
+	}
+	holders := map[string]owner{}
+	for k, o := range want {
+		if ip, ok := strings.CutPrefix(k, IPPrefix); ok {
+			holders[ip] = o
 		}
 	}
 	for _, prefix := range []string{IPPrefix, PortPrefix} {
@@ -64,6 +76,53 @@ func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
 			return fmt.Errorf("repair: recording %s: %w", k, err)
 		}
 		log.Info("repair: recorded an allocation", "allocation", k, "service", o.Namespace+"/"+o.Name)
+	}
+	return a.repairIPAddresses(ctx, log, holders)
+}
+
+// repairIPAddresses makes the allocator's IPAddress objects name exactly the ClusterIPs
+// held (holders: address → Service): one whose Service no longer holds its address is
+// deleted, a held address without one gets one. An IPAddress someone else made is left
+// alone.
+func (a *Services) repairIPAddresses(ctx context.Context, log *slog.Logger, holders map[string]owner) error {
+	res, err := a.Store.List(ctx, IPAddressPrefix, storage.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("repair: listing IPAddress objects: %w", err)
+	}
+	for _, kv := range res.Items {
+		ip := strings.TrimPrefix(kv.Key, IPAddressPrefix)
+		var obj networkingv1.IPAddress
+		if err := apiserver.DecodeStored(kv.Value, &obj); err != nil {
+			log.Warn("repair: undecodable IPAddress", "key", kv.Key, "err", err)
+			continue
+		}
+		h, held := holders[ip]
+		ref := obj.Spec.ParentRef
+		if obj.Labels[networkingv1.LabelManagedBy] != ManagedBy {
+			if held {
+				log.Warn("repair: a service holds an address another IPAddress names", "ip", ip, "service", h.Namespace+"/"+h.Name)
+				delete(holders, ip)
+			}
+			continue
+		}
+		if held && ref != nil && ref.Resource == "services" && ref.Group == "" && ref.Namespace == h.Namespace && ref.Name == h.Name {
+			delete(holders, ip)
+			continue
+		}
+		if _, err := a.Store.Delete(ctx, kv.Key, kv.ModRevision); err != nil {
+			return fmt.Errorf("repair: deleting IPAddress %s: %w", ip, err)
+		}
+		log.Info("repair: deleted an IPAddress no service holds", "ip", ip)
+	}
+	for ip, o := range holders {
+		data, err := ipAddressObject(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name}}, ip, a.now())
+		if err != nil {
+			return fmt.Errorf("repair: IPAddress %s: %w", ip, err)
+		}
+		if _, err := a.Store.Create(ctx, IPAddressPrefix+ip, data); err != nil {
+			return fmt.Errorf("repair: creating IPAddress %s: %w", ip, err)
+		}
+		log.Info("repair: created the IPAddress of a held ClusterIP", "ip", ip, "service", o.Namespace+"/"+o.Name)
 	}
 	return nil
 }

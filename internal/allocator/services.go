@@ -1,7 +1,9 @@
 // Package allocator hands out Service ClusterIPs and NodePorts. Each allocation is a key
 // in the store written in the same transaction as the Service (apiserver.Admitter), so
 // two Services can never hold the same address, a failed create leaks nothing, and a
-// delete frees what the Service held.
+// delete frees what the Service held. A ClusterIP is also published as the
+// networking.k8s.io/v1 IPAddress object kube-apiserver's allocator makes for it (named
+// by the address, parentRef the Service), written in that same transaction.
 package allocator
 
 import (
@@ -12,11 +14,15 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/tranche/tranche/internal/apiserver"
@@ -24,11 +30,16 @@ import (
 	"github.com/tranche/tranche/internal/storage"
 )
 
-// Key prefixes of allocations in the store.
+// Key prefixes of allocations in the store, and of the IPAddress objects.
 const (
-	IPPrefix   = "/registry/ranges/serviceips/"
-	PortPrefix = "/registry/ranges/servicenodeports/"
+	IPPrefix        = "/registry/ranges/serviceips/"
+	PortPrefix      = "/registry/ranges/servicenodeports/"
+	IPAddressPrefix = "/registry/networking.k8s.io/ipaddresses/"
 )
+
+// ManagedBy is the managed-by label value of the IPAddress objects the allocator
+// writes, kube-apiserver's allocator's name.
+const ManagedBy = "ipallocator.k8s.io"
 
 // servicesGVR is the resource the allocator admits (schema.GroupVersionResource.String()).
 var servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}.String()
@@ -61,6 +72,8 @@ type Services struct {
 	// they can still be asked for explicitly.
 	Reserved []netip.Addr
 	Store    storage.Interface
+	// Now stamps the IPAddress objects' creationTimestamp (time.Now when nil).
+	Now func() time.Time
 }
 
 var _ apiserver.Admitter = (*Services)(nil)
@@ -78,6 +91,52 @@ func ownerValue(svc *v1.Service) []byte {
 }
 
 func ipKey(ip string) string { return IPPrefix + ip }
+
+// ipAddressObject is the IPAddress that publishes svc's ClusterIP ip, encoded as the API
+// server stores it, with the labels and parentRef kube-apiserver's allocator gives it.
+func ipAddressObject(svc *v1.Service, ip string, now time.Time) ([]byte, error) {
+	family := v1.IPv4Protocol
+	if addr, err := netip.ParseAddr(ip); err == nil && addr.Is6() {
+		family = v1.IPv6Protocol
+	}
+	obj := &networkingv1.IPAddress{
+		TypeMeta: metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "IPAddress"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ip, UID: uuid.NewUUID(), CreationTimestamp: metav1.NewTime(now), Generation: 1,
+			Labels: map[string]string{networkingv1.LabelIPAddressFamily: string(family), networkingv1.LabelManagedBy: ManagedBy},
+		},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: svc.Namespace, Name: svc.Name}},
+	}
+	return apiserver.EncodeStored(obj)
+}
+
+// ipOps adds to ops the IPAddress writes that go with allocation key changes: an object
+// for each newly held ClusterIP (refused, as the allocation, when one exists), and the
+// deletion of each freed one's.
+func (a *Services) ipOps(ops []storage.Op, svc *v1.Service, added, freed []string) ([]storage.Op, error) {
+	for _, k := range added {
+		if ip, ok := strings.CutPrefix(k, IPPrefix); ok {
+			data, err := ipAddressObject(svc, ip, a.now())
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, storage.Op{Key: IPAddressPrefix + ip, Value: data, MustNotExist: true})
+		}
+	}
+	for _, k := range freed {
+		if ip, ok := strings.CutPrefix(k, IPPrefix); ok {
+			ops = append(ops, storage.Op{Key: IPAddressPrefix + ip, Delete: true})
+		}
+	}
+	return ops, nil
+}
+
+func (a *Services) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
 func portKey(p int32) string { return PortPrefix + strconv.Itoa(int(p)) }
 
 // held returns the allocation keys svc holds (or, for a new object, asks for).
@@ -150,15 +209,22 @@ func (a *Services) Admit(ctx context.Context, op apiserver.AdmitOp, gvr string, 
 	}
 	after := held(svc)
 	var ops []storage.Op
+	var added, freed []string
 	for k := range after {
 		if !before[k] {
 			ops = append(ops, storage.Op{Key: k, Value: ownerValue(svc), MustNotExist: true})
+			added = append(added, k)
 		}
 	}
 	for k := range before {
 		if !after[k] {
 			ops = append(ops, storage.Op{Key: k, Delete: true})
+			freed = append(freed, k)
 		}
+	}
+	ops, err = a.ipOps(ops, svc, added, freed)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
 	return ops, nil
 }
@@ -171,6 +237,9 @@ func (a *Services) Release(_ context.Context, gvr string, obj runtime.Object) []
 	var ops []storage.Op
 	for k := range held(obj.(*v1.Service)) {
 		ops = append(ops, storage.Op{Key: k, Delete: true})
+		if ip, ok := strings.CutPrefix(k, IPPrefix); ok {
+			ops = append(ops, storage.Op{Key: IPAddressPrefix + ip, Delete: true})
+		}
 	}
 	return ops
 }
@@ -181,8 +250,8 @@ func (a *Services) ExplainConflict(gvr, key, name string) error {
 		return nil
 	}
 	switch {
-	case strings.HasPrefix(key, IPPrefix):
-		ip := strings.TrimPrefix(key, IPPrefix)
+	case strings.HasPrefix(key, IPPrefix), strings.HasPrefix(key, IPAddressPrefix):
+		ip := key[strings.LastIndexByte(key, '/')+1:]
 		return apierrors.NewInvalid(serviceGK, name, field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs"), []string{ip},
 			fmt.Sprintf("failed to allocate IP %s: provided IP is already allocated", ip))})
 	case strings.HasPrefix(key, PortPrefix):
@@ -203,6 +272,14 @@ func (a *Services) usedKeys(ctx context.Context) (map[string]bool, error) {
 		for _, kv := range res.Items {
 			used[kv.Key] = true
 		}
+	}
+	// An IPAddress object someone made for an address also takes it, as in kube-apiserver.
+	res, err := a.Store.List(ctx, IPAddressPrefix, storage.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing IPAddress objects: %w", err)
+	}
+	for _, kv := range res.Items {
+		used[ipKey(strings.TrimPrefix(kv.Key, IPAddressPrefix))] = true
 	}
 	return used, nil
 }

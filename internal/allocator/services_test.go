@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +23,7 @@ import (
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/registry"
 	"github.com/tranche/tranche/internal/registry/core"
+	"github.com/tranche/tranche/internal/registry/networking"
 	"github.com/tranche/tranche/internal/storage"
 	"github.com/tranche/tranche/internal/storage/memory"
 )
@@ -38,7 +41,7 @@ func newFixture(t *testing.T, cidr string) *fixture {
 	alloc := &allocator.Services{CIDR: netip.MustParsePrefix(cidr), Ports: allocator.PortRange{First: 30000, Last: 32767},
 		Reserved: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, Store: store}
 	api, err := apiserver.New(apiserver.Config{Storage: store, Admitters: []apiserver.Admitter{alloc},
-		Resources: []registry.Resource{core.NamespaceResource(), core.ServiceResource()}})
+		Resources: []registry.Resource{core.NamespaceResource(), core.ServiceResource(), networking.IPAddressResource()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,5 +304,105 @@ func TestRepair(t *testing.T) {
 	want := s.Spec.ClusterIP + "," + fmt.Sprint(s.Spec.Ports[0].NodePort)
 	if got != want {
 		t.Fatalf("after repair keys %q, want %q", got, want)
+	}
+}
+
+// ipAddresses lists the IPAddress objects as "name parentRef managed-by".
+func (f *fixture) ipAddresses(t *testing.T) []string {
+	t.Helper()
+	list, err := f.client.NetworkingV1().IPAddresses().List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ip := range list.Items {
+		ref := ip.Spec.ParentRef
+		out = append(out, fmt.Sprintf("%s %s/%s/%s/%s %s", ip.Name, ref.Group, ref.Resource, ref.Namespace, ref.Name, ip.Labels[networkingv1.LabelManagedBy]))
+	}
+	return out
+}
+
+// TestIPAddressObjects: each ClusterIP is published as the IPAddress kube-apiserver's
+// allocator makes (named by the address, parentRef the Service, its labels), created
+// and deleted with the Service; an IPAddress someone made takes its address.
+func TestIPAddressObjects(t *testing.T) {
+	f := newFixture(t, "10.96.0.0/12")
+	svcs := f.client.CoreV1().Services("default")
+	s, err := svcs.Create(f.ctx, makeService("web", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := f.client.NetworkingV1().IPAddresses().Get(f.ctx, s.Spec.ClusterIP, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj.UID == "" || obj.CreationTimestamp.IsZero() || obj.ResourceVersion == "" ||
+		obj.Labels[networkingv1.LabelIPAddressFamily] != "IPv4" || obj.Labels[networkingv1.LabelManagedBy] != allocator.ManagedBy {
+		t.Fatalf("IPAddress %s: %+v", s.Spec.ClusterIP, obj.ObjectMeta)
+	}
+	if got, want := f.ipAddresses(t), []string{s.Spec.ClusterIP + " /services/default/web ipallocator.k8s.io"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("IPAddresses %q, want %q", got, want)
+	}
+	s.Spec.Type = v1.ServiceTypeExternalName
+	s.Spec.ExternalName = "example.com"
+	s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.Selector = "", nil, nil
+	if _, err := svcs.Update(f.ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ipAddresses(t); len(got) != 0 {
+		t.Fatalf("IPAddresses after the Service became ExternalName: %q", got)
+	}
+	if _, err := svcs.Create(f.ctx, makeService("api", func(s *v1.Service) { s.Spec.ClusterIP = "10.96.7.7" }), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svcs.Delete(f.ctx, "api", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ipAddresses(t); len(got) != 0 {
+		t.Fatalf("IPAddresses after the Service was deleted: %q", got)
+	}
+	mine := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.96.5.5"},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Group: "gateway.networking.k8s.io", Resource: "gateways", Namespace: "default", Name: "gw"}}}
+	if _, err := f.client.NetworkingV1().IPAddresses().Create(f.ctx, mine, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = svcs.Create(f.ctx, makeService("taken", func(s *v1.Service) { s.Spec.ClusterIP = "10.96.5.5" }), metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "failed to allocate IP 10.96.5.5: provided IP is already allocated") {
+		t.Fatalf("create on an address an IPAddress names: %v, want Invalid 'provided IP is already allocated'", err)
+	}
+}
+
+// TestRepairIPAddresses: at start-up a held ClusterIP without its IPAddress (data from
+// before they existed, or one deleted by hand) gets it back, the allocator's IPAddress of
+// an address nobody holds goes, and one someone else made stays.
+func TestRepairIPAddresses(t *testing.T) {
+	f := newFixture(t, "10.96.0.0/12")
+	s, err := f.client.CoreV1().Services("default").Create(f.ctx, makeService("kept", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := f.client.NetworkingV1().IPAddresses()
+	if err := ips.Delete(f.ctx, s.Spec.ClusterIP, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*networkingv1.IPAddress{
+		{ObjectMeta: metav1.ObjectMeta{Name: "10.96.9.9", Labels: map[string]string{networkingv1.LabelManagedBy: allocator.ManagedBy}},
+			Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "gone"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "10.96.8.8"},
+			Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "gateways", Namespace: "default", Name: "gw"}}},
+	} {
+		if _, err := ips.Create(f.ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.alloc.Repair(f.ctx, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	got := f.ipAddresses(t)
+	want := []string{s.Spec.ClusterIP + " /services/default/kept ipallocator.k8s.io", "10.96.8.8 /gateways/default/gw "}
+	slices.Sort(got)
+	slices.Sort(want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("IPAddresses after repair %q, want %q", got, want)
 	}
 }

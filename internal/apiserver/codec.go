@@ -421,6 +421,17 @@ func metadataFormat(r *http.Request) (wanted, protobuf bool) {
 	return false, false
 }
 
+// EncodeStored encodes obj as the API server stores it (the protobuf envelope for the
+// built-in kinds), for components that write objects in the API server's transactions
+// (the allocator's IPAddress objects). obj's TypeMeta must name its kind; its
+// resourceVersion must be empty (storage keeps it as the key's revision).
+func EncodeStored(obj runtime.Object) ([]byte, error) {
+	if obj.GetObjectKind().GroupVersionKind().Kind == "" {
+		return nil, fmt.Errorf("encoding %T for storage: no kind", obj)
+	}
+	return encodeStored(obj)
+}
+
 // DecodeStored decodes a value the API server stored into into (a typed object such as
 // *v1.Service): the protobuf envelope it writes, or JSON as written by earlier versions,
 // told apart by the envelope's magic prefix. The object's TypeMeta and resourceVersion

@@ -6,9 +6,10 @@
 // go only when no address still in use depends on it.
 //
 // Upstream counts the addresses in use from IPAddress objects, which its ClusterIP
-// allocator writes for every Service. tranche's allocator keeps its own bitmap instead,
-// so an address is in use here when an IPAddress object names it or a Service holds it
-// as a ClusterIP.
+// allocator writes for every Service; tranche's allocator writes them too (in the
+// Service's transaction), but its own allocation keys are what it allocates from, and
+// an IPAddress can be deleted by hand, so an address is in use here when an IPAddress
+// object names it or a Service holds it as a ClusterIP.
 package servicecidr
 
 import (
