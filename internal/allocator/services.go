@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,8 @@ const (
 	IPPrefix        = "/registry/ranges/serviceips/"
 	PortPrefix      = "/registry/ranges/servicenodeports/"
 	IPAddressPrefix = "/registry/networking.k8s.io/ipaddresses/"
+	// ServiceCIDRPrefix is where the API server keeps ServiceCIDR objects.
+	ServiceCIDRPrefix = "/registry/networking.k8s.io/servicecidrs/"
 )
 
 // ManagedBy is the managed-by label value of the IPAddress objects the allocator
@@ -188,7 +191,11 @@ func (a *Services) Admit(ctx context.Context, op apiserver.AdmitOp, gvr string, 
 	}
 	var errs field.ErrorList
 	if core.ServiceNeedsClusterIP(svc) {
-		errs = append(errs, a.assignClusterIP(svc, used)...)
+		ranges, err := a.serviceRanges(ctx)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		errs = append(errs, a.assignClusterIP(svc, ranges, used)...)
 	}
 	if core.ServiceNeedsNodePorts(svc) {
 		errs = append(errs, a.assignNodePorts(svc, prev, used)...)
@@ -284,7 +291,41 @@ func (a *Services) usedKeys(ctx context.Context) (map[string]bool, error) {
 	return used, nil
 }
 
-func (a *Services) assignClusterIP(svc *v1.Service, used map[string]bool) field.ErrorList {
+// serviceRanges returns the ranges ClusterIPs come from: the cluster's service CIDR
+// first, then those of the other ServiceCIDR objects of its family that are not being
+// deleted, by name (as kube-apiserver's allocator takes addresses from every
+// ServiceCIDR once the default one is full).
+func (a *Services) serviceRanges(ctx context.Context) ([]netip.Prefix, error) {
+	ranges := []netip.Prefix{a.CIDR.Masked()}
+	res, err := a.Store.List(ctx, ServiceCIDRPrefix, storage.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing ServiceCIDRs: %w", err)
+	}
+	for _, kv := range res.Items {
+		var sc networkingv1.ServiceCIDR
+		if err := apiserver.DecodeStored(kv.Value, &sc); err != nil || sc.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range sc.Spec.CIDRs {
+			p, err := netip.ParsePrefix(c)
+			if err != nil || p.Addr().Is4() != a.CIDR.Addr().Is4() || slices.Contains(ranges, p.Masked()) {
+				continue
+			}
+			ranges = append(ranges, p.Masked())
+		}
+	}
+	return ranges, nil
+}
+
+func rangesString(ranges []netip.Prefix) string {
+	out := make([]string, len(ranges))
+	for i, r := range ranges {
+		out[i] = r.String()
+	}
+	return strings.Join(out, ", ")
+}
+
+func (a *Services) assignClusterIP(svc *v1.Service, ranges []netip.Prefix, used map[string]bool) field.ErrorList {
 	path := field.NewPath("spec", "clusterIPs")
 	if svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) > 0 {
 		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
@@ -294,28 +335,34 @@ func (a *Services) assignClusterIP(svc *v1.Service, used map[string]bool) field.
 		switch {
 		case err != nil:
 			return field.ErrorList{field.Invalid(path, []string{ip}, fmt.Sprintf("failed to allocate IP %s: not a valid IP address", ip))}
-		case !a.CIDR.Contains(addr):
-			return field.ErrorList{field.Invalid(path, []string{ip}, fmt.Sprintf("failed to allocate IP %s: the provided IP (%s) is not in the valid range. The range of valid IPs is %s", ip, ip, a.CIDR))}
+		case !slices.ContainsFunc(ranges, func(r netip.Prefix) bool { return r.Contains(addr) }):
+			// kube-apiserver says only "the provided network does not match the current
+			// range"; naming the ranges tells the user what would be accepted.
+			return field.ErrorList{field.Invalid(path, []string{ip}, fmt.Sprintf("failed to allocate IP %s: the provided IP (%s) is not in the valid range. The range of valid IPs is %s", ip, ip, rangesString(ranges)))}
 		case used[ipKey(ip)]:
 			return field.ErrorList{field.Invalid(path, []string{ip}, fmt.Sprintf("failed to allocate IP %s: provided IP is already allocated", ip))}
 		}
 		svc.Spec.ClusterIPs = []string{ip}
 		return nil
 	}
-	ip, ok := a.randomIP(used)
-	if !ok {
-		return field.ErrorList{field.Invalid(path, []string{""}, fmt.Sprintf("failed to allocate a serviceIP: range is full (%s)", a.CIDR))}
+	for i, r := range ranges {
+		if ip, ok := a.randomIP(r, i == 0, used); ok {
+			svc.Spec.ClusterIP = ip
+			svc.Spec.ClusterIPs = []string{ip}
+			return nil
+		}
 	}
-	svc.Spec.ClusterIP = ip
-	svc.Spec.ClusterIPs = []string{ip}
-	return nil
+	// kube-apiserver answers a full range with a 500; it is the request that cannot be
+	// met, so it is refused as invalid, naming the ranges.
+	return field.ErrorList{field.Invalid(path, []string{""}, fmt.Sprintf("failed to allocate a serviceIP: range is full (%s)", rangesString(ranges)))}
 }
 
-// randomIP picks a free address, never the network or broadcast address, the first
-// host (the kubernetes Service) or a reserved one.
-func (a *Services) randomIP(used map[string]bool) (string, bool) {
-	base := a.CIDR.Masked().Addr()
-	bits := a.CIDR.Addr().BitLen() - a.CIDR.Bits()
+// randomIP picks a free address of cidr, never the network or broadcast address or a
+// reserved one, nor, in the cluster's own range (first), its first host (the
+// kubernetes Service's).
+func (a *Services) randomIP(cidr netip.Prefix, first bool, used map[string]bool) (string, bool) {
+	base := cidr.Masked().Addr()
+	bits := cidr.Addr().BitLen() - cidr.Bits()
 	if bits > 30 {
 		bits = 30
 	}
@@ -327,7 +374,7 @@ func (a *Services) randomIP(used map[string]bool) (string, bool) {
 	start := rand.IntN(size)
 	for i := 0; i < size; i++ {
 		off := (start + i) % size
-		if off <= 1 || off == size-1 {
+		if off == 0 || (off == 1 && first) || off == size-1 {
 			continue
 		}
 		addr := offsetAddr(base, off)

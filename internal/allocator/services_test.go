@@ -41,7 +41,7 @@ func newFixture(t *testing.T, cidr string) *fixture {
 	alloc := &allocator.Services{CIDR: netip.MustParsePrefix(cidr), Ports: allocator.PortRange{First: 30000, Last: 32767},
 		Reserved: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, Store: store}
 	api, err := apiserver.New(apiserver.Config{Storage: store, Admitters: []apiserver.Admitter{alloc},
-		Resources: []registry.Resource{core.NamespaceResource(), core.ServiceResource(), networking.IPAddressResource()}})
+		Resources: []registry.Resource{core.NamespaceResource(), core.ServiceResource(), networking.IPAddressResource(), networking.ServiceCIDRResource()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,5 +404,51 @@ func TestRepairIPAddresses(t *testing.T) {
 	slices.Sort(want)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("IPAddresses after repair %q, want %q", got, want)
+	}
+}
+
+// TestOtherServiceCIDRs: once the cluster's own range is full, ClusterIPs come from the
+// other ServiceCIDR objects (not from one being deleted); an explicit address in any of
+// them is accepted, one outside all is refused naming them.
+func TestOtherServiceCIDRs(t *testing.T) {
+	f := newFixture(t, "10.96.0.0/29")
+	svcs := f.client.CoreV1().Services("default")
+	// .0 is the network, .1 the kubernetes Service's, .7 broadcast: five addresses.
+	for i := range 5 {
+		if _, err := svcs.Create(f.ctx, makeService(fmt.Sprintf("s%d", i), nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := svcs.Create(f.ctx, makeService("full", nil), metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "failed to allocate a serviceIP: range is full (10.96.0.0/29)") {
+		t.Fatalf("create with the range full: %v", err)
+	}
+	cidrs := f.client.NetworkingV1().ServiceCIDRs()
+	dying := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "a-dying", Finalizers: []string{"example.com/hold"}},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.99.0.0/24"}}}
+	if _, err := cidrs.Create(f.ctx, dying, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cidrs.Delete(f.ctx, dying.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cidrs.Create(f.ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "extra"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.100.0.0/28"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := svcs.Create(f.ctx, makeService("full", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := netip.MustParseAddr(got.Spec.ClusterIP); !netip.MustParsePrefix("10.100.0.0/28").Contains(ip) || ip == netip.MustParseAddr("10.100.0.0") {
+		t.Fatalf("allocated %s, want a host of 10.100.0.0/28", ip)
+	}
+	if _, err := svcs.Create(f.ctx, makeService("explicit", func(s *v1.Service) { s.Spec.ClusterIP = "10.100.0.14" }), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("explicit address of another ServiceCIDR: %v", err)
+	}
+	_, err = svcs.Create(f.ctx, makeService("dying", func(s *v1.Service) { s.Spec.ClusterIP = "10.99.0.5" }), metav1.CreateOptions{})
+	want := "failed to allocate IP 10.99.0.5: the provided IP (10.99.0.5) is not in the valid range. The range of valid IPs is 10.96.0.0/29, 10.100.0.0/28"
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("explicit address of a ServiceCIDR being deleted: %v, want Invalid %q", err, want)
 	}
 }

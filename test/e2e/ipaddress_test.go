@@ -45,3 +45,55 @@ func TestServiceIPAddresses(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "not found"), jsonOf(err)
 	})
 }
+
+// TestServiceFromOtherServiceCIDR: a Service given an address of a second ServiceCIDR
+// gets it (with its IPAddress) and carries traffic to its pod like one of the default
+// range: the proxy's rules do not depend on the range. The client is the framework's
+// agnhost exec pod running its `wget -T`.
+func TestServiceFromOtherServiceCIDR(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	name := ns + "-cidr"
+	s.mustStdin(t, "apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: "+name+"}\nspec: {cidrs: [10.101.0.0/24]}\n", "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "namespace", ns, "--wait=true", "--timeout=60s")
+		_, _, _ = s.kubectl(t, "", "delete", "servicecidr", name, "--wait=false")
+	})
+	s.mustStdin(t, `apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  containers:
+  - name: web
+    image: registry.k8s.io/e2e-test-images/agnhost:2.52
+    args: ["netexec", "--http-port=8080"]
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  containers:
+  - {name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.52, args: ["pause"]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  clusterIP: 10.101.0.20
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+`, "-n", ns, "apply", "-f", "-")
+	c.waitReady(t, ns, "web")
+	c.waitReady(t, ns, "client")
+	if out := s.must(t, "get", "ipaddress", "10.101.0.20", "-o", "jsonpath={.spec.parentRef.namespace}/{.spec.parentRef.name}"); out != ns+"/web" {
+		t.Fatalf("IPAddress 10.101.0.20 parentRef %q, want %s/web", out, ns)
+	}
+	eventually(t, 30*time.Second, "web's hostname through 10.101.0.20", func() (bool, string) {
+		// The e2e framework's form: Debian's busybox wget crashes on -T, the agnhost
+		// image's wget takes it.
+		out := execInPod(t, s, ns, "client", "wget", "-T", "2", "-qO-", "http://10.101.0.20/hostname")
+		return strings.TrimSpace(out) == "web", out
+	})
+}
