@@ -642,6 +642,11 @@ func (s *Server) prepareUpdate(e *entry, obj, current runtime.Object, sub string
 		// An unconditional write: the version it replaces is the current one.
 		m.SetResourceVersion(cm.GetResourceVersion())
 	}
+	if h := e.res.FindHandler(sub); h != nil && h.OwnsValidation {
+		// The handler changed one part, status included (pods/binding sets PodScheduled),
+		// and validated it: the status split and update strategy would undo or refuse it.
+		return nil
+	}
 	status := sub == "status" && e.res.Status != nil
 	if e.res.Status != nil {
 		if status {
@@ -658,11 +663,6 @@ func (s *Server) prepareUpdate(e *entry, obj, current runtime.Object, sub string
 		} else if err := copyField(obj, current, "Status"); err != nil {
 			return apierrors.NewInternalError(err)
 		}
-	}
-	if h := e.res.FindHandler(sub); h != nil && h.OwnsValidation {
-		// The handler changed one part and validated it (namespaces/finalize,
-		// pods/binding): the ordinary update strategy forbids such changes.
-		return nil
 	}
 	if err := s.runUpdateStrategy(e, obj, current, status, e.res.Subresources[sub]); err != nil {
 		return err

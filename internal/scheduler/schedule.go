@@ -13,45 +13,55 @@ import (
 // node at all.
 var errNoNodes = errors.New("no nodes available to schedule pods")
 
+// nodeStatus is why one node cannot run a pod.
+type nodeStatus struct {
+	// reasons are the rejecting filter's reasons, as Kubernetes words them.
+	reasons []string
+	// resolvable is set when evicting pods from the node could make it pass
+	// (Kubernetes' Unschedulable, as opposed to UnschedulableAndUnresolvable).
+	resolvable bool
+}
+
 // fitError explains why no node can run a pod. Its message is Kubernetes'
 // FailedScheduling text: a histogram of filter reasons, then what preemption
 // concluded.
 type fitError struct {
 	numNodes int
-	// reasons counts, per reason, the nodes that reported it.
-	reasons map[string]int
-	// resolvable counts nodes rejected only by filters that evicting pods
-	// could satisfy; the rest could not be helped by preemption.
-	resolvable int
-	// preemptNever is set when the pod may not preempt by its policy.
-	preemptNever bool
+	// statuses has every node's verdict, by node name.
+	statuses map[string]nodeStatus
+	// postFilter is the preemption step's message ("preemption: ..."), empty
+	// until it ran.
+	postFilter string
+	// preemption is what the preemption step decided; nil until it ran.
+	preemption *preemption
 }
 
 // Error renders, e.g. "0/3 nodes are available: 1 node(s) had untolerated
 // taint {node.kubernetes.io/not-ready: }, 2 Insufficient cpu. preemption:
 // 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No
 // preemption victims found for incoming pod." Entries are "<count> <reason>"
-// sorted as strings, as Kubernetes sorts them. tranche does not preempt, so
-// nodes that preemption might help are reported as offering no victims.
+// sorted as strings, as Kubernetes sorts them.
 func (e *fitError) Error() string {
+	counts := map[string]int{}
+	for _, st := range e.statuses {
+		for _, r := range st.reasons {
+			counts[r]++
+		}
+	}
+	return availability(e.numNodes, counts, e.postFilter)
+}
+
+// availability renders "0/<numNodes> nodes are available: <histogram>." and
+// then post, if any.
+func availability(numNodes int, counts map[string]int, post string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "0/%d nodes are available:", e.numNodes)
-	if hist := histogram(e.reasons); len(hist) > 0 {
+	fmt.Fprintf(&b, "0/%d nodes are available:", numNodes)
+	if hist := histogram(counts); len(hist) > 0 {
 		fmt.Fprintf(&b, " %s.", strings.Join(hist, ", "))
 	}
-	if e.preemptNever {
-		b.WriteString(" preemption: not eligible due to preemptionPolicy=Never.")
-		return b.String()
+	if post != "" {
+		b.WriteString(" " + post)
 	}
-	fmt.Fprintf(&b, " preemption: 0/%d nodes are available:", e.numNodes)
-	preempt := map[string]int{}
-	if e.resolvable > 0 {
-		preempt["No preemption victims found for incoming pod"] = e.resolvable
-	}
-	if rest := e.numNodes - e.resolvable; rest > 0 {
-		preempt["Preemption is not helpful for scheduling"] = rest
-	}
-	fmt.Fprintf(&b, " %s.", strings.Join(histogram(preempt), ", "))
 	return b.String()
 }
 
@@ -65,29 +75,27 @@ func histogram(counts map[string]int) []string {
 }
 
 // schedule picks the node for pod in s: the best-ranked node that passes
-// every filter. It returns errNoNodes or a *fitError when there is none. It
-// neither changes s nor does I/O.
+// every filter, counting the room preemption keeps for nominated pods of
+// higher or equal priority. When there is none it returns errNoNodes or a
+// *fitError carrying the preemption decision (see preempt). It neither
+// changes s nor does I/O.
 func schedule(pod *v1.Pod, s *snapshot) (string, error) {
 	if len(s.nodes) == 0 {
 		return "", errNoNodes
 	}
-	fe := &fitError{numNodes: len(s.nodes), reasons: map[string]int{}}
+	fe := &fitError{numNodes: len(s.nodes), statuses: map[string]nodeStatus{}}
 	var feasible []*nodeInfo
 	for _, n := range s.nodes {
-		plugin, reasons := runFilters(pod, n)
+		plugin, reasons := runFilters(pod, s.withNominated(pod, n))
 		if plugin == nil {
 			feasible = append(feasible, n)
 			continue
 		}
-		for _, r := range reasons {
-			fe.reasons[r]++
-		}
-		if plugin.resolvable {
-			fe.resolvable++
-		}
+		fe.statuses[n.node.Name] = nodeStatus{reasons: reasons, resolvable: plugin.resolvable}
 	}
 	if len(feasible) == 0 {
-		fe.preemptNever = pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever
+		fe.preemption = preempt(pod, s, fe.statuses)
+		fe.postFilter = fe.preemption.message
 		return "", fe
 	}
 	scores := scoreNodes(pod, feasible, s.nodes)

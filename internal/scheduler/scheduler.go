@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -37,10 +38,11 @@ const flushInterval = 100 * time.Millisecond
 type Config struct {
 	// Client binds pods and updates their status. Required.
 	Client kubernetes.Interface
-	// Informers provides the Pod and Node informers; New registers them, the
-	// caller starts the factory. Required.
+	// Informers provides the Pod, Node and PodDisruptionBudget informers; New
+	// registers them, the caller starts the factory. Required.
 	Informers informers.SharedInformerFactory
-	// Recorder receives the Scheduled and FailedScheduling events. Required.
+	// Recorder receives the Scheduled, FailedScheduling and Preempted events.
+	// Required.
 	Recorder record.EventRecorder
 	// Logger receives progress and errors; nil discards them.
 	Logger *slog.Logger
@@ -61,9 +63,13 @@ type Scheduler struct {
 	clock    clock.WithTicker
 	nodes    corelisters.NodeLister
 	pods     corelisters.PodLister
+	pdbs     policylisters.PodDisruptionBudgetLister
 	synced   []cache.InformerSynced
 	queue    *schedulingQueue
 	assumed  *assumedPods
+	// nominated remembers the nominations this scheduler made until the
+	// pods are bound or gone, ahead of the informers showing them.
+	nominated *nominations
 }
 
 // New registers the scheduler's handlers on the factory's Pod and Node
@@ -88,9 +94,11 @@ func New(cfg Config) *Scheduler {
 	}
 	s.queue = newSchedulingQueue(s.clock)
 	s.assumed = &assumedPods{pods: map[string]assumedPod{}}
+	s.nominated = &nominations{nodes: map[string]string{}}
 	podInf := cfg.Informers.Core().V1().Pods()
 	nodeInf := cfg.Informers.Core().V1().Nodes()
-	s.pods, s.nodes = podInf.Lister(), nodeInf.Lister()
+	pdbInf := cfg.Informers.Policy().V1().PodDisruptionBudgets()
+	s.pods, s.nodes, s.pdbs = podInf.Lister(), nodeInf.Lister(), pdbInf.Lister()
 	// The registrations' HasSynced, unlike the informers', waits until the
 	// handlers themselves have seen the initial list, so the queue holds
 	// every pending pod before the first decision.
@@ -113,7 +121,7 @@ func New(cfg Config) *Scheduler {
 	if err != nil {
 		panic(fmt.Sprintf("scheduler.New: node informer: %v", err))
 	}
-	s.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced}
+	s.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, pdbInf.Informer().HasSynced}
 	return s
 }
 
@@ -148,6 +156,7 @@ func (s *Scheduler) onPod(old, pod *v1.Pod) {
 	key := cache.MetaObjectToName(pod).String()
 	if pod.Spec.NodeName != "" {
 		s.assumed.forget(key)
+		s.nominated.forget(key)
 		s.queue.remove(key)
 		if old != nil && old.Spec.NodeName != "" && !isTerminal(old) && isTerminal(pod) {
 			s.queue.moveAll()
@@ -167,6 +176,7 @@ func (s *Scheduler) onPodDelete(pod *v1.Pod) {
 	}
 	key := cache.MetaObjectToName(pod).String()
 	s.queue.remove(key)
+	s.nominated.forget(key)
 	wasAssumed := s.assumed.has(key, s.clock.Now())
 	s.assumed.forget(key)
 	if (pod.Spec.NodeName != "" || wasAssumed) && !isTerminal(pod) {
@@ -223,14 +233,31 @@ func (s *Scheduler) scheduleOne(ctx context.Context) bool {
 		s.queue.failed(key)
 		return true
 	}
+	// The pod as the API has it, for status writes; the one decided on
+	// carries this scheduler's latest nomination.
+	stored := pod
+	if nnn, ok := s.nominated.get(key); ok && pod.Status.NominatedNodeName != nnn {
+		pod = pod.DeepCopy()
+		pod.Status.NominatedNodeName = nnn
+	}
 	node, err := schedule(pod, snap)
 	if err != nil {
 		s.log.Debug("pod unschedulable", "pod", key, "reason", err.Error())
 		reason := v1.PodReasonSchedulerError
-		if _, ok := err.(*fitError); ok {
+		nominate := pod.Status.NominatedNodeName
+		if fe, ok := err.(*fitError); ok {
 			reason = v1.PodReasonUnschedulable
+			if p := fe.preemption; p != nil && !p.keepNomination {
+				nominate = p.node
+				if p.node == "" {
+					s.nominated.forget(key)
+				} else if perr := s.actuatePreemption(ctx, pod, p, snap); perr != nil {
+					s.log.Warn("preemption", "pod", key, "node", p.node, "err", perr)
+					nominate = pod.Status.NominatedNodeName
+				}
+			}
 		}
-		s.reportFailure(ctx, pod, reason, err.Error())
+		s.reportFailure(ctx, stored, reason, err.Error(), nominate)
 		s.queue.failed(key)
 		return true
 	}
@@ -244,7 +271,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context) bool {
 			return true
 		}
 		s.log.Warn("binding pod", "pod", key, "node", node, "err", err)
-		s.reportFailure(ctx, pod, v1.PodReasonSchedulerError, "binding rejected: "+err.Error())
+		s.reportFailure(ctx, stored, v1.PodReasonSchedulerError, "binding rejected: "+err.Error(), stored.Status.NominatedNodeName)
 		s.queue.failed(key)
 		return true
 	}
@@ -255,7 +282,9 @@ func (s *Scheduler) scheduleOne(ctx context.Context) bool {
 }
 
 // snapshot assembles the cluster from the informer caches plus the pods this
-// scheduler bound that the caches do not show bound yet.
+// scheduler bound that the caches do not show bound yet, with the pending
+// pods nominated to nodes (this scheduler's own latest nominations first) and
+// the PodDisruptionBudgets preemption weighs.
 func (s *Scheduler) snapshot() (*snapshot, error) {
 	nodes, err := s.nodes.List(labels.Everything())
 	if err != nil {
@@ -278,7 +307,24 @@ func (s *Scheduler) snapshot() (*snapshot, error) {
 			bound = append(bound, p)
 		}
 	}
-	return newSnapshot(nodes, bound), nil
+	pdbs, err := s.pdbs.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+	}
+	snap := newSnapshot(nodes, bound)
+	snap.pdbs, snap.now = pdbs, s.clock.Now()
+	for _, p := range all {
+		key := cache.MetaObjectToName(p).String()
+		if p.Spec.NodeName != "" || seen[key] || s.assumed.has(key, snap.now) || p.DeletionTimestamp != nil {
+			continue
+		}
+		nnn := p.Status.NominatedNodeName
+		if mem, ok := s.nominated.get(key); ok {
+			nnn = mem
+		}
+		snap.nominate(p, nnn)
+	}
+	return snap, nil
 }
 
 // bind assumes pod on node, then asks the API server to bind it there. The
@@ -298,16 +344,23 @@ func (s *Scheduler) bind(ctx context.Context, pod *v1.Pod, node string) error {
 }
 
 // reportFailure emits FailedScheduling and records the reason in the pod's
-// PodScheduled condition, writing the status only when the condition changes.
-func (s *Scheduler) reportFailure(ctx context.Context, pod *v1.Pod, reason, msg string) {
+// PodScheduled condition and the node preemption nominated it for in
+// status.nominatedNodeName, writing the status only when it changes.
+func (s *Scheduler) reportFailure(ctx context.Context, pod *v1.Pod, reason, msg, nominate string) {
 	s.recorder.Event(pod, v1.EventTypeWarning, "FailedScheduling", msg)
 	cond := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: reason, Message: msg}
 	updated, changed := withCondition(pod, cond, metav1.NewTime(s.clock.Now()))
+	if updated.Status.NominatedNodeName != nominate {
+		if !changed {
+			updated = updated.DeepCopy()
+		}
+		updated.Status.NominatedNodeName, changed = nominate, true
+	}
 	if !changed {
 		return
 	}
-	_, err := s.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	err := patchStatus(ctx, s.client, pod, &updated.Status)
+	if err != nil && !apierrors.IsNotFound(err) {
 		s.log.Warn("updating PodScheduled condition", "pod", cache.MetaObjectToName(pod).String(), "err", err)
 	}
 }

@@ -106,7 +106,7 @@ func (h *harness) pod(t *testing.T, ns, name string) *v1.Pod {
 func (h *harness) statusUpdates() int {
 	n := 0
 	for _, a := range h.client.Actions() {
-		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+		if (a.GetVerb() == "update" || a.GetVerb() == "patch") && a.GetSubresource() == "status" {
 			n++
 		}
 	}

@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"sort"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 )
 
 // zoneLabel is the well-known label naming a node's failure zone; spreading
@@ -77,17 +79,48 @@ func podHostPorts(pod *v1.Pod) []hostPort {
 	return out
 }
 
+// clone returns a copy of n that pods can be added to and removed from
+// without changing n.
+func (n *nodeInfo) clone() *nodeInfo {
+	out := newNodeInfo(n.node)
+	for _, p := range n.pods {
+		out.addPod(p)
+	}
+	return out
+}
+
+// removePod takes the pod with pod's UID off the node, as if it were gone.
+func (n *nodeInfo) removePod(pod *v1.Pod) {
+	rest := newNodeInfo(n.node)
+	for _, p := range n.pods {
+		if p.UID != pod.UID {
+			rest.addPod(p)
+		}
+	}
+	*n = *rest
+}
+
 // snapshot is the cluster as one scheduling decision sees it, nodes sorted by
 // name so that every decision is reproducible from the same inputs.
 type snapshot struct {
 	nodes  []*nodeInfo
 	byName map[string]*nodeInfo
+	// nominated holds, per node name, the pending pods that preemption made
+	// room for there (status.nominatedNodeName): a pod of lower or equal
+	// priority must leave them that room.
+	nominated map[string][]*v1.Pod
+	// pdbs are the cluster's PodDisruptionBudgets, which preemption avoids
+	// violating.
+	pdbs []*policyv1.PodDisruptionBudget
+	// now stands for the start time of pods that have not started yet, which
+	// preemption ranks as the youngest.
+	now time.Time
 }
 
 // newSnapshot builds a snapshot from nodes and the pods bound to them. Pods
 // that are terminal or bound to unknown nodes are left out: they hold nothing.
 func newSnapshot(nodes []*v1.Node, pods []*v1.Pod) *snapshot {
-	s := &snapshot{byName: make(map[string]*nodeInfo, len(nodes))}
+	s := &snapshot{byName: make(map[string]*nodeInfo, len(nodes)), nominated: map[string][]*v1.Pod{}}
 	for _, node := range nodes {
 		if node == nil {
 			continue
@@ -117,4 +150,32 @@ func (s *snapshot) assume(pod *v1.Pod, nodeName string) {
 // isTerminal reports whether a pod has finished for good and frees its node.
 func isTerminal(pod *v1.Pod) bool {
 	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// nominate records pod as waiting for the room preemption made on nodeName.
+func (s *snapshot) nominate(pod *v1.Pod, nodeName string) {
+	if pod != nil && nodeName != "" {
+		s.nominated[nodeName] = append(s.nominated[nodeName], pod)
+	}
+}
+
+// withNominated returns n as pod must see it: with the pods nominated to n
+// whose priority is at least pod's (pod itself excepted) counted as if they
+// ran there, as kube-scheduler's RunFilterPluginsWithNominatedPods does. It
+// returns n itself when there are none.
+func (s *snapshot) withNominated(pod *v1.Pod, n *nodeInfo) *nodeInfo {
+	var out *nodeInfo
+	for _, p := range s.nominated[n.node.Name] {
+		if p.UID == pod.UID || priority(p) < priority(pod) {
+			continue
+		}
+		if out == nil {
+			out = n.clone()
+		}
+		out.addPod(p)
+	}
+	if out == nil {
+		return n
+	}
+	return out
 }

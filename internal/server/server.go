@@ -172,9 +172,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits, webhooks},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits, priorityMutator{}, webhooks},
 		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
-		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, webhooks, qa.quota},
+		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, priorityValidator{}, webhooks, qa.quota},
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
@@ -244,6 +244,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		return err
 	}
 	rv.client.Store(client)
+	if err := ensureSystemPriorityClasses(ctx, client, log); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
 	if err := sec.watchCaches(ctx, informers.NewSharedInformerFactory(client, 0)); err != nil {
 		return fmt.Errorf("authorization caches: %w", err)
 	}

@@ -262,6 +262,9 @@ func TestResourceQuotaScopes(t *testing.T) {
 		waitQuotaUsed(t, c, ns, name, rl("pods", "0"))
 	}
 
+	// The class must exist: the Priority admission refuses a pod naming a missing one.
+	s.must(t, "create", "priorityclass", "e2e-high", "--value=1000")
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "priorityclass", "e2e-high") })
 	_, err := c.CoreV1().Pods(ns).Create(ctx, quotaPod("prio", nil, nil, func(p *v1.Pod) { p.Spec.PriorityClassName = "e2e-high" }), metav1.CreateOptions{})
 	forbidden(t, "pod of priority class e2e-high", err, `pods "prio" is forbidden: exceeded quota: high, requested: pods=1, used: pods=0, limited: pods=0`)
 

@@ -104,6 +104,7 @@ func Status(cfg Config, prev *v1.NodeStatus, now time.Time) v1.NodeStatus {
 		v1.ResourcePods:             *resource.NewQuantity(MaxPods, resource.DecimalSI),
 		v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
 	}
+	keepExtendedResources(capacity, prev)
 	t := metav1.NewTime(now)
 	conds := []v1.NodeCondition{
 		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},

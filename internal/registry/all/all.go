@@ -22,6 +22,7 @@ import (
 	"github.com/tranche/tranche/internal/registry/policy"
 	"github.com/tranche/tranche/internal/registry/rbac"
 	"github.com/tranche/tranche/internal/registry/resource"
+	"github.com/tranche/tranche/internal/registry/scheduling"
 	"github.com/tranche/tranche/internal/registry/storage"
 	"github.com/tranche/tranche/internal/registry/storagemigration"
 )
@@ -104,5 +105,6 @@ func Resources() []registry.Resource {
 		admissionregistration.MutatingAdmissionPolicyResource(),
 		admissionregistration.MutatingAdmissionPolicyBindingResource(),
 		apiextensions.CustomResourceDefinitionResource(),
+		scheduling.PriorityClassResource(),
 	}
 }
