@@ -253,7 +253,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err := mx.start(ctx, loop, nodePair, cfg.ClusterDial, log.With("component", "metrics")); err != nil {
 		return fmt.Errorf("resource metrics: %w", err)
 	}
-	if err := startCRDs(ctx, api, loop, crdOpenAPI, log.With("component", "crd")); err != nil {
+	if err := startCRDs(ctx, api, loop, crdOpenAPI, cfg.ClusterDial, log.With("component", "crd")); err != nil {
 		return fmt.Errorf("customresourcedefinitions: %w", err)
 	}
 	isReady.Store(true)
