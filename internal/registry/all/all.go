@@ -5,6 +5,7 @@ import (
 	"github.com/tranche/tranche/internal/registry"
 	"github.com/tranche/tranche/internal/registry/admissionregistration"
 	"github.com/tranche/tranche/internal/registry/apiextensions"
+	"github.com/tranche/tranche/internal/registry/apiregistration"
 	"github.com/tranche/tranche/internal/registry/apps"
 	"github.com/tranche/tranche/internal/registry/authentication"
 	"github.com/tranche/tranche/internal/registry/authorization"
@@ -103,5 +104,6 @@ func Resources() []registry.Resource {
 		admissionregistration.MutatingAdmissionPolicyResource(),
 		admissionregistration.MutatingAdmissionPolicyBindingResource(),
 		apiextensions.CustomResourceDefinitionResource(),
+		apiregistration.APIServiceResource(),
 	}
 }
