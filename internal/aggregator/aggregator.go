@@ -46,6 +46,9 @@ type Config struct {
 	// dials directly, which only tests reaching loopback servers may do.
 	Dial DialFunc
 	Log  *slog.Logger
+	// Proxy, when set, starts proxying to the APIServices backed by a Service once
+	// the caches are synced.
+	Proxy *Proxy
 }
 
 // Start registers the Local APIServices of the group versions the server serves now
@@ -111,6 +114,9 @@ func Start(ctx context.Context, cfg Config) error {
 		if !cache.WaitForCacheSync(ctx.Done(), synced) {
 			return fmt.Errorf("aggregator: caches not synced")
 		}
+	}
+	if cfg.Proxy != nil {
+		cfg.Proxy.state.Store(&proxyState{apiServices: apiServices.Lister(), resolver: resolver, dial: dial})
 	}
 	go auto.Run(1, ctx.Done())
 	go crds.Run(1, ctx.Done())

@@ -170,6 +170,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	webhooks := newWebhooks(cfg)
 	crdOpenAPI := crd.NewOpenAPI(docs.Handler())
+	aggregated := &aggregator.Proxy{User: requestUserInfo, Dial: cfg.ClusterDial}
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
@@ -179,6 +180,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
+		Aggregated: aggregated,
 		OpenAPI:    crdOpenAPI,
 		Extra:      rv.handlers(),
 		Computed:   mx.handlers(),
@@ -257,7 +259,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err := startCRDs(ctx, api, loop, crdOpenAPI, cfg.ClusterDial, log.With("component", "crd")); err != nil {
 		return fmt.Errorf("customresourcedefinitions: %w", err)
 	}
-	if err := aggregator.Start(ctx, aggregator.Config{Loopback: loop, Dial: cfg.ClusterDial, Log: log.With("component", "aggregator")}); err != nil {
+	if err := aggregator.Start(ctx, aggregator.Config{Loopback: loop, Dial: cfg.ClusterDial, Log: log.With("component", "aggregator"), Proxy: aggregated}); err != nil {
 		return err
 	}
 	isReady.Store(true)

@@ -241,3 +241,94 @@ spec:
 		t.Errorf("APIService with a wrong name: %v %s", err, errOut)
 	}
 }
+
+// extensionServerPod is a stand-in extension API server: agnhost netexec over TLS with
+// a certificate for its Service, answering every path (its root handler's "NOW: ...").
+const extensionServerPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: extension-server
+  labels: {app: extension-server}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: server
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["netexec", "--http-port=8443", "--tls-cert-file=/certs/tls.crt", "--tls-private-key-file=/certs/tls.key"]
+    ports: [{containerPort: 8443}]
+    readinessProbe:
+      httpGet: {scheme: HTTPS, port: 8443, path: /}
+      periodSeconds: 1
+    volumeMounts: [{name: certs, mountPath: /certs, readOnly: true}]
+  volumes:
+  - name: certs
+    secret: {secretName: extension-server-certs}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: extension-api
+spec:
+  selector: {app: extension-server}
+  ports: [{port: 443, targetPort: 8443}]
+`
+
+// TestAggregatedAPIServiceProxy: an APIService backed by a Service, trusted through its
+// caBundle, becomes Available once the server behind the Service answers its discovery
+// path; requests below /apis/GROUP/VERSION are then proxied to a ready endpoint of the
+// Service over TLS, the group is listed in /apis, and without endpoints the APIService
+// turns unavailable and requests get kube-aggregator's 503 "service unavailable". On a
+// cluster of its own: the stand-in server's discovery answers are not resource lists.
+func TestAggregatedAPIServiceProxy(t *testing.T) {
+	c := upOwn(t, "tam", 1)
+	s := c.srv
+	ns := s.namespace(t)
+	dir := t.TempDir()
+	ca, err := os.ReadFile(writeTestCertificates(t, dir, "extension-api."+ns+".svc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.must(t, "create", "secret", "tls", "extension-server-certs", "-n", ns,
+		"--cert="+filepath.Join(dir, "tls.crt"), "--key="+filepath.Join(dir, "tls.key"))
+	c.apply(t, ns, extensionServerPod)
+	c.waitReady(t, ns, "extension-server")
+
+	group := ns + ".example.com"
+	name := "v1alpha1." + group
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "apiservice", name, "--ignore-not-found") })
+	c.apply(t, "", fmt.Sprintf(`apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: %s}
+spec:
+  group: %s
+  version: v1alpha1
+  groupPriorityMinimum: 2000
+  versionPriority: 200
+  caBundle: %s
+  service: {namespace: %s, name: extension-api, port: 443}
+`, name, group, base64.StdEncoding.EncodeToString(ca), ns))
+	eventually(t, 60*time.Second, "the APIService Available", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "get", "apiservice", name, "--no-headers")
+		f := strings.Fields(out)
+		return err == nil && len(f) >= 3 && f[1] == ns+"/extension-api" && f[2] == "True", out + errOut
+	})
+	path := "/apis/" + group + "/v1alpha1/namespaces/default/flunders"
+	if out := s.must(t, "get", "--raw", path); !strings.HasPrefix(out, "NOW: ") {
+		t.Errorf("GET %s: %q, want the extension server's answer", path, out)
+	}
+	if out := s.must(t, "get", "--raw", "/apis"); !strings.Contains(out, `"name":"`+group+`"`) {
+		t.Errorf("/apis lacks %s: %s", group, out)
+	}
+
+	s.must(t, "delete", "pod", "extension-server", "-n", ns, "--wait=true")
+	eventually(t, 60*time.Second, "requests refused without endpoints", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "get", "--raw", path)
+		// kube-aggregator answers 503 with the text "service unavailable", which
+		// kubectl reports as ServiceUnavailable.
+		return err != nil && strings.Contains(errOut, "(ServiceUnavailable)"), out + errOut
+	})
+	out := s.must(t, "get", "apiservice", name, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+	if out != "False" {
+		t.Errorf("APIService without endpoints: Available %q", out)
+	}
+}
