@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -330,5 +332,78 @@ spec:
 	out := s.must(t, "get", "apiservice", name, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
 	if out != "False" {
 		t.Errorf("APIService without endpoints: Available %q", out)
+	}
+}
+
+// TestListContinueAfterCompaction: a paged list whose first page's revision has been
+// compacted away gets 410 Expired with a continue token in its Status; that token lists
+// the remainder from the last key at the newest revision (an inconsistent list: an
+// object created meanwhile shows up), as kube-apiserver does. On a cluster of its own
+// compacting every 5 seconds.
+func TestListContinueAfterCompaction(t *testing.T) {
+	c := upOwn(t, "tlc", 1, "--compact-interval=5s")
+	s := c.srv
+	ns := s.namespace(t)
+	cms := s.client(t).CoreV1().ConfigMaps(ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range 25 {
+		if _, err := cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := cms.List(ctx, metav1.ListOptions{Limit: 10})
+	if err != nil || len(first.Items) != 10 || first.Continue == "" {
+		t.Fatalf("first page: %v, %d items, continue %q", err, len(first.Items), first.Continue)
+	}
+	if _, err := cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-99"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	eventually(t, 60*time.Second, "the first page's continue token expired", func() (bool, string) {
+		_, err := cms.List(ctx, metav1.ListOptions{Limit: 10, Continue: first.Continue})
+		if err == nil {
+			return false, "the token still lists"
+		}
+		st, ok := err.(apierrors.APIStatus)
+		if !apierrors.IsResourceExpired(err) || !ok {
+			return false, err.Error()
+		}
+		token = st.Status().Continue
+		return token != "", fmt.Sprintf("410 with continue %q: %v", token, err)
+	})
+	var names []string
+	var remaining []int
+	opts := metav1.ListOptions{Limit: 10, Continue: token}
+	for {
+		page, err := cms.List(ctx, opts)
+		if err != nil {
+			t.Fatalf("continuing with the inconsistent token: %v", err)
+		}
+		if page.ResourceVersion == first.ResourceVersion {
+			t.Errorf("a page after the inconsistent token has the first page's resourceVersion %s", first.ResourceVersion)
+		}
+		for _, cm := range page.Items {
+			names = append(names, cm.Name)
+		}
+		if page.Continue == "" {
+			break
+		}
+		if page.RemainingItemCount == nil {
+			t.Fatalf("a page with a continue token lacks remainingItemCount")
+		}
+		remaining = append(remaining, len(names)+int(*page.RemainingItemCount))
+		opts.Continue = page.Continue
+	}
+	// The namespace's kube-root-ca.crt sorts last.
+	want := "cm-10 cm-11 cm-12 cm-13 cm-14 cm-15 cm-16 cm-17 cm-18 cm-19 cm-20 cm-21 cm-22 cm-23 cm-24 cm-99 kube-root-ca.crt"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("remainder: %s\nwant %s", got, want)
+	}
+	for _, n := range remaining {
+		if n != len(names) {
+			t.Errorf("items so far plus remainingItemCount: %v, want %d on every page", remaining, len(names))
+			break
+		}
 	}
 }
