@@ -26,7 +26,7 @@ import (
 // hostPortWebhook converts Endpoint objects between v1 (spec-less, hostPort "h:p") and
 // v2 (host and port), answering ConversionReview v1 as a conversion webhook does; it
 // counts the reviews it answered.
-func hostPortWebhook(t *testing.T, calls *atomic.Int64) *httptest.Server {
+func hostPortWebhook(t testing.TB, calls *atomic.Int64) *httptest.Server {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var review apiextv1.ConversionReview
 		if r.URL.Path != "/convert" || json.NewDecoder(r.Body).Decode(&review) != nil || review.Request == nil {
