@@ -40,6 +40,7 @@ k8s.io/api/scheduling/v1alpha3
 k8s.io/api/storage/v1
 k8s.io/api/storagemigration/v1
 k8s.io/metrics/pkg/apis/metrics/v1beta1
+k8s.io/kube-aggregator/pkg/apis/apiregistration/v1
 "
 # shellcheck disable=SC2086 # one argument per package
 go tool openapi-gen \

@@ -117,6 +117,7 @@ func upCmd() *cobra.Command {
 	_ = f.MarkHidden("netns-prefix")
 	registerHPASyncPeriod(cmd, &cfg.Server)
 	registerInFlightLimits(cmd, &cfg.Server)
+	f.DurationVar(&cfg.Server.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
 	net.register(cmd)
 	psa.register(cmd)
 	return cmd

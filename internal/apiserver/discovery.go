@@ -159,6 +159,9 @@ func (s *Server) aggregated(core bool, mediaType string) *apidiscoveryv2.APIGrou
 		g.Versions = append(g.Versions, v)
 	}
 	// Pointers into out.Items stay valid: Items only grows before a group's first use.
+	if !core {
+		s.addAggregatedDiscovery(out)
+	}
 	return out
 }
 
@@ -197,6 +200,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 				list.Groups = append(list.Groups, *s.apiGroup(gv.Group))
 			}
 		}
+		list.Groups = append(list.Groups, s.aggregatedAPIGroups()...)
 		writeJSON(w, http.StatusOK, list)
 		return true
 	case len(parts) == 2 && parts[0] == "api" && parts[1] == "v1":
@@ -207,6 +211,13 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 			g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
 			writeJSON(w, http.StatusOK, g)
 			return true
+		}
+		for _, g := range s.aggregatedAPIGroups() {
+			if g.Name == parts[1] {
+				g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
+				writeJSON(w, http.StatusOK, &g)
+				return true
+			}
 		}
 	case len(parts) == 3 && parts[0] == "apis":
 		gv := schema.GroupVersion{Group: parts[1], Version: parts[2]}

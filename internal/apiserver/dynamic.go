@@ -57,6 +57,11 @@ type DynamicOptions struct {
 	// or patch with any, Warn returns them as warnings, as kube-apiserver does for custom
 	// resources. The object must not be changed.
 	UnknownFields map[schema.GroupVersionResource]func(runtime.Object) []string
+	// Convert, when set, converts an object of one of the resources between their
+	// versions (a CustomResourceDefinition's conversion webhook): objects read in another
+	// version than the served one are converted to it, objects written are converted to
+	// the storage version. Nil rewrites apiVersion only (conversion strategy None).
+	Convert func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error)
 }
 
 // SetResources serves res, replacing what owner served before (nothing the first
@@ -99,7 +104,7 @@ func (s *Server) SetResources(owner string, res []registry.Resource, opts Dynami
 			stop()
 			return fmt.Errorf("apiserver: resource %s is already served", gvr)
 		}
-		rs := &resourceStore{s: s.cfg.Storage, res: r, gr: gvr.GroupResource(), storedGVR: gvr, newStored: r.New}
+		rs := &resourceStore{s: s.cfg.Storage, res: r, gr: gvr.GroupResource(), storedGVR: gvr, newStored: r.New, convert: opts.Convert}
 		if v := r.Storage; v != nil {
 			rs.storedGVR = v.GVR
 		}

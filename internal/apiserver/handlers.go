@@ -330,7 +330,7 @@ func decodeContinue(s string) (*continueToken, error) {
 	if err := json.Unmarshal(data, &t); err != nil {
 		return nil, err
 	}
-	if t.APIVersion != "meta.k8s.io/v1" || t.Revision <= 0 || strings.Contains(t.Start, "..") {
+	if t.APIVersion != "meta.k8s.io/v1" || (t.Revision <= 0 && t.Revision != latestRevision) || strings.Contains(t.Start, "..") {
 		return nil, errors.New("unsupported continue token")
 	}
 	return &t, nil
@@ -377,7 +377,7 @@ func (s *Server) listStored(ctx context.Context, e *entry, ns string, f *filter,
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
 		}
-		opts.Revision = t.Revision
+		opts.Revision = max(t.Revision, 0) // latestRevision: the newest
 		opts.StartKey = prefix + t.Start
 	} else if rvMatch == "Exact" {
 		n, err := strconv.ParseInt(rv, 10, 64)
@@ -398,7 +398,7 @@ func (s *Server) listStored(ctx context.Context, e *entry, ns string, f *filter,
 		if err != nil {
 			if errors.Is(err, storage.ErrCompacted) {
 				if cont != "" {
-					return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+					return nil, continueCompacted(cont)
 				}
 				return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s", rv))
 			}

@@ -42,6 +42,8 @@ type Config struct {
 	Validators []Validator
 	// Guard authenticates and authorizes requests; nil lets everything through (tests).
 	Guard Guard
+	// Aggregated proxies the group versions extension API servers serve; nil: none.
+	Aggregated Aggregated
 	// OpenAPI serves /openapi/v2 and /openapi/v3; nil means 404.
 	OpenAPI http.Handler
 	// Extra handles subresources that need more than the registry can give
@@ -244,6 +246,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ri *requestInfo, 
 	}
 	if strings.HasPrefix(r.URL.Path, "/openapi/") && s.cfg.OpenAPI != nil {
 		s.cfg.OpenAPI.ServeHTTP(w, r)
+		return nil
+	}
+	if s.proxyAggregated(w, r) {
 		return nil
 	}
 	if !ri.IsResourceRequest {

@@ -26,6 +26,9 @@ type resourceStore struct {
 	storedGVR schema.GroupVersionResource
 	// newStored makes an empty object of the stored type.
 	newStored func() runtime.Object
+	// convert, when set, converts objects between the versions of the resource
+	// (DynamicOptions.Convert).
+	convert func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error)
 }
 
 func registryGroupDir(group string) string {
@@ -57,6 +60,10 @@ func (rs *resourceStore) decode(value []byte, rev int64) (runtime.Object, error)
 	if err := DecodeStored(value, obj); err != nil {
 		return nil, fmt.Errorf("decoding stored %s: %w", rs.gr, err)
 	}
+	obj, err := rs.convertTo(obj, rs.res.GVK.GroupVersion())
+	if err != nil {
+		return nil, err
+	}
 	if v := rs.res.Storage; v != nil {
 		obj = v.FromStorage(obj)
 	}
@@ -72,6 +79,10 @@ func (rs *resourceStore) encode(obj runtime.Object) ([]byte, error) {
 	stored := obj
 	if v := rs.res.Storage; v != nil {
 		stored = v.ToStorage(obj.DeepCopyObject())
+		var err error
+		if stored, err = rs.convertTo(stored, v.GVR.GroupVersion()); err != nil {
+			return nil, err
+		}
 		stored.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{Group: v.GVR.Group, Version: v.GVR.Version, Kind: rs.res.GVK.Kind})
 	} else {
 		stored = obj.DeepCopyObject()
@@ -84,6 +95,27 @@ func (rs *resourceStore) encode(obj runtime.Object) ([]byte, error) {
 	m.SetResourceVersion("")
 	m.SetSelfLink("")
 	return encodeStored(stored)
+}
+
+// convertTo converts obj to version gv with rs.convert, when set and obj is of another
+// version; a failure is the 500 kube-apiserver answers with.
+func (rs *resourceStore) convertTo(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {
+	if rs.convert == nil {
+		return obj, nil
+	}
+	from := obj.GetObjectKind().GroupVersionKind()
+	if from.Empty() {
+		obj.GetObjectKind().SetGroupVersionKind(rs.res.GVK)
+		from = rs.res.GVK
+	}
+	if from.GroupVersion() == gv {
+		return obj, nil
+	}
+	out, err := rs.convert(obj, gv)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
 }
 
 func (rs *resourceStore) get(ctx context.Context, ns, name string) (runtime.Object, int64, error) {

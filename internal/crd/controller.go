@@ -55,6 +55,13 @@ type Controller struct {
 	defs   map[string]*apiextv1.CustomResourceDefinition
 	// openapi publishes the served definitions' schemas (nil: not published).
 	openapi *OpenAPI
+
+	// Dial reaches cluster addresses (conversion webhooks' pods); set before Start.
+	// Nil dials directly, which only tests reaching loopback webhooks may do.
+	Dial DialFunc
+	cfg  *rest.Config
+	// conv builds the definitions' webhook conversions (Start makes it).
+	conv *converters
 }
 
 // New returns a controller for srv whose clients use cfg (the server's loopback); it
@@ -68,7 +75,7 @@ func New(srv Server, cfg *rest.Config, openapi *OpenAPI, log *slog.Logger) (*Con
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{srv: srv, client: client, dyn: dyn, log: log, now: time.Now, openapi: openapi,
+	return &Controller{srv: srv, client: client, dyn: dyn, log: log, now: time.Now, openapi: openapi, cfg: cfg,
 		served: map[string]string{}, defs: map[string]*apiextv1.CustomResourceDefinition{}}, nil
 }
 
@@ -76,6 +83,11 @@ func New(srv Server, cfg *rest.Config, openapi *OpenAPI, log *slog.Logger) (*Con
 // (so that a restarted server serves its custom resources once ready), and keeps
 // working until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
+	conv, err := newConverters(ctx, c.cfg, c.Dial)
+	if err != nil {
+		return err
+	}
+	c.conv = conv
 	factory := apiextinformers.NewSharedInformerFactory(c.client, 0)
 	inf := factory.Apiextensions().V1().CustomResourceDefinitions()
 	c.lister = inf.Lister()
@@ -207,6 +219,9 @@ func (c *Controller) serve(crd *apiextv1.CustomResourceDefinition) {
 		return
 	}
 	res, opts, err := Resources(crd)
+	if err == nil {
+		opts.Convert, err = c.conv.convertFunc(crd)
+	}
 	if err == nil {
 		err = c.srv.SetResources(crd.Name, res, opts)
 	}

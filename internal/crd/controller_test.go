@@ -29,13 +29,13 @@ import (
 
 // twoServers starts two API servers over one store, each with its controller, as two
 // `tranche server` over one etcd: what one learns of definitions comes from storage.
-func twoServers(t *testing.T) (a, b *rest.Config) {
+func twoServers(t testing.TB) (a, b *rest.Config) {
 	a, b, _ = twoServersWithMetrics(t)
 	return a, b
 }
 
 // twoServersWithMetrics is twoServers, also returning the second server's metrics.
-func twoServersWithMetrics(t *testing.T) (a, b *rest.Config, metricsB *prometheus.Registry) {
+func twoServersWithMetrics(t testing.TB) (a, b *rest.Config, metricsB *prometheus.Registry) {
 	t.Helper()
 	store := memory.New(50 * time.Millisecond)
 	// Cleanups run last first: the controllers' watches end (cancel) and the servers

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/tranche/tranche/internal/aggregator"
 	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/apiserver/openapi"
@@ -169,6 +170,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	webhooks := newWebhooks(cfg)
 	crdOpenAPI := crd.NewOpenAPI(docs.Handler())
+	aggregated := &aggregator.Proxy{User: requestUserInfo, Dial: cfg.ClusterDial}
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
@@ -178,6 +180,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
+		Aggregated: aggregated,
 		OpenAPI:    crdOpenAPI,
 		Extra:      rv.handlers(),
 		Computed:   mx.handlers(),
@@ -256,8 +259,11 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err := mx.start(ctx, loop, nodePair, cfg.ClusterDial, log.With("component", "metrics")); err != nil {
 		return fmt.Errorf("resource metrics: %w", err)
 	}
-	if err := startCRDs(ctx, api, loop, crdOpenAPI, log.With("component", "crd")); err != nil {
+	if err := startCRDs(ctx, api, loop, crdOpenAPI, cfg.ClusterDial, log.With("component", "crd")); err != nil {
 		return fmt.Errorf("customresourcedefinitions: %w", err)
+	}
+	if err := aggregator.Start(ctx, aggregator.Config{Loopback: loop, Dial: cfg.ClusterDial, Log: log.With("component", "aggregator"), Proxy: aggregated}); err != nil {
+		return err
 	}
 	isReady.Store(true)
 	if ready != nil {

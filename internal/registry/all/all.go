@@ -5,6 +5,7 @@ import (
 	"github.com/tranche/tranche/internal/registry"
 	"github.com/tranche/tranche/internal/registry/admissionregistration"
 	"github.com/tranche/tranche/internal/registry/apiextensions"
+	"github.com/tranche/tranche/internal/registry/apiregistration"
 	"github.com/tranche/tranche/internal/registry/apps"
 	"github.com/tranche/tranche/internal/registry/authentication"
 	"github.com/tranche/tranche/internal/registry/authorization"
@@ -106,5 +107,6 @@ func Resources() []registry.Resource {
 		admissionregistration.MutatingAdmissionPolicyBindingResource(),
 		apiextensions.CustomResourceDefinitionResource(),
 		scheduling.PriorityClassResource(),
+		apiregistration.APIServiceResource(),
 	}
 }

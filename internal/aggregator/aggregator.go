@@ -1,0 +1,164 @@
+// Package aggregator runs, in every API server, what kube-aggregator runs beside
+// apiregistration.k8s.io: the registration of a Local APIService for each built-in group
+// version (once, at start) and for each served version of a CustomResourceDefinition
+// (continuously), and the controllers that keep the APIServices' Available condition,
+// for Local ones and for those backed by a Service (whose discovery document is fetched
+// over TLS with the APIService's caBundle). The controllers are kube-aggregator's own.
+package aggregator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"time"
+
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/transport"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+	aggregatorinformers "k8s.io/kube-aggregator/pkg/client/informers/externalversions"
+	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
+	local "k8s.io/kube-aggregator/pkg/controllers/status/local"
+	availabilitymetrics "k8s.io/kube-aggregator/pkg/controllers/status/metrics"
+	"k8s.io/kube-aggregator/pkg/controllers/status/remote"
+	"k8s.io/kubernetes/pkg/controlplane/controller/crdregistration"
+)
+
+// DialFunc connects to an address.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Config is what Start needs.
+type Config struct {
+	// Loopback is the API server's own client configuration.
+	Loopback *rest.Config
+	// Dial reaches cluster addresses (the pods behind an APIService's Service); nil
+	// dials directly, which only tests reaching loopback servers may do.
+	Dial DialFunc
+	Log  *slog.Logger
+	// Proxy, when set, starts proxying to the APIServices backed by a Service once
+	// the caches are synced.
+	Proxy *Proxy
+}
+
+// Start registers the Local APIServices of the group versions the server serves now
+// (its discovery), then keeps the definitions' APIServices and every APIService's
+// Available condition until ctx ends. It returns once its caches are synced.
+func Start(ctx context.Context, cfg Config) error {
+	client, err := aggregatorclient.NewForConfig(cfg.Loopback)
+	if err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg.Loopback)
+	if err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+	extClient, err := apiextclient.NewForConfig(cfg.Loopback)
+	if err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+	groups, err := kube.Discovery().ServerGroups()
+	if err != nil {
+		return fmt.Errorf("aggregator: discovering the served group versions: %w", err)
+	}
+
+	// kube-aggregator resyncs APIServices every 5 minutes, and the availability
+	// controllers recheck every 30 seconds on their own.
+	factory := aggregatorinformers.NewSharedInformerFactory(client, 5*time.Minute)
+	apiServices := factory.Apiregistration().V1().APIServices()
+	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
+	extFactory := apiextinformers.NewSharedInformerFactory(extClient, 0)
+
+	auto := autoregister.NewAutoRegisterController(apiServices, client.ApiregistrationV1())
+	for _, gv := range builtinGroupVersions(groups) {
+		auto.AddAPIServiceToSyncOnStart(localAPIService(gv))
+	}
+	crds := crdregistration.NewCRDRegistrationController(extFactory.Apiextensions().V1().CustomResourceDefinitions(), auto)
+
+	metrics := availabilitymetrics.New()
+	localAvail, err := local.New(apiServices, client.ApiregistrationV1(), metrics)
+	if err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+	services := kubeFactory.Core().V1().Services()
+	slices := kubeFactory.Discovery().V1().EndpointSlices()
+	getter, err := proxy.NewEndpointSliceListerGetter(slices.Lister())
+	if err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+	resolver := &EndpointResolver{Services: services.Lister(), Slices: getter}
+	var dial *transport.DialHolder
+	if cfg.Dial != nil {
+		dial = &transport.DialHolder{Dial: cfg.Dial}
+	}
+	remoteAvail, err := remote.New(apiServices, services, slices, client.ApiregistrationV1(), dial, nil, resolver, metrics)
+	if err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+
+	factory.Start(ctx.Done())
+	kubeFactory.Start(ctx.Done())
+	extFactory.Start(ctx.Done())
+	for _, synced := range []cache.InformerSynced{apiServices.Informer().HasSynced, services.Informer().HasSynced,
+		slices.Informer().HasSynced} {
+		if !cache.WaitForCacheSync(ctx.Done(), synced) {
+			return fmt.Errorf("aggregator: caches not synced")
+		}
+	}
+	if cfg.Proxy != nil {
+		cfg.Proxy.state.Store(&proxyState{apiServices: apiServices.Lister(), resolver: resolver, dial: dial})
+	}
+	go auto.Run(1, ctx.Done())
+	go crds.Run(1, ctx.Done())
+	go localAvail.Run(1, ctx.Done())
+	go remoteAvail.Run(1, ctx.Done())
+	cfg.Log.Info("aggregator started", "builtinAPIServices", len(builtinGroupVersions(groups)))
+	return nil
+}
+
+// builtinGroupVersions are the served group versions that have a built-in priority.
+func builtinGroupVersions(groups *metav1.APIGroupList) []schema.GroupVersion {
+	var out []schema.GroupVersion
+	for _, g := range groups.Groups {
+		for _, v := range g.Versions {
+			gv := schema.GroupVersion{Group: g.Name, Version: v.Version}
+			if _, ok := builtinPriorities[gv]; ok {
+				out = append(out, gv)
+			}
+		}
+	}
+	return out
+}
+
+// localAPIService is the APIService of a built-in group version, named version.group
+// ("v1." for the core group) as kube-apiserver names it.
+func localAPIService(gv schema.GroupVersion) *apiregv1.APIService {
+	p := builtinPriorities[gv]
+	return &apiregv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: gv.Version + "." + gv.Group},
+		Spec: apiregv1.APIServiceSpec{Group: gv.Group, Version: gv.Version,
+			GroupPriorityMinimum: p.group, VersionPriority: p.version},
+	}
+}
+
+// EndpointResolver resolves a service reference to one of its ready endpoints, as
+// kube-aggregator routes to extension API servers: the pod itself, not the ClusterIP.
+type EndpointResolver struct {
+	Services corelisters.ServiceLister
+	Slices   proxy.EndpointSliceGetter
+}
+
+// ResolveEndpoint returns https://IP:port of a ready endpoint of the Service's port.
+func (r *EndpointResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+	return proxy.ResolveEndpoint(r.Services, r.Slices, namespace, name, port)
+}
