@@ -1,0 +1,256 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Issue 20, engineer apps: the sig-apps and sig-cli [Conformance] specs on
+// ReplicaSets, ReplicationControllers, StatefulSets and the Update Demo, each
+// checked here the way its spec checks it.
+
+// proxyGet reads pods/NAME/proxy/SUFFIX through the API server, as the specs do.
+func proxyGet(ctx context.Context, c kubernetes.Interface, ns, pod, suffix string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req := c.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").SubResource("proxy").Name(pod)
+	if suffix != "" {
+		req = req.Suffix(suffix)
+	}
+	body, err := req.Do(ctx).Raw()
+	return string(body), err
+}
+
+// runningPods polls until selector selects exactly n pods, all Running, and
+// returns their names.
+func runningPods(t *testing.T, c kubernetes.Interface, ns, selector string, n int, timeout time.Duration) []string {
+	t.Helper()
+	var names []string
+	eventually(t, timeout, fmt.Sprintf("%d running pods %s", n, selector), func() (bool, string) {
+		pods, err := c.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		names = names[:0]
+		var state []string
+		for _, p := range pods.Items {
+			state = append(state, p.Name+"="+string(p.Status.Phase))
+			if p.Status.Phase == v1.PodRunning && p.DeletionTimestamp == nil {
+				names = append(names, p.Name)
+			}
+		}
+		return len(names) == n && len(pods.Items) == n, strings.Join(state, " ")
+	})
+	return names
+}
+
+// TestAppsServeHostnameThroughPodProxy: pods/NAME/proxy without a port reaches
+// the first port the container declares (serve-hostname's 9376), as the specs
+// 'ReplicaSet/ReplicationController should serve a basic image on each
+// replica' read each replica's name.
+func TestAppsServeHostnameThroughPodProxy(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	c.apply(t, ns, `apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: hostname}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: hostname}}
+  template:
+    metadata: {labels: {app: hostname}}
+    spec:
+      containers:
+      - name: hostname
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: [serve-hostname]
+        ports: [{containerPort: 9376}]
+`)
+	client := s.client(t)
+	for _, pod := range runningPods(t, client, ns, "app=hostname", 2, 2*time.Minute) {
+		var body string
+		eventually(t, time.Minute, "pods/"+pod+"/proxy answers", func() (bool, string) {
+			var err error
+			body, err = proxyGet(context.Background(), client, ns, pod, "")
+			if err != nil {
+				return false, err.Error()
+			}
+			return body == pod, body
+		})
+	}
+}
+
+// TestAppsUpdateDemo runs the sig-cli Update Demo: a ReplicationController of
+// the nautilus image serves /data.json naming nautilus.jpg through the pod
+// proxy, kubectl scale takes it to 1 and back to 2, and the kitten image
+// serves its own; the e2e suite's nginx runs too.
+func TestAppsUpdateDemo(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	const rc = `apiVersion: v1
+kind: ReplicationController
+metadata: {name: update-demo-%[1]s}
+spec:
+  replicas: %[2]d
+  selector: {name: update-demo, version: %[1]s}
+  template:
+    metadata:
+      labels: {name: update-demo, version: %[1]s}
+    spec:
+      containers:
+      - image: registry.k8s.io/e2e-test-images/%[1]s:1.8
+        name: update-demo
+        ports: [{containerPort: 80, protocol: TCP}]
+`
+	if out, errOut, err := s.kubectl(t, fmt.Sprintf(rc, "nautilus", 2), "create", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("kubectl create: %v\n%s%s", err, out, errOut)
+	}
+	c.apply(t, ns, fmt.Sprintf(rc, "kitten", 1))
+	c.apply(t, ns, `apiVersion: v1
+kind: Pod
+metadata: {name: e2e-nginx, labels: {app: e2e-nginx}}
+spec:
+  containers:
+  - {name: nginx, image: registry.k8s.io/e2e-test-images/nginx:1.27.0-2}
+`)
+	client := s.client(t)
+	check := func(version string, n int) {
+		t.Helper()
+		for _, pod := range runningPods(t, client, ns, "name=update-demo,version="+version, n, 2*time.Minute) {
+			eventually(t, time.Minute, pod+" serves data.json", func() (bool, string) {
+				body, err := proxyGet(context.Background(), client, ns, pod, "data.json")
+				if err != nil {
+					return false, err.Error()
+				}
+				var data struct{ Image string }
+				if err := json.Unmarshal([]byte(body), &data); err != nil {
+					return false, body
+				}
+				return data.Image == version+".jpg", body
+			})
+			if body, err := proxyGet(context.Background(), client, ns, pod, version+".jpg"); err != nil || !strings.HasPrefix(body, "\xff\xd8") {
+				t.Errorf("%s: %s.jpg is not a JPEG (%v): %q", pod, version, err, body[:min(len(body), 16)])
+			}
+		}
+	}
+	check("nautilus", 2)
+	check("kitten", 1)
+	s.must(t, "scale", "rc", "update-demo-nautilus", "-n", ns, "--replicas=1", "--timeout=2m")
+	check("nautilus", 1)
+	s.must(t, "scale", "rc", "update-demo-nautilus", "-n", ns, "--replicas=2", "--timeout=2m")
+	check("nautilus", 2)
+	runningPods(t, client, ns, "app=e2e-nginx", 1, 2*time.Minute)
+}
+
+// TestAppsStatefulSetScaleDownHalts: with every pod of an OrderedReady
+// StatefulSet unready, scaling to 0 deletes none of them; once they are ready
+// again the pods go highest first (the sig-apps spec 'Scaling should happen in
+// predictable order and halt if any stateful pod is unhealthy').
+func TestAppsStatefulSetScaleDownHalts(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	c.apply(t, ns, `apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: ss}
+spec:
+  replicas: 3
+  serviceName: ss
+  selector: {matchLabels: {app: ss}}
+  template:
+    metadata: {labels: {app: ss}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: web
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: [test-webserver]
+        readinessProbe:
+          httpGet: {path: /localhost.crt, port: 80}
+          periodSeconds: 1
+          failureThreshold: 1
+`)
+	client := s.client(t)
+	pods := []string{"ss-0", "ss-1", "ss-2"}
+	readyCount := func() (int, int, string) {
+		list, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=ss"})
+		if err != nil {
+			return -1, -1, err.Error()
+		}
+		ready := 0
+		var state []string
+		for _, p := range list.Items {
+			r := false
+			for _, cond := range p.Status.Conditions {
+				r = r || (cond.Type == v1.PodReady && cond.Status == v1.ConditionTrue)
+			}
+			if r {
+				ready++
+			}
+			state = append(state, fmt.Sprintf("%s=%s/ready=%v", p.Name, p.Status.Phase, r))
+		}
+		return len(list.Items), ready, strings.Join(state, " ")
+	}
+	eventually(t, 3*time.Minute, "3 ready pods", func() (bool, string) {
+		n, ready, state := readyCount()
+		return n == 3 && ready == 3, state
+	})
+	for _, pod := range pods {
+		s.must(t, "exec", "-n", ns, pod, "--", "mv", "/localhost.crt", "/tmp/")
+	}
+	eventually(t, time.Minute, "every pod unready", func() (bool, string) {
+		n, ready, state := readyCount()
+		return n == 3 && ready == 0, state
+	})
+	s.must(t, "scale", "statefulset", "ss", "-n", ns, "--replicas=0")
+	// The controller has seen the new spec once observedGeneration follows it;
+	// from then on, several of its syncs must leave the three pods alone.
+	eventually(t, time.Minute, "status.observedGeneration 2", func() (bool, string) {
+		out := s.must(t, "get", "statefulset", "ss", "-n", ns, "-o", "jsonpath={.status.observedGeneration}")
+		return out == "2", out
+	})
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if n, _, state := readyCount(); n != 3 {
+			t.Fatalf("scale-down went on with every pod unhealthy: %s", state)
+		}
+	}
+	w, err := client.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{LabelSelector: "app=ss"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for _, pod := range pods {
+		s.must(t, "exec", "-n", ns, pod, "--", "mv", "/tmp/localhost.crt", "/")
+	}
+	var deleted []string
+	timeout := time.After(2 * time.Minute)
+	for len(deleted) < 3 {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch ended; deleted so far %v", deleted)
+			}
+			if p, isPod := ev.Object.(*v1.Pod); isPod && ev.Type == watch.Deleted {
+				deleted = append(deleted, p.Name)
+			}
+		case <-timeout:
+			_, _, state := readyCount()
+			t.Fatalf("pods not all deleted after their probes recovered: deleted %v, left %s", deleted, state)
+		}
+	}
+	if want := []string{"ss-2", "ss-1", "ss-0"}; !slices.Equal(deleted, want) {
+		t.Fatalf("deleted in the order %v, want %v", deleted, want)
+	}
+}
