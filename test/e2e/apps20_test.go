@@ -254,3 +254,47 @@ spec:
 		t.Fatalf("deleted in the order %v, want %v", deleted, want)
 	}
 }
+
+// TestAppsJobSuccessPolicy: an Indexed Job whose odd indexes fail completes
+// by its successPolicy once index 0 succeeded, with the interim
+// SuccessCriteriaMet first, no pod left running, and only index 0 completed
+// (the sig-apps 'Job with successPolicy succeededIndexes rule' spec).
+func TestAppsJobSuccessPolicy(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	c.apply(t, ns, `apiVersion: batch/v1
+kind: Job
+metadata: {name: policy}
+spec:
+  completionMode: Indexed
+  completions: 5
+  parallelism: 2
+  successPolicy:
+    rules: [{succeededIndexes: "0"}]
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: busybox
+        command: [sh, -c, 'if [ $((JOB_COMPLETION_INDEX % 2)) -ne 0 ]; then exit 1; fi']
+`)
+	const conds = `{range .status.conditions[*]}{.type}={.status}/{.reason}/{.message} {end}`
+	var got string
+	eventually(t, 2*time.Minute, "Complete by SuccessPolicy", func() (bool, string) {
+		got = s.must(t, "get", "job", "policy", "-n", ns, "-o", "jsonpath="+conds)
+		return strings.Contains(got, "Complete=True/SuccessPolicy/Matched rules at index 0"), got
+	})
+	if !strings.Contains(got, "SuccessCriteriaMet=True/SuccessPolicy/Matched rules at index 0") {
+		t.Errorf("conditions %q lack the interim SuccessCriteriaMet", got)
+	}
+	job, err := s.client(t).BatchV1().Jobs(ns).Get(context.Background(), "policy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := job.Status
+	if st.CompletedIndexes != "0" || st.Succeeded != 1 || st.Active != 0 || st.Ready == nil || *st.Ready != 0 || st.Terminating == nil || *st.Terminating != 0 {
+		t.Errorf("status %+v: want only index 0 completed and no pod active, ready or terminating", st)
+	}
+}
