@@ -298,3 +298,66 @@ spec:
 		t.Errorf("status %+v: want only index 0 completed and no pod active, ready or terminating", st)
 	}
 }
+
+// TestAppsReplicationControllerQuotaFailure: a ReplicationController asking
+// for more pods than its namespace's quota allows gets the ReplicaFailure
+// condition (reason FailedCreate), which goes once it is scaled down to fit
+// (the sig-apps spec 'ReplicationController should surface a failure
+// condition on a common issue like exceeded quota').
+func TestAppsReplicationControllerQuotaFailure(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	c.apply(t, ns, `apiVersion: v1
+kind: ResourceQuota
+metadata: {name: condition-test}
+spec:
+  hard: {pods: "2"}
+`)
+	eventually(t, time.Minute, "quota status.hard", func() (bool, string) {
+		out := s.must(t, "get", "resourcequota", "condition-test", "-n", ns, "-o", "jsonpath={.status.hard.pods}")
+		return out == "2", out
+	})
+	c.apply(t, ns, `apiVersion: v1
+kind: ReplicationController
+metadata: {name: condition-test}
+spec:
+  replicas: 3
+  selector: {name: condition-test}
+  template:
+    metadata: {labels: {name: condition-test}}
+    spec:
+      containers:
+      - {name: pause, image: registry.k8s.io/pause:3.10}
+`)
+	client := s.client(t)
+	var cond string
+	eventually(t, time.Minute, "ReplicaFailure condition", func() (bool, string) {
+		rc, err := client.CoreV1().ReplicationControllers(ns).Get(context.Background(), "condition-test", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range rc.Status.Conditions {
+			if c.Type == v1.ReplicationControllerReplicaFailure {
+				cond = fmt.Sprintf("%s/%s/%s", c.Status, c.Reason, c.Message)
+			}
+		}
+		return rc.Status.ObservedGeneration >= rc.Generation && cond != "", fmt.Sprintf("%+v", rc.Status)
+	})
+	if !strings.HasPrefix(cond, "True/FailedCreate/") || !strings.Contains(cond, "exceeded quota: condition-test") {
+		t.Errorf("ReplicaFailure %q, want True/FailedCreate naming the quota", cond)
+	}
+	s.must(t, "scale", "rc", "condition-test", "-n", ns, "--replicas=2")
+	eventually(t, time.Minute, "ReplicaFailure gone", func() (bool, string) {
+		rc, err := client.CoreV1().ReplicationControllers(ns).Get(context.Background(), "condition-test", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range rc.Status.Conditions {
+			if c.Type == v1.ReplicationControllerReplicaFailure {
+				return false, fmt.Sprintf("%+v", rc.Status)
+			}
+		}
+		return rc.Status.ObservedGeneration >= rc.Generation, fmt.Sprintf("%+v", rc.Status)
+	})
+}
