@@ -361,3 +361,40 @@ spec:
 		return rc.Status.ObservedGeneration >= rc.Generation, fmt.Sprintf("%+v", rc.Status)
 	})
 }
+
+// TestAppsDeleteJob: deleting a Job whose pods still run takes its pods away
+// too: the garbage collector deletes them and the Job controller removes the
+// tracking finalizer of the pods of a Job that is gone (the sig-apps spec
+// 'Job should delete a job').
+func TestAppsDeleteJob(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	c.apply(t, ns, `apiVersion: batch/v1
+kind: Job
+metadata: {name: foo}
+spec:
+  parallelism: 2
+  completions: 4
+  template:
+    metadata: {labels: {job: foo}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: c, image: registry.k8s.io/pause:3.10}
+`)
+	client := s.client(t)
+	runningPods(t, client, ns, "job=foo", 2, 2*time.Minute)
+	s.must(t, "delete", "job", "foo", "-n", ns, "--wait=false")
+	eventually(t, 2*time.Minute, "the job's pods gone", func() (bool, string) {
+		pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "job=foo"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, p := range pods.Items {
+			left = append(left, fmt.Sprintf("%s finalizers=%v deleting=%v", p.Name, p.Finalizers, p.DeletionTimestamp != nil))
+		}
+		return len(pods.Items) == 0, strings.Join(left, "; ")
+	})
+}
