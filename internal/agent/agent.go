@@ -263,6 +263,9 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 		// A finished pod keeps its record; its processes are gone already.
 		return 0, nil
 	}
+	if rejected, err := p.admit(ctx, pod); rejected || err != nil {
+		return 0, err
+	}
 	run := pod
 	if p.cfg.Effective != nil {
 		run = p.cfg.Effective(pod)
