@@ -74,3 +74,32 @@ func TestAdmitRejectsTakenHostPort(t *testing.T) {
 		t.Error("the rejected pod was started")
 	}
 }
+
+// TestAdmitOneOfTwoNewPods: two new pods wanting one host port, synced by two
+// workers at once, are not both admitted.
+func TestAdmitOneOfTwoNewPods(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mk := func(name string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "d", UID: types.UID("u-" + name)},
+			Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "agnhost",
+				Ports: []v1.ContainerPort{{HostPort: 8080, ContainerPort: 80}}}}}}
+	}
+	client := fake.NewClientset(mk("a"), mk("b"))
+	rt := newFakeRuntime()
+	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: noVolumes{}, Resync: time.Hour})
+	go loop.Run(ctx, 2)
+	var failed, synced int
+	testutil.Eventually(t, 20*time.Second, "one pod rejected, the other started", func() bool {
+		failed, synced = 0, 0
+		for _, name := range []string{"a", "b"} {
+			if p, err := client.CoreV1().Pods("d").Get(ctx, name, metav1.GetOptions{}); err == nil && p.Status.Phase == v1.PodFailed {
+				failed++
+			}
+		}
+		rt.mu.Lock()
+		synced = len(rt.synced)
+		rt.mu.Unlock()
+		return failed == 1 && synced == 1
+	})
+}

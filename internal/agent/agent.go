@@ -84,6 +84,8 @@ type Pods struct {
 	// prepared is, per pod, the pod whose volumes were last prepared without error
 	// and their paths (see volumesFor).
 	prepared map[types.UID]preparedVolumes
+	// admission keeps kubelet's host-port admission (admit.go).
+	admission admission
 }
 
 // preparedVolumes is a pod as its volumes were prepared, and their paths.

@@ -398,3 +398,77 @@ spec:
 		return len(pods.Items) == 0, strings.Join(left, "; ")
 	})
 }
+
+// TestAppsStatefulSetRecreatesRejectedPod: a StatefulSet pod bound to a node
+// where another pod holds its host port is rejected by the node (Failed,
+// NodePorts) and replaced by the StatefulSet controller until the port is
+// free, then runs (the sig-apps spec 'Should recreate evicted statefulset').
+func TestAppsStatefulSetRecreatesRejectedPod(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	node := strings.Fields(s.must(t, "get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"))[0]
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: test-pod}
+spec:
+  nodeName: %[1]s
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    ports: [{name: conflict, hostPort: 21017, containerPort: 21017}]
+`, node)
+	set := fmt.Sprintf(`apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: ss}
+spec:
+  replicas: 1
+  serviceName: ss
+  selector: {matchLabels: {app: ss}}
+  template:
+    metadata: {labels: {app: ss}}
+    spec:
+      nodeName: %[1]s
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: agnhost
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        ports: [{name: conflict, hostPort: 21017, containerPort: 21017}]
+`, node)
+	c.apply(t, ns, pod)
+	client := s.client(t)
+	runningPods(t, client, ns, "", 1, 2*time.Minute)
+	w, err := client.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{LabelSelector: "app=ss"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	c.apply(t, ns, set)
+	var rejected *v1.Pod
+	timeout := time.After(2 * time.Minute)
+	for rejected == nil {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch ended")
+			}
+			if p, isPod := ev.Object.(*v1.Pod); isPod && p.Status.Phase == v1.PodFailed {
+				rejected = p
+			}
+		case <-timeout:
+			t.Fatal("ss-0 was never rejected")
+		}
+	}
+	if rejected.Status.Reason != "NodePorts" || !strings.HasPrefix(rejected.Status.Message, "Pod was rejected: ") {
+		t.Errorf("rejected ss-0's status: reason %q message %q", rejected.Status.Reason, rejected.Status.Message)
+	}
+	s.must(t, "delete", "pod", "test-pod", "-n", ns, "--grace-period=0", "--force")
+	eventually(t, 2*time.Minute, "ss-0 running again as a new pod", func() (bool, string) {
+		p, err := client.CoreV1().Pods(ns).Get(context.Background(), "ss-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == v1.PodRunning && p.UID != rejected.UID, fmt.Sprintf("%s %s", p.UID, p.Status.Phase)
+	})
+}
