@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
@@ -471,4 +472,92 @@ spec:
 		}
 		return p.Status.Phase == v1.PodRunning && p.UID != rejected.UID, fmt.Sprintf("%s %s", p.UID, p.Status.Phase)
 	})
+}
+
+// TestAppsReplicationControllerLifecycle follows the sig-apps spec
+// 'ReplicationController should test the lifecycle of a
+// ReplicationController' with client-go: the e2e suite's nginx becomes ready,
+// then label, status and scale patches, a status update and a collection
+// delete, each seen on one watch.
+func TestAppsReplicationControllerLifecycle(t *testing.T) {
+	c := up(t)
+	ns := c.srv.namespace(t)
+	client := c.srv.client(t)
+	ctx := context.Background()
+	rcs := client.CoreV1().ReplicationControllers(ns)
+	sel := metav1.ListOptions{LabelSelector: "test-rc-static=true"}
+	w, err := rcs.Watch(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// next waits for the watch's next event matching cond.
+	next := func(what string, cond func(watch.EventType, *v1.ReplicationController) bool) {
+		t.Helper()
+		timeout := time.After(2 * time.Minute)
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatalf("watch ended waiting for %s", what)
+				}
+				if rc, isRC := ev.Object.(*v1.ReplicationController); isRC && cond(ev.Type, rc) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no watch event: %s", what)
+			}
+		}
+	}
+	one, two := int32(1), int32(2)
+	labels := map[string]string{"test-rc-static": "true"}
+	_, err = rcs.Create(ctx, &v1.ReplicationController{
+		ObjectMeta: metav1.ObjectMeta{Name: "rc-test", Labels: labels},
+		Spec: v1.ReplicationControllerSpec{Replicas: &one, Selector: labels, Template: &v1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "rc-test", Image: "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"}}},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("ADDED", func(typ watch.EventType, _ *v1.ReplicationController) bool { return typ == watch.Added })
+	ready := func(n int32) func(watch.EventType, *v1.ReplicationController) bool {
+		return func(_ watch.EventType, rc *v1.ReplicationController) bool {
+			return rc.Status.Replicas == n && rc.Status.ReadyReplicas == n
+		}
+	}
+	next("1 ready replica", ready(1))
+	patched, err := rcs.Patch(ctx, "rc-test", types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"test-rc":"patched"}}}`), metav1.PatchOptions{})
+	if err != nil || patched.Labels["test-rc"] != "patched" {
+		t.Fatalf("label patch: %v %v", err, patched)
+	}
+	next("MODIFIED by the label patch", func(typ watch.EventType, rc *v1.ReplicationController) bool {
+		return typ == watch.Modified && rc.Labels["test-rc"] == "patched"
+	})
+	st, err := rcs.Patch(ctx, "rc-test", types.StrategicMergePatchType, []byte(`{"status":{"readyReplicas":0,"availableReplicas":0}}`), metav1.PatchOptions{}, "status")
+	if err != nil || st.Status.ReadyReplicas != 0 {
+		t.Fatalf("status patch: %v %+v", err, st)
+	}
+	scale, err := rcs.Patch(ctx, "rc-test", types.StrategicMergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}, "scale")
+	if err != nil {
+		t.Fatalf("scale patch: %v", err)
+	}
+	if got, err := rcs.GetScale(ctx, "rc-test", metav1.GetOptions{}); err != nil || got.Spec.Replicas != 2 {
+		t.Fatalf("scale after the patch: %v %+v (patch answered %+v)", err, got, scale)
+	}
+	next("2 ready replicas", ready(two))
+	cur, err := rcs.Get(ctx, "rc-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.AvailableReplicas, cur.Status.ReadyReplicas = 1, 1
+	if _, err := rcs.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("status update: %v", err)
+	}
+	next("MODIFIED by the status update", func(typ watch.EventType, _ *v1.ReplicationController) bool { return typ == watch.Modified })
+	if err := rcs.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		t.Fatalf("delete collection: %v", err)
+	}
+	next("DELETED", func(typ watch.EventType, _ *v1.ReplicationController) bool { return typ == watch.Deleted })
 }
