@@ -84,6 +84,8 @@ type Pods struct {
 	// prepared is, per pod, the pod whose volumes were last prepared without error
 	// and their paths (see volumesFor).
 	prepared map[types.UID]preparedVolumes
+	// admission keeps kubelet's host-port admission (admit.go).
+	admission admission
 }
 
 // preparedVolumes is a pod as its volumes were prepared, and their paths.
@@ -262,6 +264,9 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		// A finished pod keeps its record; its processes are gone already.
 		return 0, nil
+	}
+	if rejected, err := p.admit(ctx, pod); rejected || err != nil {
+		return 0, err
 	}
 	run := pod
 	if p.cfg.Effective != nil {

@@ -34,6 +34,10 @@ func Catalog() []Entry {
 		{Pattern: "tranche*", Name: trancheName},
 		{Pattern: "nginx*", Name: nginxName},
 		{Pattern: "postgres*", Name: postgresName},
+		// The e2e suite's nginx is the official nginx image under another name.
+		{Pattern: "registry.k8s.io/e2e-test-images/nginx*", Name: nginxName},
+		{Pattern: "registry.k8s.io/e2e-test-images/nautilus*", Name: nautilusName},
+		{Pattern: "registry.k8s.io/e2e-test-images/kitten*", Name: kittenName},
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package imagebuild builds the image catalog's images as real OCI images from the
-// machine's own files, so that manifests naming busybox, agnhost, pause, nginx, postgres
-// or tranche itself run offline as containers with their own root file system.
+// machine's own files, so that manifests naming busybox, agnhost, pause, nginx, postgres,
+// the e2e suite's nautilus and kitten, or tranche itself run offline as containers with
+// their own root file system.
 //
 // A build is a pure plan (which host file goes where, with which owner and mode) turned
 // into layers in one step. Layers are uncompressed tar streams written in a fixed order

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"errors"
+	"image/jpeg"
 	"io"
 	"os"
 	"os/exec"
@@ -85,6 +87,9 @@ func TestMatch(t *testing.T) {
 		{"nginx:1.27", nginxName},
 		{"docker.io/library/nginx@sha256:0123", nginxName},
 		{"postgres:16", postgresName},
+		{"registry.k8s.io/e2e-test-images/nginx:1.27.0-2", nginxName},
+		{"registry.k8s.io/e2e-test-images/nautilus:1.8", nautilusName},
+		{"registry.k8s.io/e2e-test-images/kitten:1.8", kittenName},
 		{"myregistry/api:2.1", ""},
 		{"ghcr.io/acme/busybox", ""},
 		{"example.com/echo:1", ""},
@@ -193,6 +198,18 @@ func TestImages(t *testing.T) {
 				"/home/agnhost":  dir(0o755, 1000),
 			},
 			users: []string{"root:x:0:0:", "agnhost:x:1000:1000:"},
+		},
+		{
+			name: nautilusName, layers: 4, busybox: true,
+			config: v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}, Env: []string{"PATH=" + defaultPath},
+				ExposedPorts: map[string]struct{}{"80/tcp": {}}},
+			files: map[string]file{"/tranche": reg(0o755), "/agnhost": symlink("/tranche"), "/data.json": reg(0o644), "/nautilus.jpg": reg(0o644)},
+		},
+		{
+			name: kittenName, layers: 4, busybox: true,
+			config: v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}, Env: []string{"PATH=" + defaultPath},
+				ExposedPorts: map[string]struct{}{"80/tcp": {}}},
+			files: map[string]file{"/tranche": reg(0o755), "/agnhost": symlink("/tranche"), "/data.json": reg(0o644), "/kitten.jpg": reg(0o644)},
 		},
 		{
 			name: pauseName, layers: 2,
@@ -370,6 +387,27 @@ func readFile(t testing.TB, img v1.Image, name string) string {
 			}
 			return string(b)
 		}
+	}
+}
+
+// TestUpdateDemoData checks what the Update Demo specs read through the pod proxy:
+// /data.json names the image's own picture, which is a JPEG.
+func TestUpdateDemoData(t *testing.T) {
+	src := testSource(t)
+	for name, picture := range map[string]string{nautilusName: "nautilus.jpg", kittenName: "kitten.jpg"} {
+		t.Run(name, func(t *testing.T) {
+			img := build(t, name, src)
+			var data struct{ Image string }
+			if err := json.Unmarshal([]byte(readFile(t, img, "data.json")), &data); err != nil {
+				t.Fatalf("data.json: %v", err)
+			}
+			if data.Image != picture {
+				t.Errorf("data.json names %q, want %q", data.Image, picture)
+			}
+			if _, err := jpeg.Decode(strings.NewReader(readFile(t, img, picture))); err != nil {
+				t.Errorf("%s is not a JPEG: %v", picture, err)
+			}
+		})
 	}
 }
 

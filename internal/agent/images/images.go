@@ -91,7 +91,7 @@ func (s *Service) Ensure(ctx context.Context, ref string) (imagestore.Image, err
 	}
 	img, err := s.store.Get(norm)
 	if errors.Is(err, imagestore.ErrNotFound) {
-		return imagestore.Image{}, fmt.Errorf("%w: %q is not in this node's image store and tranche does not pull from registries yet (the local catalog has busybox, agnhost, pause, nginx, postgres and tranche)", ErrNotPresent, norm)
+		return imagestore.Image{}, fmt.Errorf("%w: %q is not in this node's image store and tranche does not pull from registries yet (the local catalog has busybox, agnhost, pause, nginx, postgres, tranche and the e2e suite's nautilus and kitten)", ErrNotPresent, norm)
 	}
 	return img, err
 }

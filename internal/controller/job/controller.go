@@ -126,6 +126,10 @@ func (c *Controller) onPod(old, cur any) {
 		if key == "" {
 			return
 		}
+		if curPod != nil && hasFinalizer(curPod) && c.orphanFinalizerHeld(curPod.Namespace, metav1.GetControllerOf(curPod)) {
+			c.queue.Add(orphanPrefix + curPod.Namespace + "/" + curPod.Name)
+			return
+		}
 		c.expectations.ObservePod(key, oldPod, curPod)
 		if curPod == nil || !hasFinalizer(curPod) {
 			c.finalizerObserved(key, pod.UID)
@@ -135,6 +139,9 @@ func (c *Controller) onPod(old, cur any) {
 	}
 	if curPod == nil {
 		return
+	}
+	if hasFinalizer(curPod) {
+		c.queue.Add(orphanPrefix + curPod.Namespace + "/" + curPod.Name)
 	}
 	jobs, err := c.jobs.Jobs(pod.Namespace).List(labels.Everything())
 	if err != nil {
@@ -174,6 +181,9 @@ func (c *Controller) expectFinalizerRemoved(key string, uid types.UID) {
 
 // sync reconciles one Job (namespace/name).
 func (c *Controller) sync(ctx context.Context, key string) error {
+	if podKey, ok := isOrphanKey(key); ok {
+		return c.syncOrphanPod(ctx, podKey)
+	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return fmt.Errorf("Job key %q: %w", key, err)
@@ -184,7 +194,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.finalizersMu.Lock()
 		delete(c.finalizers, key)
 		c.finalizersMu.Unlock()
-		return nil
+		return c.releaseDeletedJobPods(ctx, ns, name)
 	}
 	if err != nil {
 		return fmt.Errorf("getting Job %s: %w", key, err)

@@ -282,7 +282,7 @@ func (c *syncState) collectActive() {
 
 // judgeOutcome sets the interim condition the first time the job fails
 // (a FailJob rule, the backoff limit, the active deadline, failed indexes)
-// or meets its completions.
+// or meets its successPolicy or its completions.
 func (c *syncState) judgeOutcome() {
 	if c.ending {
 		return
@@ -299,10 +299,24 @@ func (c *syncState) judgeOutcome() {
 		setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, msgMaxFailedIndexes, now)
 	case c.perIndex && len(c.failedIndexes) > 0 && len(c.completed)+len(c.failedIndexes) >= int(*c.completions):
 		setCondition(st, batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, msgFailedIndexes, now)
-	case completionsReached(job, st, c.completed, len(c.active)):
-		setCondition(st, batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached, msgCompletions, now)
+	default:
+		if msg, met := c.successPolicyMet(); met {
+			setCondition(st, batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg, now)
+		} else if completionsReached(job, st, c.completed, len(c.active)) {
+			setCondition(st, batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached, msgCompletions, now)
+		}
 	}
 	c.ending = conditionTrue(st.Conditions, batchv1.JobFailureTarget) || conditionTrue(st.Conditions, batchv1.JobSuccessCriteriaMet)
+}
+
+// successPolicyMet evaluates an Indexed job's successPolicy after the
+// failure checks and before completions, as upstream does: a job whose
+// policy is met when its last index succeeds completes by SuccessPolicy.
+func (c *syncState) successPolicyMet() (string, bool) {
+	if !c.indexed {
+		return "", false
+	}
+	return matchSuccessPolicy(c.job.Spec.SuccessPolicy, *c.completions, c.completed)
 }
 
 // planPods decides the pod creates and deletes: an ending job deletes its

@@ -381,6 +381,10 @@ func TestComputeWaitsAndRecreates(t *testing.T) {
 		p.Status.Phase = v1.PodRunning
 		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
 	}
+	runningUnready := func(p *v1.Pod) {
+		p.Status.Phase = v1.PodRunning
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(t0)}}
+	}
 	cases := []struct {
 		name     string
 		set      func(*appsv1.StatefulSet)
@@ -430,6 +434,34 @@ func TestComputeWaitsAndRecreates(t *testing.T) {
 			replicas: 3, avail: 2,
 		},
 		{name: "foreign-named pod ignored", pods: []*v1.Pod{mk("other-0", readyPod)}, creates: []string{"web-0"}},
+		// The conformance spec 'Scaling should happen in predictable order and
+		// halt if any stateful pod is unhealthy' scales 3 unready pods to 0.
+		{
+			name:     "scale down halts while every pod is unready",
+			set:      func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr[int32](0) },
+			pods:     []*v1.Pod{mk("web-0", runningUnready), mk("web-1", runningUnready), mk("web-2", runningUnready)},
+			replicas: 3,
+		},
+		{
+			name:     "scale down halts at an unready pod above the first unhealthy",
+			set:      func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr[int32](1) },
+			pods:     []*v1.Pod{mk("web-0", readyPod), mk("web-1", runningUnready), mk("web-2", runningUnready)},
+			replicas: 3, avail: 1,
+		},
+		{
+			name:     "scale down deletes a ready pod above an unready one",
+			set:      func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr[int32](1) },
+			pods:     []*v1.Pod{mk("web-0", readyPod), mk("web-1", runningUnready), mk("web-2", readyPod)},
+			deletes:  []string{"web-2"},
+			replicas: 3, avail: 2,
+		},
+		{
+			name:     "scale down deletes the first unhealthy pod",
+			set:      func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr[int32](1) },
+			pods:     []*v1.Pod{mk("web-0", readyPod), mk("web-1", readyPod), mk("web-2", runningUnready)},
+			deletes:  []string{"web-2"},
+			replicas: 3, avail: 2,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

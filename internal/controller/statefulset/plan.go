@@ -88,14 +88,22 @@ func compute(s snapshot) plan {
 	}
 	p.updateClaims = claimOwnerUpdates(s, replicas, condemned, start)
 
-	// firstUnhealthy is the lowest ordinal pod not Running and Ready, or
-	// the highest condemned one: the only pod OrderedReady may act on while
-	// something is unhealthy.
+	// firstUnhealthy is the lowest ordinal pod in range that is not
+	// available (or terminating), else the lowest ordinal such condemned
+	// pod: the only unhealthy pod OrderedReady may delete while scaling
+	// down, as upstream's firstUnavailablePod. Condemned pods are sorted
+	// highest first, so they are searched from the end: with every pod
+	// unhealthy, scale-down halts instead of removing the highest.
 	var firstUnhealthy *v1.Pod
-	for _, pod := range append(append([]*v1.Pod(nil), replicas...), condemned...) {
-		if pod != nil && !runningAndReady(pod) {
+	for _, pod := range replicas {
+		if pod != nil && unavailable(pod, minReady, s.now) {
 			firstUnhealthy = pod
 			break
+		}
+	}
+	for i := len(condemned) - 1; i >= 0 && firstUnhealthy == nil; i-- {
+		if unavailable(condemned[i], minReady, s.now) {
+			firstUnhealthy = condemned[i]
 		}
 	}
 	for i, pod := range replicas {
@@ -142,7 +150,9 @@ func compute(s snapshot) plan {
 			}
 			continue
 		}
-		if monotonic && firstUnhealthy != nil && pod != firstUnhealthy {
+		// OrderedReady deletes an unavailable condemned pod only when it
+		// is the first unhealthy one; a healthy one goes regardless.
+		if monotonic && !available(pod, minReady, s.now) && pod != firstUnhealthy {
 			return p
 		}
 		p.deletePods = append(p.deletePods, pod)
@@ -318,6 +328,11 @@ func readySince(pod *v1.Pod) *metav1.Time {
 		}
 	}
 	return nil
+}
+
+// unavailable is not available or terminating, upstream's isUnavailable.
+func unavailable(pod *v1.Pod, minReadySeconds int32, now time.Time) bool {
+	return !available(pod, minReadySeconds, now) || pod.DeletionTimestamp != nil
 }
 
 // available is Running and Ready for at least minReadySeconds.
