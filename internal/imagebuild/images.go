@@ -298,6 +298,7 @@ func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 	}
 	t := newTree("agnhost")
 	t.symlink("agnhost", "/tranche")
+	t.symlink("usr/bin/nc", "/tranche") // OpenBSD's netcat client, as upstream's image has (builtin.Main)
 	crt, key, err := localhostCert()
 	if err != nil {
 		return nil, err

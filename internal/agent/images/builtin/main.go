@@ -13,7 +13,8 @@ import (
 // Main runs the tranche binary as the program it was started as (argv[0]), when the
 // images built by internal/imagebuild start it under another name: /agnhost (a link to
 // /tranche in the agnhost image) runs the agnhost CLI, `agnhost SUBCOMMAND ARGS...`
-// (agnhost.go: upstream's subcommands and tranche's echo), and /pause the pause server.
+// (agnhost.go: upstream's subcommands and tranche's echo), /usr/bin/nc OpenBSD's netcat
+// client (nc.go) and /pause the pause server.
 // handled is false for any other name, which is tranche's own CLI. code is the
 // process's exit status.
 //
@@ -31,6 +32,8 @@ func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code in
 	switch filepath.Base(argv[0]) {
 	case "agnhost":
 		return agnhostMain(ctx, argv[1:], stdout, stderr), true
+	case "nc":
+		return ncMain(ctx, argv[1:], os.Stdin, stdout, stderr), true
 	case "pause":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
