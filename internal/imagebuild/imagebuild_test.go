@@ -188,6 +188,7 @@ func TestImages(t *testing.T) {
 				"/localhost.key": reg(0o644),
 				"/usr/bin/bash":  reg(0o755),
 				"/bin/bash":      symlink("/usr/bin/bash"),
+				"/bin/sh":        symlink("/usr/bin/bash"),
 				"/usr/bin/curl":  reg(0o755),
 				"/lib64":         symlink("usr/lib64"),
 				"/home/agnhost":  dir(0o755, 1000),

@@ -327,6 +327,9 @@ func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 		if path.Base(tool) == "bash" {
 			// Scripts start with #!/bin/bash; /bin is busybox's directory.
 			t.symlink("bin/bash", tool)
+			// Debian's busybox-static sh runs its own applets before PATH (nc
+			// above), so sh is bash, as upstream's image has an sh that honours PATH.
+			t.symlink("bin/sh", tool)
 		}
 	}
 	if _, err := os.Stat(hostCACerts); err == nil {
