@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// net20Netexec is agnhost netexec behind a Service with a TCP and a UDP port, an
+// agnhost exec pod as the e2e framework's "execpod", and a host-network agnhost pod as
+// its "host-test-container-pod".
+const net20Netexec = `apiVersion: v1
+kind: Pod
+metadata:
+  name: netexec
+  labels: {app: netexec}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: netexec
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["netexec", "--http-port=8080", "--udp-port=8081"]
+    ports:
+    - {name: http, containerPort: 8080}
+    - {name: udp, containerPort: 8081, protocol: UDP}
+    readinessProbe:
+      httpGet: {path: /healthz, port: 8080}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: netexec
+spec:
+  selector: {app: netexec}
+  ports:
+  - {name: tcp, port: 80, targetPort: 8080}
+  - {name: udp, port: 81, targetPort: 8081, protocol: UDP}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: execpod
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hostexec
+spec:
+  terminationGracePeriodSeconds: 1
+  hostNetwork: true
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+`
+
+// TestNet20NetcatReachability runs the e2e framework's reachability checks verbatim:
+// `echo hostName | nc -v -t -w 2 SERVICE PORT` (and -u) from an agnhost exec pod
+// (jig.go's testEndpointReachability, which all Service specs use) and
+// `echo hostName | nc -w 1 -u POD_IP 8081` from a host-network agnhost pod, whose
+// stderr must stay empty (framework/network DialFromNode, "node-pod communication:
+// udp"). Each answer is netexec's hostName: the pod's name.
+func TestNet20NetcatReachability(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	c.apply(t, ns, net20Netexec)
+	for _, p := range []string{"netexec", "execpod", "hostexec"} {
+		c.waitReady(t, ns, p)
+	}
+	ip := s.must(t, "get", "pod", "netexec", "-n", ns, "-o", "jsonpath={.status.podIP}")
+
+	// netexec's HTTP port answers the line "hostName" with 400 Bad Request, its UDP
+	// port with its hostName; the framework only needs a non-empty answer.
+	for _, tc := range []struct{ pod, cmd, want string }{
+		{"execpod", "echo hostName | nc -v -t -w 2 netexec 80", "HTTP/1.1 400 Bad Request"},
+		{"execpod", "echo hostName | nc -v -u -w 2 netexec 81", "netexec"},
+		{"execpod", "echo hostName | nc -v -t -w 2 netexec." + ns + ".svc.cluster.local 80", "HTTP/1.1 400 Bad Request"},
+		{"hostexec", "echo hostName | nc -w 1 -u " + ip + " 8081 | grep -v '^\\s*$'", "netexec"},
+	} {
+		eventually(t, 30*time.Second, tc.pod+": "+tc.cmd, func() (bool, string) {
+			// As the framework runs them: jig.go with sh -x, DialFromNode without,
+			// and any stderr there is a failed try.
+			sh := []string{"/bin/sh", "-x", "-c", tc.cmd}
+			if tc.pod == "hostexec" {
+				sh = []string{"/bin/sh", "-c", tc.cmd}
+			}
+			out, errOut, err := s.kubectl(t, "", append([]string{"exec", "-n", ns, tc.pod, "--"}, sh...)...)
+			ok := err == nil && strings.HasPrefix(strings.TrimSpace(out), tc.want)
+			if tc.pod == "hostexec" {
+				ok = ok && errOut == ""
+			}
+			return ok, "stdout " + out + " stderr " + errOut
+		})
+	}
+	// netcat's failures are its own: a refused port is a warning and exit status 1.
+	out, errOut, err := s.kubectl(t, "", "exec", "-n", ns, "execpod", "--", "/bin/sh", "-c", "nc -w 2 "+ip+" 9")
+	if err == nil || !strings.Contains(errOut, "nc: connect to "+ip+" port 9 (tcp) failed: Connection refused") {
+		t.Fatalf("nc to a closed port: %v, stdout %q, stderr %q", err, out, errOut)
+	}
+}
+
+// net20Porter serves a link on HTTP port 80 and HTTPS port 443 (porter, as the
+// conformance spec "Proxy version v1 should proxy through a service and a pod" runs it)
+// behind a Service whose ports are named.
+const net20Porter = `apiVersion: v1
+kind: Pod
+metadata:
+  name: porter
+  labels: {app: porter}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: porter
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["porter"]
+    env:
+    - {name: SERVE_PORT_80, value: '<a href="/rewriteme">test</a>'}
+    - {name: SERVE_TLS_PORT_443, value: '<a href="/tlsrewriteme">test</a>'}
+    ports:
+    - {name: http, containerPort: 80}
+    - {name: https, containerPort: 443}
+    readinessProbe:
+      tcpSocket: {port: 80}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: porter
+spec:
+  selector: {app: porter}
+  ports:
+  - {name: portname1, port: 80, targetPort: 80}
+  - {name: tlsportname1, port: 443, targetPort: 443}
+`
+
+// TestNet20ProxyRedirectAndRewrite: pods/proxy and services/proxy answer as
+// kube-apiserver's do: GET and HEAD of .../proxy are redirected (301) to .../proxy/
+// with the query kept, other methods go through, and links in the backend's HTML come
+// back rewritten under the proxy path, for http: and https: scheme prefixes and for
+// named ports.
+func TestNet20ProxyRedirectAndRewrite(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	c.apply(t, ns, net20Porter)
+	c.waitReady(t, ns, "porter")
+
+	cfg := s.restConfig(t)
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{
+		Transport:     rt,
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	base := strings.TrimRight(cfg.Host, "/") + "/api/v1/namespaces/" + ns
+	do := func(method, path string) (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+
+	t.Run("redirect", func(t *testing.T) {
+		for _, method := range []string{"GET", "HEAD"} {
+			for _, p := range []string{"/pods/porter/proxy", "/services/porter:portname1/proxy"} {
+				code, h, body := do(method, p+"?method="+method)
+				want := "/api/v1/namespaces/" + ns + p + "/?method=" + method
+				if code != http.StatusMovedPermanently || h.Get("Location") != want {
+					t.Errorf("%s %s: %d Location %q, want 301 %q (%s)", method, p, code, h.Get("Location"), want, body)
+				}
+			}
+		}
+		// Other methods are proxied as they are (porter answers any method).
+		for _, p := range []string{"/pods/porter/proxy", "/services/porter:portname1/proxy"} {
+			eventually(t, 30*time.Second, "POST "+p, func() (bool, string) {
+				code, _, body := do("POST", p)
+				return code == http.StatusOK && strings.Contains(body, `rewriteme">test</a>`), body
+			})
+		}
+	})
+
+	t.Run("rewrite", func(t *testing.T) {
+		for _, tc := range []struct{ path, link string }{
+			{"/pods/porter:80/proxy/", "rewriteme"},
+			{"/pods/http:porter:80/proxy/", "rewriteme"},
+			{"/pods/porter:http/proxy/", "rewriteme"},
+			{"/pods/https:porter:443/proxy/", "tlsrewriteme"},
+			{"/services/porter:portname1/proxy/", "rewriteme"},
+			{"/services/http:porter:portname1/proxy/", "rewriteme"},
+			{"/services/https:porter:tlsportname1/proxy/", "tlsrewriteme"},
+		} {
+			want := `<a href="/api/v1/namespaces/` + ns + tc.path + tc.link + `">test</a>`
+			eventually(t, 30*time.Second, "GET "+tc.path, func() (bool, string) {
+				code, _, body := do("GET", tc.path)
+				return code == http.StatusOK && body == want, body
+			})
+		}
+	})
+}
