@@ -219,3 +219,93 @@ func TestNet20ProxyRedirectAndRewrite(t *testing.T) {
 		}
 	})
 }
+
+// net20HostPorts is the conformance spec "HostPort validates that there is no conflict
+// between pods with same hostPort but different hostIP and protocol": three netexec pods
+// on one node share hostPort 54323 (127.0.0.1/TCP, the node's IP/TCP, the node's
+// IP/UDP) and a host-network agnhost pod on that node reaches each.
+const net20HostPorts = `apiVersion: v1
+kind: Pod
+metadata:
+  name: pod1
+spec:
+  nodeName: NODE
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["netexec", "--http-port=8080", "--udp-port=-1"]
+    ports: [{hostPort: 54323, containerPort: 8080, protocol: TCP, hostIP: 127.0.0.1}]
+    readinessProbe: {httpGet: {path: /hostname, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pod2
+spec:
+  nodeName: NODE
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["netexec", "--http-port=8080", "--udp-port=-1"]
+    ports: [{hostPort: 54323, containerPort: 8080, protocol: TCP, hostIP: NODEIP}]
+    readinessProbe: {httpGet: {path: /hostname, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pod3
+spec:
+  nodeName: NODE
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["netexec", "--http-port=8008", "--udp-port=8080"]
+    ports: [{hostPort: 54323, containerPort: 8080, protocol: UDP, hostIP: NODEIP}]
+    readinessProbe: {httpGet: {path: /hostname, port: 8008}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: e2e-host-exec
+spec:
+  nodeName: NODE
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: e2e-host-exec
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+`
+
+// TestNet20HostPortsByAddressAndProtocol runs the spec's three checks verbatim: curl
+// bound to the node's IP to 127.0.0.1:54323 answers pod1, curl to NODEIP:54323 pod2,
+// and nc -u to NODEIP:54323 pod3; and when the pods are gone, nothing answers.
+func TestNet20HostPortsByAddressAndProtocol(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	node := s.must(t, "get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+	nodeIP := s.must(t, "get", "node", node, "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+	c.apply(t, ns, strings.NewReplacer("NODEIP", nodeIP, "NODE", node).Replace(net20HostPorts))
+	for _, p := range []string{"pod1", "pod2", "pod3", "e2e-host-exec"} {
+		c.waitReady(t, ns, p)
+	}
+	checks := []struct{ cmd, want string }{
+		{"curl -g --connect-timeout 5 --interface " + nodeIP + " http://127.0.0.1:54323/hostname", "pod1"},
+		{"curl -g --connect-timeout 5 http://" + nodeIP + ":54323/hostname", "pod2"},
+		{"echo hostname | nc -u -w 5 " + nodeIP + " 54323", "pod3"},
+	}
+	for _, tc := range checks {
+		eventually(t, 20*time.Second, tc.cmd, func() (bool, string) {
+			out, errOut, err := s.kubectl(t, "", "exec", "-n", ns, "e2e-host-exec", "--", "/bin/sh", "-c", tc.cmd)
+			return err == nil && out == tc.want, "stdout " + out + " stderr " + errOut
+		})
+	}
+	s.must(t, "delete", "pod", "-n", ns, "pod2", "--wait=true")
+	eventually(t, 20*time.Second, "pod2's hostPort gone", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "exec", "-n", ns, "e2e-host-exec", "--", "/bin/sh", "-c", checks[1].cmd)
+		return err != nil, "stdout " + out + " stderr " + errOut
+	})
+}
