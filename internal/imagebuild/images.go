@@ -171,6 +171,8 @@ func planFor(ctx context.Context, e Entry, src Source) (*plan, error) {
 		p, err = nginxPlan(ctx, src)
 	case postgresName:
 		p, err = postgresPlan(ctx, src)
+	case glibcDNSTestingName:
+		p, err = glibcDNSTestingPlan(ctx, src)
 	default:
 		return nil, fmt.Errorf("image %s (pattern %q) is not one imagebuild can build: use an entry of Catalog()", e.Name, e.Pattern)
 	}
@@ -299,6 +301,9 @@ func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 	t := newTree("agnhost")
 	t.symlink("agnhost", "/tranche")
 	t.symlink("usr/bin/nc", "/tranche") // OpenBSD's netcat client, as upstream's image has (builtin.Main)
+	for _, l := range dnsToolLinks {
+		t.symlink(l, "/tranche") // upstream's has bind-tools' dig and musl's getent
+	}
 	crt, key, err := localhostCert()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package e2e
 import (
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -308,4 +310,61 @@ func TestNet20HostPortsByAddressAndProtocol(t *testing.T) {
 		out, errOut, err := s.kubectl(t, "", "exec", "-n", ns, "e2e-host-exec", "--", "/bin/sh", "-c", checks[1].cmd)
 		return err != nil, "stdout " + out + " stderr " + errOut
 	})
+}
+
+// net20DNSProbes runs, in agnhost (upstream: musl) and glibc-dns-testing, the lookups
+// the DNS conformance specs write their result files with (dns_common.go's
+// createProbeCommand and createTargetedProbeCommand), once each, then sleeps.
+const net20DNSProbes = `apiVersion: v1
+kind: Pod
+metadata:
+  name: dns-probes
+spec:
+  hostname: dns-querier-1
+  subdomain: dns-test-service
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: musl-querier
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    command: ["sh", "-c", "SCRIPT"]
+  - name: glibc-querier
+    image: registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1
+    command: ["sh", "-c", "SCRIPT"]
+`
+
+// TestNet20DNSProbeTools: both queriers' dig (UDP and TCP, with the search list, +short
+// for a CNAME-less A name) and getent hosts (the pod's own /etc/hosts entry) answer,
+// and each container's log is read by name, as the specs read them on failure.
+func TestNet20DNSProbeTools(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	script := `for p in notcp tcp; do echo "$p: $(dig +$p +noall +answer +search kubernetes.default.svc.cluster.local A)"; done; ` +
+		`echo "short: $(dig +short kubernetes.default.svc.cluster.local A)"; ` +
+		`echo "search: $(dig +notcp +noall +answer +search kubernetes.default A)"; ` +
+		`echo "hosts: $(getent hosts dns-querier-1.dns-test-service.` + ns + `.svc.cluster.local)"; ` +
+		`echo done; sleep 3600`
+	c.apply(t, ns, strings.Replace(net20DNSProbes, `"SCRIPT"`, strconv.Quote(script), 2))
+	ip := s.must(t, "get", "svc", "kubernetes", "-n", "default", "-o", "jsonpath={.spec.clusterIP}")
+	for _, ctr := range []string{"musl-querier", "glibc-querier"} {
+		var log string
+		eventually(t, 60*time.Second, ctr+"'s probes", func() (bool, string) {
+			log, _, _ = s.kubectl(t, "", "logs", "-n", ns, "dns-probes", "-c", ctr)
+			return strings.Contains(log, "done"), log
+		})
+		// The cluster DNS answers a search-list expansion with a CNAME to the name
+		// (as CoreDNS's autopath); the specs need a non-empty answer.
+		for _, re := range []string{
+			`(?m)^notcp: kubernetes\.default\.\S*\t\d+\tIN\t(A|CNAME)\t`,
+			`(?m)^tcp: kubernetes\.default\.\S*\t\d+\tIN\t(A|CNAME)\t`,
+			`(?m)^search: kubernetes\.default\.\S*\t\d+\tIN\t(A|CNAME)\t`,
+			`(?m)kubernetes\.default\.svc\.cluster\.local\.\t\d+\tIN\tA\t` + regexp.QuoteMeta(ip) + `$`,
+			`(?m)^short: ` + regexp.QuoteMeta(ip) + `$`,
+			`(?m)^hosts: \d+\.\d+\.\d+\.\d+ +dns-querier-1\.dns-test-service\.`,
+		} {
+			if !regexp.MustCompile(re).MatchString(log) {
+				t.Errorf("%s: log does not match %s:\n%s", ctr, re, log)
+			}
+		}
+	}
 }
