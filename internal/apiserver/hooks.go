@@ -119,7 +119,7 @@ func (s *Server) serveHandler(ctx context.Context, w http.ResponseWriter, r *htt
 			s.proxyHTTP(w, r, loc.URL, t.pod, loc.DialError)
 			return nil
 		}
-		s.forward(w, r, loc.URL, t.node, loc.DialError)
+		s.forward(w, r, loc.URL, nodeTransport(t.node, h.Name, ri.Name), loc.DialError)
 		return nil
 	case h.Serve != nil:
 		out, code, err := h.Serve(ctx, req)
