@@ -126,6 +126,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		}
 	}()
 	go func() {
+		if err := proxy.RunHostPorts(ctx, cfg.Client, cfg.NodeName, log.With("component", "hostport")); err != nil && ctx.Err() == nil {
+			log.Error("hostPort mapping stopped", "err", err)
+		}
+	}()
+	go func() {
 		if err := policyRunner.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("network policy enforcement stopped", "err", err)
 		}

@@ -115,11 +115,11 @@ func (s *Server) serveHandler(ctx context.Context, w http.ResponseWriter, r *htt
 		if err != nil {
 			return err
 		}
-		transport := t.node
 		if loc.Backend == registry.BackendPod {
-			transport = t.pod
+			s.proxyHTTP(w, r, loc.URL, t.pod, loc.DialError)
+			return nil
 		}
-		s.forward(w, r, loc.URL, transport, loc.DialError)
+		s.forward(w, r, loc.URL, nodeTransport(t.node, h.Name, ri.Name), loc.DialError)
 		return nil
 	case h.Serve != nil:
 		out, code, err := h.Serve(ctx, req)

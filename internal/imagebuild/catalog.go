@@ -38,6 +38,7 @@ func Catalog() []Entry {
 		{Pattern: "registry.k8s.io/e2e-test-images/nginx*", Name: nginxName},
 		{Pattern: "registry.k8s.io/e2e-test-images/nautilus*", Name: nautilusName},
 		{Pattern: "registry.k8s.io/e2e-test-images/kitten*", Name: kittenName},
+		{Pattern: "registry.k8s.io/e2e-test-images/glibc-dns-testing*", Name: glibcDNSTestingName},
 	}
 }
 

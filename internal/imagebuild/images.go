@@ -173,6 +173,8 @@ func planFor(ctx context.Context, e Entry, src Source) (*plan, error) {
 		p, err = postgresPlan(ctx, src)
 	case nautilusName, kittenName:
 		p, err = updateDemoPlan(ctx, src, e.Name)
+	case glibcDNSTestingName:
+		p, err = glibcDNSTestingPlan(ctx, src)
 	default:
 		return nil, fmt.Errorf("image %s (pattern %q) is not one imagebuild can build: use an entry of Catalog()", e.Name, e.Pattern)
 	}
@@ -301,6 +303,10 @@ func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 	t := newTree("agnhost")
 	t.symlink("agnhost", "/tranche")
 	t.symlink("usr/bin/wget", "/tranche") // busybox's wget with -T, which Debian's lacks (builtin.Main)
+	t.symlink("usr/bin/nc", "/tranche")   // OpenBSD's netcat client, as upstream's image has (builtin.Main)
+	for _, l := range dnsToolLinks {
+		t.symlink(l, "/tranche") // upstream's has bind-tools' dig and musl's getent
+	}
 	crt, key, err := localhostCert()
 	if err != nil {
 		return nil, err
@@ -329,6 +335,9 @@ func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 		if path.Base(tool) == "bash" {
 			// Scripts start with #!/bin/bash; /bin is busybox's directory.
 			t.symlink("bin/bash", tool)
+			// Debian's busybox-static sh runs its own applets before PATH (nc
+			// above), so sh is bash, as upstream's image has an sh that honours PATH.
+			t.symlink("bin/sh", tool)
 		}
 	}
 	if _, err := os.Stat(hostCACerts); err == nil {

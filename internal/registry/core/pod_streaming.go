@@ -259,10 +259,14 @@ func proxyTarget(id string) (scheme, name, port string) {
 }
 
 // proxyRest is what follows /api/v1/namespaces/NS/RESOURCE/NAME/proxy in the request
-// path ("/" when nothing does).
+// path: "" when nothing does (the proxy handler redirects that to .../proxy/, as
+// kube-apiserver's does) and "/" for .../proxy/.
 func proxyRest(path string) string {
 	parts := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 8)
-	if len(parts) < 8 || parts[7] == "" {
+	if len(parts) < 8 {
+		return ""
+	}
+	if parts[7] == "" {
 		return "/"
 	}
 	return "/" + parts[7]

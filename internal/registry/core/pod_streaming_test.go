@@ -95,7 +95,7 @@ func TestProxyTarget(t *testing.T) {
 
 func TestProxyRest(t *testing.T) {
 	for path, want := range map[string]string{
-		"/api/v1/namespaces/web/services/web/proxy":                   "/",
+		"/api/v1/namespaces/web/services/web/proxy":                   "",
 		"/api/v1/namespaces/web/services/web:http/proxy/":             "/",
 		"/api/v1/namespaces/a/pods/proxy/proxy/proxy/x/web/proxy/y":   "/proxy/x/web/proxy/y",
 		"/api/v1/namespaces/a/services/https:web:443/proxy/healthz/a": "/healthz/a",

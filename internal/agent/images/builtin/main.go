@@ -13,8 +13,10 @@ import (
 // Main runs the tranche binary as the program it was started as (argv[0]), when the
 // images built by internal/imagebuild start it under another name: /agnhost (a link to
 // /tranche in the agnhost image) runs the agnhost CLI, `agnhost SUBCOMMAND ARGS...`
-// (agnhost.go: upstream's subcommands and tranche's echo), /usr/bin/wget busybox's
-// wget with the -T that Debian's busybox lacks (wget.go), and /pause the pause server.
+// (agnhost.go: upstream's subcommands and tranche's echo), /usr/bin/nc OpenBSD's netcat
+// client (nc.go), /usr/bin/dig and /usr/bin/getent the DNS tools the e2e DNS specs run
+// (dnstools.go), /usr/bin/wget busybox's wget with the -T that Debian's busybox lacks
+// (wget.go), and /pause the pause server.
 // handled is false for any other name, which is tranche's own CLI. code is the
 // process's exit status.
 //
@@ -34,6 +36,12 @@ func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code in
 		return agnhostMain(ctx, argv[1:], stdout, stderr), true
 	case "wget":
 		return wgetMain(ctx, argv[1:], stdout, stderr), true
+	case "nc":
+		return ncMain(ctx, argv[1:], os.Stdin, stdout, stderr), true
+	case "dig":
+		return digMain(ctx, argv[1:], ResolvConf, stdout, stderr), true
+	case "getent":
+		return getentMain(ctx, argv[1:], stdout, stderr), true
 	case "pause":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()

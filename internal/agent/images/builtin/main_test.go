@@ -18,12 +18,12 @@ import (
 )
 
 // TestMain makes the test binary the program Main runs when it is started as
-// .../agnhost or .../pause (the tests below start it so, through a link), as
+// .../agnhost, .../pause or .../nc (the tests below start it so, through a link), as
 // cmd/tranche's main does: upstream's agnhost subcommands are programs that exit the
 // process and handle signals, so they are tested as processes.
 func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
-	case "agnhost", "pause":
+	case "agnhost", "pause", "nc":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code, _ := Main(ctx, os.Args, os.Stdout, os.Stderr)
 		stop()
