@@ -39,7 +39,7 @@ func TestPodProxyDefaultPort(t *testing.T) {
 			objs := &evictionObjects{pods: map[string]*v1.Pod{"web": tc.pod}}
 			loc, err := podProxyLocation(context.Background(), &registry.HandlerRequest{
 				Verb: "get", Namespace: "ns", Name: tc.id, Subresource: "proxy",
-				Path: "/api/v1/namespaces/ns/pods/" + tc.id + "/proxy", Objects: objs,
+				Path: "/api/v1/namespaces/ns/pods/" + tc.id + "/proxy/", Objects: objs,
 			})
 			if err != nil {
 				t.Fatal(err)
