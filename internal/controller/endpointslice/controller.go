@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/controller/writetrack"
 	"github.com/tranche/tranche/internal/tombstone"
 )
 
@@ -66,7 +67,7 @@ type Controller struct {
 	svcIndex cache.Indexer
 
 	queue    workqueue.TypedRateLimitingInterface[string]
-	writes   *writeTracker
+	writes   *writetrack.Tracker
 	triggers *triggerTracker
 	metrics  *metrics
 
@@ -107,7 +108,7 @@ func New(cfg Config) *Controller {
 		nodes:       nodeInf.Lister(),
 		slices:      sliceInf.Lister(),
 		queue:       worker.NewQueue("endpointslice", nil),
-		writes:      newWriteTracker(),
+		writes:      writetrack.New(),
 		triggers:    newTriggerTracker(),
 		metrics:     newMetrics(cfg.Registerer),
 		stats:       map[string]sliceStats{},
@@ -177,6 +178,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	case apierrors.IsNotFound(err):
 		svc = nil
 		c.triggers.forget(key)
+		// Writes of a deleted Service's slices need not reach the cache first:
+		// what is left of them is only deleted.
+		c.writes.Forget(key)
 	case err != nil:
 		return fmt.Errorf("getting Service %s: %w", key, err)
 	}
@@ -187,7 +191,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("listing EndpointSlices of Service %s: %w", key, err)
 	}
-	if c.writes.stale(key, func(n string) (string, bool) {
+	if c.writes.Stale(key, func(n string) (string, bool) {
 		s, err := c.slices.EndpointSlices(ns).Get(n)
 		if err != nil {
 			return "", false
@@ -248,7 +252,7 @@ func (c *Controller) apply(ctx context.Context, ns, key string, svc *v1.Service,
 			errs = append(errs, fmt.Errorf("creating %s for Service %s: %w", describe(s), key, err))
 			continue
 		}
-		c.writes.wrote(key, created)
+		c.writes.Wrote(key, created.Name, created.ResourceVersion)
 		c.metrics.changes.WithLabelValues("create").Inc()
 	}
 	for _, s := range p.update {
@@ -260,7 +264,7 @@ func (c *Controller) apply(ctx context.Context, ns, key string, svc *v1.Service,
 		// A write the server found to be a no-op keeps its resourceVersion
 		// and produces no watch event: nothing to wait for.
 		if updated.ResourceVersion != s.ResourceVersion {
-			c.writes.wrote(key, updated)
+			c.writes.Wrote(key, updated.Name, updated.ResourceVersion)
 		}
 		c.metrics.changes.WithLabelValues("update").Inc()
 	}
@@ -271,7 +275,7 @@ func (c *Controller) apply(ctx context.Context, ns, key string, svc *v1.Service,
 			continue
 		}
 		if err == nil {
-			c.writes.deleting(key, s.Name)
+			c.writes.Deleting(key, s.Name)
 		}
 		c.metrics.changes.WithLabelValues("delete").Inc()
 	}
@@ -426,7 +430,7 @@ func (c *Controller) onSlice(old, cur *discovery.EndpointSlice) {
 	if !ours && !wasOurs {
 		return
 	}
-	if ours && c.writes.seen(sliceServiceKey(cur), cur) && (old == nil || wasOurs) {
+	if ours && c.writes.Seen(sliceServiceKey(cur), cur.Name, cur.ResourceVersion) && (old == nil || wasOurs) {
 		return
 	}
 	c.enqueueSlice(cur)
@@ -438,7 +442,7 @@ func (c *Controller) onSliceDelete(obj any) {
 	if s == nil || s.Labels[discovery.LabelManagedBy] != ControllerName {
 		return
 	}
-	if c.writes.gone(sliceServiceKey(s), s.Name) {
+	if c.writes.Gone(sliceServiceKey(s), s.Name) {
 		return
 	}
 	c.enqueueSlice(s)

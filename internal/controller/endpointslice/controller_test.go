@@ -104,7 +104,7 @@ func TestControllerWritesOnlyChanges(t *testing.T) {
 		t.Fatalf("first sync wrote %v, want one create", got)
 	}
 	testutil.Eventually(t, 5*time.Second, "the slice in the cache", func() bool {
-		return !c.writes.stale(key, func(n string) (string, bool) {
+		return !c.writes.Stale(key, func(n string) (string, bool) {
 			s, err := c.slices.EndpointSlices(ns).Get(n)
 			if err != nil {
 				return "", false
@@ -152,7 +152,7 @@ func TestControllerRecreatesDeletedSlice(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "the slice in the cache", func() bool {
-		return !c.writes.stale(key, func(n string) (string, bool) {
+		return !c.writes.Stale(key, func(n string) (string, bool) {
 			s, err := c.slices.EndpointSlices(ns).Get(n)
 			if err != nil {
 				return "", false

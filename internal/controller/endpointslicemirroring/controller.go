@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/controller/worker"
+	"github.com/tranche/tranche/internal/controller/writetrack"
 	"github.com/tranche/tranche/internal/tombstone"
 )
 
@@ -53,10 +53,9 @@ type Controller struct {
 	synced    []cache.InformerSynced
 	queue     workqueue.TypedRateLimitingInterface[string]
 
-	// pending holds, per Endpoints key, the slice names written and not
-	// yet seen by the informer, with the resourceVersion written.
-	mu      sync.Mutex
-	pending map[string]map[string]string
+	// writes holds, per Endpoints key, the slice writes the informer has
+	// not shown yet.
+	writes *writetrack.Tracker
 }
 
 // New builds the controller and registers its event handlers. It panics
@@ -81,7 +80,7 @@ func New(cfg Config) *Controller {
 		slices:    sliceInf.Lister(),
 		synced:    []cache.InformerSynced{epInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced},
 		queue:     worker.NewQueue("endpoint_slice_mirroring", nil),
-		pending:   map[string]map[string]string{},
+		writes:    writetrack.New(),
 	}
 	mustAdd(epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -156,7 +155,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
 	}
-	if c.stale(key) {
+	if c.writes.Stale(key, func(n string) (string, bool) {
+		s, err := c.slices.EndpointSlices(ns).Get(n)
+		if err != nil {
+			return "", false
+		}
+		return s.ResourceVersion, true
+	}) {
 		return errStale
 	}
 	p := reconcile(ep, svc, existing, MaxEndpointsPerSubset)
@@ -188,7 +193,7 @@ func (c *Controller) apply(ctx context.Context, ns, key string, ep *v1.Endpoints
 				errs = append(errs, fmt.Errorf("creating EndpointSlice for Endpoints %s: %w", key, err))
 				continue
 			}
-			c.track(key, created.Name, created.ResourceVersion)
+			c.writes.Wrote(key, created.Name, created.ResourceVersion)
 		}
 	}
 	for _, s := range p.update {
@@ -198,7 +203,7 @@ func (c *Controller) apply(ctx context.Context, ns, key string, ep *v1.Endpoints
 			continue
 		}
 		if updated.ResourceVersion != s.ResourceVersion {
-			c.track(key, updated.Name, updated.ResourceVersion)
+			c.writes.Wrote(key, updated.Name, updated.ResourceVersion)
 		}
 	}
 	for _, s := range p.delete {
@@ -208,31 +213,6 @@ func (c *Controller) apply(ctx context.Context, ns, key string, ep *v1.Endpoints
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (c *Controller) track(key, name, rv string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pending[key] == nil {
-		c.pending[key] = map[string]string{}
-	}
-	c.pending[key][name] = rv
-}
-
-func (c *Controller) stale(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.pending[key]) > 0
-}
-
-// seen consumes the pending entry of a slice event and reports whether it
-// is our own write.
-func (c *Controller) seen(key string, s *discovery.EndpointSlice) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rv, ok := c.pending[key][s.Name]
-	delete(c.pending[key], s.Name)
-	return ok && rv == s.ResourceVersion
 }
 
 func (c *Controller) enqueue(obj any) {
@@ -259,7 +239,7 @@ func (c *Controller) onSlice(old, cur *discovery.EndpointSlice) {
 	if !ours && !wasOurs {
 		return
 	}
-	if ours && c.seen(sliceKey(cur), cur) && (old == nil || wasOurs) {
+	if ours && c.writes.Seen(sliceKey(cur), cur.Name, cur.ResourceVersion) && (old == nil || wasOurs) {
 		return
 	}
 	c.enqueueSlice(cur)
@@ -271,9 +251,7 @@ func (c *Controller) onSliceDelete(s *discovery.EndpointSlice) {
 	if s == nil || s.Labels[discovery.LabelManagedBy] != ControllerName {
 		return
 	}
-	c.mu.Lock()
-	delete(c.pending[sliceKey(s)], s.Name)
-	c.mu.Unlock()
+	c.writes.Gone(sliceKey(s), s.Name)
 	c.enqueueSlice(s)
 }
 
