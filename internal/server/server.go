@@ -172,8 +172,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits, webhooks},
-		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits, newServiceAccountAdmission(), webhooks},
+		Admitters:  []apiserver.Admitter{alloc},
 		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, webhooks, qa.quota},
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
@@ -206,7 +206,11 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
-	httpServer := &http.Server{Handler: newObservability(sec, api, reg), TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slogErrorLog(log)}
+	front, err := newOIDCDiscovery(sec, sec.issuer, newObservability(sec, api, reg))
+	if err != nil {
+		return err
+	}
+	httpServer := &http.Server{Handler: front, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slogErrorLog(log)}
 	errc := make(chan error, 1+len(cfg.ExtraListen)+len(cfg.Listeners))
 	for _, ln := range cfg.Listeners {
 		log.Info("serving", "address", ln.Addr().String())
