@@ -1,12 +1,24 @@
 package e2e
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // curlAPI sends method path to s with an optional bearer token and body, and returns
@@ -203,4 +215,146 @@ func jwtParts(t *testing.T, token string) (map[string]any, map[string]any) {
 		}
 	}
 	return out[0], out[1]
+}
+
+// testCAPEM returns a fresh self-signed CA certificate in PEM.
+func testCAPEM(t *testing.T, cn string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, NotBefore: now, NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+// ctbJSON is a ClusterTrustBundle manifest.
+func ctbJSON(name, signer string, labels map[string]string, bundle string) string {
+	obj := map[string]any{"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+		"metadata": map[string]any{"name": name, "labels": labels},
+		"spec":     map[string]any{"signerName": signer, "trustBundle": bundle}}
+	b, _ := json.Marshal(obj)
+	return string(b)
+}
+
+// TestClusterTrustBundles: certificates.k8s.io/v1 ClusterTrustBundles go through the
+// conformance framework's CRUD steps, are validated as kube-apiserver validates them
+// (name prefix of a signer-linked bundle, PEM CA certificates), need the attest verb on
+// their signer, and are projected into pods by name or by signerName and label selector
+// (all matches combined); a non-optional source that matches nothing keeps the pod
+// from starting with kubelet's FailedMount event, an optional one gives an empty file.
+func TestClusterTrustBundles(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	ca1, ca2, ca3 := testCAPEM(t, "one"), testCAPEM(t, "two"), testCAPEM(t, "three")
+	runResourceCase(t, s, ns, resourceCase{
+		gvr: schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles"}, kind: "ClusterTrustBundle",
+		initial: ctbJSONSpec(ca1),
+		update: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, ca2, "spec", "trustBundle")
+		},
+		specPatches: map[types.PatchType]string{types.MergePatchType: ctbJSONSpec(ca2), types.StrategicMergePatchType: ctbJSONSpec(ca3)},
+	})
+
+	signer := "e2e.example.com/" + ns
+	prefix := strings.ReplaceAll(signer, "/", ":") + ":"
+	var cleanup []string
+	t.Cleanup(func() {
+		for _, n := range cleanup {
+			_, _, _ = s.kubectl(t, "", "delete", "clustertrustbundle", n, "--ignore-not-found")
+		}
+	})
+	create := func(name, signer string, labels map[string]string, bundle, as string) (string, error) {
+		args := []string{"create", "-f", "-"}
+		if as != "" {
+			args = append(args, "--as="+as)
+		}
+		_, errOut, err := s.kubectl(t, ctbJSON(name, signer, labels, bundle), args...)
+		if err == nil {
+			cleanup = append(cleanup, name)
+		}
+		return errOut, err
+	}
+	if out, err := create(ns+"-bad", signer, nil, ca1, ""); err == nil ||
+		!strings.Contains(out, `metadata.name: Invalid value: "`+ns+`-bad": ClusterTrustBundle for signerName `+signer+` must be named with prefix `+prefix) {
+		t.Errorf("unprefixed name: %v %s", err, out)
+	}
+	if out, err := create(ns+"-notca", "", nil, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", ""); err == nil ||
+		!strings.Contains(out, "entry 0 does not parse as X.509") {
+		t.Errorf("bad PEM: %v %s", err, out)
+	}
+	// A user allowed to create bundles, but not to attest for the signer.
+	user := "e2e-ctb-" + ns
+	s.must(t, "create", "clusterrole", user, "--verb=create,get,list,delete", "--resource=clustertrustbundles.certificates.k8s.io")
+	s.must(t, "create", "clusterrolebinding", user, "--clusterrole="+user, "--user="+user)
+	t.Cleanup(func() { _, _, _ = s.kubectl(t, "", "delete", "clusterrole,clusterrolebinding", user) })
+	if out, err := create(prefix+"denied", signer, nil, ca1, user); err == nil ||
+		!strings.Contains(out, `user not permitted to attest for signerName "`+signer+`"`) {
+		t.Errorf("create without attest: %v %s", err, out)
+	}
+	if out, err := create(ns+"-unlinked", "", nil, ca3, user); err != nil {
+		t.Errorf("an unlinked bundle needs no attest: %s", out)
+	}
+	for i, b := range []string{ca1, ca2 + ca1} {
+		if out, err := create(fmt.Sprintf("%sx%d", prefix, i), signer, map[string]string{"pick": "yes"}, b, ""); err != nil {
+			t.Fatalf("create: %s", out)
+		}
+	}
+	if out, err := create(prefix+"other", signer, map[string]string{"pick": "no"}, ca3, ""); err != nil {
+		t.Fatalf("create: %s", out)
+	}
+
+	pod := func(name, source string) string {
+		return `apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `}
+spec:
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["pause"]
+    volumeMounts: [{name: ctb, mountPath: /ctb}]
+  volumes:
+  - name: ctb
+    projected:
+      sources:
+      - clusterTrustBundle: ` + source + `
+`
+	}
+	applyManifest(t, s, ns, pod("by-signer", `{signerName: `+signer+`, labelSelector: {matchLabels: {pick: "yes"}}, path: ca.pem}`)+"---\n"+
+		pod("by-name", `{name: `+ns+`-unlinked, path: ca.pem}`)+"---\n"+
+		pod("optional", `{signerName: `+signer+`, labelSelector: {matchLabels: {pick: "none"}}, optional: true, path: ca.pem}`)+"---\n"+
+		pod("missing", `{signerName: `+signer+`, labelSelector: {matchLabels: {pick: "none"}}, path: ca.pem}`))
+	for p, want := range map[string][]string{"by-signer": {ca1, ca2}, "by-name": {ca3}, "optional": nil} {
+		c.waitReady(t, ns, p)
+		got := s.must(t, "exec", p, "-n", ns, "--", "cat", "/ctb/ca.pem")
+		if strings.Count(got, "BEGIN CERTIFICATE") != len(want) {
+			t.Errorf("pod %s: %d certificates in ca.pem, want %d:\n%s", p, strings.Count(got, "BEGIN CERTIFICATE"), len(want), got)
+		}
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("pod %s: ca.pem lacks an anchor:\n%s", p, got)
+			}
+		}
+	}
+	eventually(t, 60*time.Second, "FailedMount event for pod missing", func() (bool, string) {
+		out := s.must(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=missing,reason=FailedMount", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(out, `MountVolume.SetUp failed for volume "ctb" : combination of signerName and labelSelector matched zero ClusterTrustBundles`), out
+	})
+	if phase := s.must(t, "get", "pod", "missing", "-n", ns, "-o", "jsonpath={.status.phase}"); phase != "Pending" {
+		t.Errorf("pod missing is %s, want Pending", phase)
+	}
+}
+
+// ctbJSONSpec is the JSON of a ClusterTrustBundle's spec holding bundle.
+func ctbJSONSpec(bundle string) string {
+	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"trustBundle": bundle}})
+	return string(b)
 }

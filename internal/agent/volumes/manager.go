@@ -420,7 +420,7 @@ func (m *Manager) projectedFiles(ctx context.Context, env *podEnv, src *v1.Proje
 			}
 			add(map[string]fileProjection{s.ServiceAccountToken.Path: {Data: []byte(tok), Mode: mode}}, nil)
 		case s.ClusterTrustBundle != nil:
-			add(nil, errors.New("clusterTrustBundle projections are not supported by tranche"))
+			add(m.clusterTrustBundleFiles(ctx, s.ClusterTrustBundle, mode))
 		}
 	}
 	switch len(errs) {

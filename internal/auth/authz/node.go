@@ -43,8 +43,9 @@ func NewNodeAuthorizer(graph *NodeGraph) *NodeAuthorizer {
 var nodeReadable = []struct{ group, resource string }{
 	{"", "services"}, {"", "endpoints"}, {"", "namespaces"},
 	{"discovery.k8s.io", "endpointslices"}, {"node.k8s.io", "runtimeclasses"},
-	{"networking.k8s.io", "networkpolicies"}, // the node enforces them (internal/netpol)
-	{"storage.k8s.io", "csidrivers"},         // as upstream's system:node role
+	{"networking.k8s.io", "networkpolicies"},       // the node enforces them (internal/netpol)
+	{"storage.k8s.io", "csidrivers"},               // as upstream's system:node role
+	{"certificates.k8s.io", "clustertrustbundles"}, // projected into pods, as upstream's system:node role
 }
 
 // NodeName returns NAME for a node agent's user (system:node:NAME in system:nodes).

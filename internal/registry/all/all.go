@@ -90,6 +90,7 @@ func Resources() []registry.Resource {
 		flowcontrol.FlowSchemaResource(),
 		flowcontrol.PriorityLevelConfigurationResource(),
 		certificates.CertificateSigningRequestResource(),
+		certificates.ClusterTrustBundleResource(),
 		storagemigration.StorageVersionMigrationResource(),
 		resource.DeviceClassResource(),
 		resource.ResourceClaimResource(),
