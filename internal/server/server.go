@@ -174,7 +174,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Storage:    store,
 		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits, newServiceAccountAdmission(), webhooks},
 		Admitters:  []apiserver.Admitter{alloc},
-		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, webhooks, qa.quota, ctbAttest{sec: sec}},
+		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, webhooks, qa.quota, ctbAttest{sec: sec}, pcrAdmission{sec: sec}},
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,

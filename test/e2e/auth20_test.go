@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/test/utils/hermeticpodcertificatesigner"
+	"k8s.io/utils/clock"
 )
 
 // curlAPI sends method path to s with an optional bearer token and body, and returns
@@ -357,4 +360,128 @@ spec:
 func ctbJSONSpec(bundle string) string {
 	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"trustBundle": bundle}})
 	return string(b)
+}
+
+// pcrPod is a pod whose podCertificate projection asks signer for an ECDSA P-256
+// credential bundle, with extra YAML fields of the projection.
+func pcrPod(name, signer, extra string) string {
+	return `apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `}
+spec:
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: ["pause"]
+    volumeMounts: [{name: tls, mountPath: /run/tls}]
+  volumes:
+  - name: tls
+    projected:
+      sources:
+      - podCertificate: {signerName: ` + signer + `, keyType: ECDSAP256, credentialBundlePath: bundle.pem` + extra + `}
+`
+}
+
+// TestPodCertificates: PodCertificateRequests are served (status written only with the
+// sign verb on the signer), pods whose podCertificate projection asks for less than an
+// hour or more than 91 days are refused with kube-apiserver's messages, and the agent
+// gets a pod its credentials from a signer (Kubernetes' hermetic test signer, run here
+// as the conformance specs run it): it generates the key, creates the request for the
+// pod, its service account and node, waits for the signer and writes the key and chain,
+// the certificate's lifetime the default day or the projection's maxExpirationSeconds,
+// the userAnnotations passed on to the signer; without an answer the pod waits with a
+// FailedMount event.
+func TestPodCertificates(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	signer := "e2e.example.com/" + ns
+	client := s.client(t)
+	caKeys, caCerts, err := hermeticpodcertificatesigner.GenerateCAHierarchy(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go hermeticpodcertificatesigner.New(clock.RealClock{}, signer, "cluster.local", caKeys, caCerts, client).Run(ctx)
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "clustertrustbundles", "--field-selector", "spec.signerName="+signer)
+	})
+
+	for secs, want := range map[string]string{
+		"3599":    "spec.volumes[0].projected.sources[0].podCertificate.maxExpirationSeconds: Invalid value: 3599: if provided, maxExpirationSeconds must be >= 3600",
+		"7862401": "spec.volumes[0].projected.sources[0].podCertificate.maxExpirationSeconds: Invalid value: 7862401: if provided, maxExpirationSeconds must be <= 7862400",
+	} {
+		if _, errOut, err := s.kubectl(t, pcrPod("bad", signer, ", maxExpirationSeconds: "+secs), "create", "-n", ns, "-f", "-"); err == nil || !strings.Contains(errOut, want) {
+			t.Errorf("maxExpirationSeconds %s: %v %s\nwant %s", secs, err, errOut, want)
+		}
+	}
+	applyManifest(t, s, ns, pcrPod("default-life", signer, ", userAnnotations: {spiffe/path-overriding: /custom/path}")+"---\n"+
+		pcrPod("one-hour", signer, ", maxExpirationSeconds: 3600"))
+	for pod, life := range map[string]time.Duration{"default-life": 24 * time.Hour, "one-hour": time.Hour} {
+		c.waitReady(t, ns, pod)
+		bundle := s.must(t, "exec", pod, "-n", ns, "--", "cat", "/run/tls/bundle.pem")
+		rest := []byte(bundle)
+		var key, leaf *pem.Block
+		for {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			switch {
+			case b.Type == "PRIVATE KEY" && key == nil:
+				key = b
+			case b.Type == "CERTIFICATE" && leaf == nil:
+				leaf = b
+			}
+		}
+		if key == nil || leaf == nil {
+			t.Fatalf("pod %s: bundle.pem lacks a key or a certificate:\n%s", pod, bundle)
+		}
+		cert, err := x509.ParseCertificate(leaf.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cert.NotAfter.Sub(cert.NotBefore); got != life {
+			t.Errorf("pod %s: certificate lifetime %v, want %v", pod, got, life)
+		}
+		priv, err := x509.ParsePKCS8PrivateKey(key.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !priv.(*ecdsa.PrivateKey).PublicKey.Equal(cert.PublicKey) {
+			t.Errorf("pod %s: the certificate is not for the projected key", pod)
+		}
+		if pod == "default-life" && (len(cert.URIs) != 1 || cert.URIs[0].Path != "/custom/path") {
+			t.Errorf("pod %s: URIs %v, want the userAnnotations' SPIFFE path", pod, cert.URIs)
+		}
+	}
+	node := s.must(t, "get", "pod", "one-hour", "-n", ns, "-o", "jsonpath={.spec.nodeName}")
+	out := s.must(t, "get", "podcertificaterequests", "-n", ns, "--field-selector", "spec.podName=one-hour")
+	if !strings.Contains(out, "one-hour") || !strings.Contains(out, node) || !strings.Contains(out, "Issued") {
+		t.Errorf("requests of pod one-hour:\n%s", out)
+	}
+
+	// A signer nobody runs leaves the pod waiting for its volume, with its request
+	// pending; its status is the signer's: a user who may update it but not sign for
+	// the signer is refused.
+	unsigned := "e2e.example.com/nobody-" + ns
+	applyManifest(t, s, ns, pcrPod("unsigned", unsigned, ""))
+	var name string
+	eventually(t, 60*time.Second, "a pending request of pod unsigned", func() (bool, string) {
+		name = s.must(t, "get", "podcertificaterequests", "-n", ns, "--field-selector", "spec.podName=unsigned", "-o", "jsonpath={.items[*].metadata.name}")
+		return name != "" && !strings.Contains(name, " "), name
+	})
+	eventually(t, 60*time.Second, "FailedMount event for pod unsigned", func() (bool, string) {
+		out := s.must(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=unsigned,reason=FailedMount", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(out, `MountVolume.SetUp failed for volume "tls" : PodCertificateRequest `+ns+`/`+name+` is not issued yet`), out
+	})
+	user := "e2e-pcr-" + ns
+	s.must(t, "create", "role", "pcr-status", "-n", ns, "--verb=get,update,patch", "--resource=podcertificaterequests.certificates.k8s.io/status,podcertificaterequests.certificates.k8s.io")
+	s.must(t, "create", "rolebinding", "pcr-status", "-n", ns, "--role=pcr-status", "--user="+user)
+	_, errOut, err := s.kubectl(t, "", "patch", "podcertificaterequest", name, "-n", ns, "--subresource=status", "--type=merge", "--as="+user,
+		"-p", `{"status":{"conditions":[{"type":"Failed","status":"True","reason":"X","message":"x","lastTransitionTime":"`+time.Now().UTC().Format(time.RFC3339)+`"}]}}`)
+	if want := `spec.signerName: Forbidden: User "` + user + `" is not permitted to "sign" for signer "` + unsigned + `"`; err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("status write without sign: %v %s\nwant %s", err, errOut, want)
+	}
 }

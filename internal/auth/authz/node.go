@@ -84,6 +84,13 @@ func (n *NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, s
 		return authorizeLease(node, a)
 	case "/pods":
 		return n.authorizePod(node, a)
+	case "certificates.k8s.io/podcertificaterequests":
+		// The agent requests the certificates of its pods' podCertificate volumes
+		// (NodeRestriction keeps spec.nodeName its own) and reads them back.
+		if a.Subresource == "" && (a.Verb == "create" || a.Verb == "get") {
+			return Allow, "", nil
+		}
+		return NoOpinion, fmt.Sprintf("nodes may not %s podcertificaterequests", a.Verb), nil
 	case "/events", "events.k8s.io/events":
 		if a.Subresource == "" && (a.Verb == "create" || a.Verb == "update" || a.Verb == "patch") {
 			return Allow, "", nil

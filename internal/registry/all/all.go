@@ -91,6 +91,7 @@ func Resources() []registry.Resource {
 		flowcontrol.PriorityLevelConfigurationResource(),
 		certificates.CertificateSigningRequestResource(),
 		certificates.ClusterTrustBundleResource(),
+		certificates.PodCertificateRequestResource(),
 		storagemigration.StorageVersionMigrationResource(),
 		resource.DeviceClassResource(),
 		resource.ResourceClaimResource(),
