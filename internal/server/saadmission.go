@@ -46,8 +46,12 @@ type serviceAccountAdmission struct {
 
 var _ apiserver.Mutator = (*serviceAccountAdmission)(nil)
 
+// newServiceAccountAdmission looks "default" up for about 3 s: upstream tries 10 times
+// 100-200 ms apart, but every pod naming no account now waits for "default", which
+// the per-namespace controller creates after the namespace, and a loaded 2-core
+// machine running several clusters can take longer than upstream's window.
 func newServiceAccountAdmission() *serviceAccountAdmission {
-	return &serviceAccountAdmission{retries: 10, interval: 150 * time.Millisecond}
+	return &serviceAccountAdmission{retries: 20, interval: 150 * time.Millisecond}
 }
 
 // Mutate completes a created pod as described on the type.
