@@ -250,6 +250,7 @@ func ctbJSON(name, signer string, labels map[string]string, bundle string) strin
 // conformance framework's CRUD steps, are validated as kube-apiserver validates them
 // (name prefix of a signer-linked bundle, PEM CA certificates), need the attest verb on
 // their signer, and are projected into pods by name or by signerName and label selector
+// (a projection naming both is refused)
 // (all matches combined); a non-optional source that matches nothing keeps the pod
 // from starting with kubelet's FailedMount event, an optional one gives an empty file.
 func TestClusterTrustBundles(t *testing.T) {
@@ -330,6 +331,10 @@ spec:
       sources:
       - clusterTrustBundle: ` + source + `
 `
+	}
+	if _, errOut, err := s.kubectl(t, pod("both", `{name: x, signerName: `+signer+`, path: ca.pem}`), "create", "-n", ns, "-f", "-"); err == nil ||
+		!strings.Contains(errOut, "spec.volumes[0].projected.sources[0].clusterTrustBundle: Invalid value") || !strings.Contains(errOut, "only one of name and signerName may be used") {
+		t.Errorf("a projection naming a bundle and a signer: %v %s", err, errOut)
 	}
 	applyManifest(t, s, ns, pod("by-signer", `{signerName: `+signer+`, labelSelector: {matchLabels: {pick: "yes"}}, path: ca.pem}`)+"---\n"+
 		pod("by-name", `{name: `+ns+`-unlinked, path: ca.pem}`)+"---\n"+

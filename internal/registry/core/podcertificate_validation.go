@@ -23,9 +23,7 @@ func podValidatePodCertificate(p *v1.PodCertificateProjection, projPath, volPath
 	if p.UserAnnotations != nil {
 		allErrs = append(allErrs, corevalidation.ValidateUserAnnotations(p.UserAnnotations, projPath.Child("userAnnotations"))...)
 	}
-	if p.User != nil && *p.User < 0 {
-		allErrs = append(allErrs, field.Invalid(projPath.Child("user"), *p.User, "must be between 0 and 2147483647, inclusive"))
-	}
+	allErrs = append(allErrs, podValidateUserID(p.User, projPath.Child("user"))...)
 	switch p.KeyType {
 	case "RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519":
 	default:

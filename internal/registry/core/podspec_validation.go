@@ -406,6 +406,7 @@ func podValidateProjected(p *v1.ProjectedVolumeSource, fldPath *field.Path) fiel
 		}
 		if src.ClusterTrustBundle != nil {
 			num++
+			allErrs = append(allErrs, podValidateClusterTrustBundle(src.ClusterTrustBundle, srcPath.Child("clusterTrustBundle"), fldPath, seenPaths)...)
 		}
 		if src.PodCertificate != nil {
 			num++
