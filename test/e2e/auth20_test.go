@@ -89,7 +89,8 @@ spec:
 // TestServiceAccountAdmissionAndBoundTokens: the ServiceAccount admission defaults a
 // pod's serviceAccountName to "default" before validation (so a projected token needs
 // no account named) and adds the kube-api-access volume unless the pod's, then the
-// account's, automountServiceAccountToken says false; the mounted token is bound to
+// account's, automountServiceAccountToken says false, and the agent runs the pod as
+// admitted (no token in an opted-out pod); the mounted token is bound to
 // the pod and names its node, which SelfSubjectReview shows as the
 // authentication.kubernetes.io/node-name and node-uid extras.
 func TestServiceAccountAdmissionAndBoundTokens(t *testing.T) {
@@ -106,6 +107,14 @@ func TestServiceAccountAdmissionAndBoundTokens(t *testing.T) {
 		got := strings.Contains(out, "kube-api-access-") && strings.Contains(out, "/var/run/secrets/kubernetes.io/serviceaccount")
 		if got != want || (pod == "defaulted" && !strings.HasPrefix(out, "default ")) {
 			t.Errorf("pod %s: %q, want the kube-api-access volume mounted %v", pod, out, want)
+		}
+	}
+	// The agent runs the pods as admitted: no token where the account opted out.
+	for pod, want := range map[string]bool{"sa-optout": false, "pod-optin": true} {
+		c.waitReady(t, ns, pod)
+		_, errOut, err := s.kubectl(t, "", "exec", pod, "-n", ns, "--", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token")
+		if (err == nil) != want {
+			t.Errorf("pod %s: reading the token: %v %s, want mounted %v", pod, err, errOut, want)
 		}
 	}
 	c.waitReady(t, ns, "defaulted")
