@@ -207,13 +207,17 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 // on 3 nodes, few enough that a burst does not run dozens of runc processes at a time.
 const podWorkers = 16
 
-// effectivePod adds what Kubernetes' ServiceAccount admission would have: the
-// "default" account and the kube-api-access projected volume mounted in every container.
+// effectivePod adds what Kubernetes' ServiceAccount admission would have to a pod the
+// API server stored before it ran that admission (no serviceAccountName): the "default"
+// account and the kube-api-access projected volume mounted in every container. A pod
+// naming its account went through it, which decided the volume (automountServiceAccountToken
+// of the pod, then of the account), so it runs as it is.
 func effectivePod(pod *v1.Pod) *v1.Pod {
 	out := pod.DeepCopy()
-	if out.Spec.ServiceAccountName == "" {
-		out.Spec.ServiceAccountName = "default"
+	if out.Spec.ServiceAccountName != "" {
+		return out
 	}
+	out.Spec.ServiceAccountName = "default"
 	vol, mount, ok := volumes.ServiceAccountVolume(out)
 	if !ok {
 		return out

@@ -234,7 +234,7 @@ func (rv *reviews) tokenRequest(ctx context.Context, w http.ResponseWriter, r *h
 			if err != nil {
 				return err
 			}
-			bound = &authn.BoundObject{Pod: &authn.ObjectRef{Name: pod.Name, UID: string(pod.UID)}}
+			bound = &authn.BoundObject{Pod: &authn.ObjectRef{Name: pod.Name, UID: string(pod.UID)}, Node: podNodeRef(ctx, client, pod)}
 		case "Node":
 			node, err := client.CoreV1().Nodes().Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {

@@ -174,9 +174,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
-		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits, priorityMutator{}, webhooks},
-		Admitters:  []apiserver.Admitter{alloc, newServiceAccountAdmission(store)},
-		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, priorityValidator{}, webhooks, qa.quota},
+		Mutators:   []apiserver.Mutator{defaulttolerations.New(defaulttolerations.DefaultSeconds, defaulttolerations.DefaultSeconds), runtimeclass.Admission{}, &rbacEscalation{sec: sec}, csrAdmission{sec: sec}, qa.limits, newServiceAccountAdmission(), priorityMutator{}, webhooks},
+		Admitters:  []apiserver.Admitter{alloc},
+		Validators: []apiserver.Validator{sec.nodeRestriction, psa, qa.limits, priorityValidator{}, ctbAttest{sec: sec}, pcrAdmission{sec: sec}, webhooks, qa.quota},
 		Resources:  resources,
 		Logger:     log.With("component", "apiserver"),
 		Guard:      sec,
@@ -209,7 +209,11 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
-	httpServer := &http.Server{Handler: newObservability(sec, api, reg), TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slogErrorLog(log)}
+	front, err := newOIDCDiscovery(sec, sec.issuer, newObservability(sec, api, reg))
+	if err != nil {
+		return err
+	}
+	httpServer := &http.Server{Handler: front, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slogErrorLog(log)}
 	errc := make(chan error, 1+len(cfg.ExtraListen)+len(cfg.Listeners))
 	for _, ln := range cfg.Listeners {
 		log.Info("serving", "address", ln.Addr().String())

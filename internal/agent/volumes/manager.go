@@ -90,6 +90,8 @@ type Manager struct {
 	locks map[types.UID]*sync.Mutex
 	// tokens caches service account tokens until they need a refresh.
 	tokens map[tokenKey]*authenticationv1.TokenRequest
+	// podCerts holds podCertificate projections' keys and certificates (podcert.go).
+	podCerts podCertCache
 }
 
 // New returns a Manager for cfg.
@@ -212,6 +214,7 @@ func (m *Manager) Cleanup(_ context.Context, pod *v1.Pod) error {
 		}
 	}
 	m.mu.Unlock()
+	m.podCerts.forget(pod.UID)
 	err := os.RemoveAll(filepath.Join(m.rootDir, "pods", string(pod.UID), "volumes"))
 	unlock()
 
@@ -420,7 +423,9 @@ func (m *Manager) projectedFiles(ctx context.Context, env *podEnv, src *v1.Proje
 			}
 			add(map[string]fileProjection{s.ServiceAccountToken.Path: {Data: []byte(tok), Mode: mode}}, nil)
 		case s.ClusterTrustBundle != nil:
-			add(nil, errors.New("clusterTrustBundle projections are not supported by tranche"))
+			add(m.clusterTrustBundleFiles(ctx, s.ClusterTrustBundle, mode))
+		case s.PodCertificate != nil:
+			add(m.podCertificateFiles(ctx, pod, s.PodCertificate, mode))
 		}
 	}
 	switch len(errs) {

@@ -69,6 +69,9 @@ type BoundObject struct {
 type Issuer struct {
 	signer jose.Signer
 	issuer string
+	// pub and kid are the verifying key and its id, published by OIDC discovery.
+	pub *ecdsa.PublicKey
+	kid string
 	// now is the clock; tests replace it.
 	now func() time.Time
 }
@@ -94,7 +97,7 @@ func NewIssuer(key crypto.Signer, issuer string) (*Issuer, error) {
 	if issuer == "" {
 		issuer = DefaultIssuer
 	}
-	return &Issuer{signer: signer, issuer: issuer, now: time.Now}, nil
+	return &Issuer{signer: signer, issuer: issuer, pub: pub, kid: kid, now: time.Now}, nil
 }
 
 // Issue returns a token for service account namespace/name with the given uid, valid
@@ -277,13 +280,20 @@ func (s *ServiceAccountTokens) verify(p *parsedJWT, issuer string) (*User, error
 		user.Extra[ExtraPodUID] = []string{pod.UID}
 	}
 	if node := k.Node; node != nil {
-		if err := checkBound(s.Nodes != nil, "node "+node.Name, node.UID, func() (string, bool, error) {
-			return s.Nodes.GetNodeUID(node.Name)
-		}); err != nil {
-			return nil, err
+		// A pod-bound token names the pod's node for information only (its uid may be
+		// empty when the node could not be read at issue time); only a token bound to
+		// the node itself depends on the node's existence.
+		if k.Pod == nil {
+			if err := checkBound(s.Nodes != nil, "node "+node.Name, node.UID, func() (string, bool, error) {
+				return s.Nodes.GetNodeUID(node.Name)
+			}); err != nil {
+				return nil, err
+			}
 		}
 		user.Extra[ExtraNodeName] = []string{node.Name}
-		user.Extra[ExtraNodeUID] = []string{node.UID}
+		if node.UID != "" {
+			user.Extra[ExtraNodeUID] = []string{node.UID}
+		}
 	}
 	if len(user.Extra) == 0 {
 		user.Extra = nil

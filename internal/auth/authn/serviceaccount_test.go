@@ -109,6 +109,23 @@ func TestServiceAccountTokens(t *testing.T) {
 			}},
 		},
 		{
+			// As kube-apiserver: the node of a pod-bound token is information, not a binding.
+			name: "bound to a pod whose node is gone or was not read",
+			token: robot(func(s *tokenSpec) {
+				s.bound = &BoundObject{Pod: &ObjectRef{Name: "web-0", UID: "pod-uid"}, Node: &ObjectRef{Name: "node-b"}}
+			}),
+			at: issuedAt,
+			want: &User{Name: wantRobot.Name, UID: "sa-uid", Groups: wantRobot.Groups, Extra: map[string][]string{
+				ExtraPodName: {"web-0"}, ExtraPodUID: {"pod-uid"}, ExtraNodeName: {"node-b"},
+			}},
+		},
+		{
+			name:    "bound to a deleted node",
+			token:   robot(func(s *tokenSpec) { s.bound = &BoundObject{Node: &ObjectRef{Name: "node-b", UID: "gone"}} }),
+			at:      issuedAt,
+			wantErr: "node node-b has been deleted",
+		},
+		{
 			name:    "bound to a deleted pod",
 			token:   robot(func(s *tokenSpec) { s.bound = &BoundObject{Pod: &ObjectRef{Name: "web-1", UID: "gone"}} }),
 			at:      issuedAt,

@@ -43,8 +43,9 @@ func NewNodeAuthorizer(graph *NodeGraph) *NodeAuthorizer {
 var nodeReadable = []struct{ group, resource string }{
 	{"", "services"}, {"", "endpoints"}, {"", "namespaces"},
 	{"discovery.k8s.io", "endpointslices"}, {"node.k8s.io", "runtimeclasses"},
-	{"networking.k8s.io", "networkpolicies"}, // the node enforces them (internal/netpol)
-	{"storage.k8s.io", "csidrivers"},         // as upstream's system:node role
+	{"networking.k8s.io", "networkpolicies"},       // the node enforces them (internal/netpol)
+	{"storage.k8s.io", "csidrivers"},               // as upstream's system:node role
+	{"certificates.k8s.io", "clustertrustbundles"}, // projected into pods, as upstream's system:node role
 }
 
 // NodeName returns NAME for a node agent's user (system:node:NAME in system:nodes).
@@ -83,6 +84,13 @@ func (n *NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, s
 		return authorizeLease(node, a)
 	case "/pods":
 		return n.authorizePod(node, a)
+	case "certificates.k8s.io/podcertificaterequests":
+		// The agent requests the certificates of its pods' podCertificate volumes
+		// (NodeRestriction keeps spec.nodeName its own) and reads them back.
+		if a.Subresource == "" && (a.Verb == "create" || a.Verb == "get") {
+			return Allow, "", nil
+		}
+		return NoOpinion, fmt.Sprintf("nodes may not %s podcertificaterequests", a.Verb), nil
 	case "/events", "events.k8s.io/events":
 		if a.Subresource == "" && (a.Verb == "create" || a.Verb == "update" || a.Verb == "patch") {
 			return Allow, "", nil

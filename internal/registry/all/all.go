@@ -93,6 +93,8 @@ func Resources() []registry.Resource {
 		flowcontrol.FlowSchemaResource(),
 		flowcontrol.PriorityLevelConfigurationResource(),
 		certificates.CertificateSigningRequestResource(),
+		certificates.ClusterTrustBundleResource(),
+		certificates.PodCertificateRequestResource(),
 		storagemigration.StorageVersionMigrationResource(),
 		resource.DeviceClassResource(),
 		resource.ResourceClaimResource(),

@@ -362,6 +362,7 @@ func podValidateDownwardAPIFile(file *v1.DownwardAPIVolumeFile, fldPath *field.P
 
 func podValidateProjected(p *v1.ProjectedVolumeSource, fldPath *field.Path) field.ErrorList {
 	allErrs := podValidateMode(p.DefaultMode, fldPath.Child("defaultMode"))
+	seenPaths := map[string]bool{}
 	for i, src := range p.Sources {
 		srcPath := fldPath.Child("sources").Index(i)
 		num := 0
@@ -405,9 +406,11 @@ func podValidateProjected(p *v1.ProjectedVolumeSource, fldPath *field.Path) fiel
 		}
 		if src.ClusterTrustBundle != nil {
 			num++
+			allErrs = append(allErrs, podValidateClusterTrustBundle(src.ClusterTrustBundle, srcPath.Child("clusterTrustBundle"), fldPath, seenPaths)...)
 		}
 		if src.PodCertificate != nil {
 			num++
+			allErrs = append(allErrs, podValidatePodCertificate(src.PodCertificate, srcPath.Child("podCertificate"), fldPath, seenPaths)...)
 		}
 		if num > 1 {
 			allErrs = append(allErrs, field.Forbidden(srcPath, "may not specify more than 1 volume type per source"))
