@@ -348,7 +348,7 @@ func (m *Manager) fsGroup(ps *podState, volume string) error {
 	for i := range ps.pod.Spec.Volumes {
 		v := &ps.pod.Spec.Volumes[i]
 		if v.Name == volume && ownedByFSGroup(v) {
-			if err := applyFSGroup(ps.volumes[volume], *sc.FSGroup, sc.FSGroupChangePolicy); err != nil {
+			if err := applyFSGroup(ps.volumes[volume], *sc.FSGroup, readOnlyVolume(v), sc.FSGroupChangePolicy); err != nil {
 				return err
 			}
 		}
