@@ -102,6 +102,7 @@ func Compute(pod *v1.Pod, view PodView, now time.Time) v1.PodStatus {
 	}
 	s.InitContainerStatuses = containerStatuses(pod.Spec.InitContainers, view.InitContainers, view.SandboxReady, hasInit)
 	s.ContainerStatuses = containerStatuses(pod.Spec.Containers, view.Containers, view.SandboxReady, hasInit)
+	initReady(pod.Spec.InitContainers, s.InitContainerStatuses)
 	if n := len(pod.Spec.EphemeralContainers); n > 0 {
 		ecs := make([]v1.Container, n)
 		for i, ec := range pod.Spec.EphemeralContainers {
@@ -214,6 +215,19 @@ func containerStatuses(containers []v1.Container, views map[string]ContainerView
 		out = append(out, st)
 	}
 	return out
+}
+
+// initReady marks an init container (not a sidecar) Ready once it has succeeded, as
+// kubelet's prober manager does (UpdatePodStatus); a sidecar's readiness is that of a
+// running container, already set.
+func initReady(containers []v1.Container, statuses []v1.ContainerStatus) {
+	for i := range statuses {
+		if i >= len(containers) || isSidecar(&containers[i]) {
+			continue
+		}
+		t := statuses[i].State.Terminated
+		statuses[i].Ready = t != nil && t.ExitCode == 0
+	}
 }
 
 // withTerminationReason fills a terminated state's reason the way kubelet does when the
