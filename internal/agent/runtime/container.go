@@ -243,7 +243,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 // instance and writes its bundle (root file system and config.json). ps.mu is held.
 func (m *Manager) prepare(ctx context.Context, ps *podState, spec *v1.Container, img imagestore.Image, in *planInput, t *phases) (*containerPlan, error) {
 	var err error
-	if in.volumes, err = m.volumeSources(ps, spec); err != nil {
+	if in.volumes, err = m.volumeSources(ps, spec, in.env); err != nil {
 		return nil, err
 	}
 	if ns, ok, err := m.ephemeralPIDNS(ps, spec.Name); err != nil {
