@@ -56,6 +56,10 @@ type PodView struct {
 	// being deleted or evicted): its phase then becomes Succeeded or Failed whatever
 	// the restart policy.
 	Terminal bool
+	// FailedReason, when set, is why the agent stopped the pod for good (kubelet's
+	// eviction reasons, e.g. DeadlineExceeded): its phase is then Failed with this
+	// reason and FailedMessage, whatever its containers' exit codes.
+	FailedReason, FailedMessage string
 }
 
 // ContainerView is the runtime state of one container.
@@ -114,6 +118,9 @@ func Compute(pod *v1.Pod, view PodView, now time.Time) v1.PodStatus {
 	sort.SliceStable(s.ContainerStatuses, func(i, j int) bool { return s.ContainerStatuses[i].Name < s.ContainerStatuses[j].Name })
 
 	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, view.Terminal)
+	if view.FailedReason != "" {
+		s.Phase, s.Reason, s.Message = v1.PodFailed, view.FailedReason, view.FailedMessage
+	}
 	if old.Phase == v1.PodSucceeded || old.Phase == v1.PodFailed {
 		// A terminal phase is final.
 		s.Phase, s.Reason, s.Message = old.Phase, old.Reason, old.Message

@@ -493,3 +493,18 @@ func TestInitContainersReadyOnceSucceeded(t *testing.T) {
 		t.Errorf("init containers' Ready (-want +got):\n%s", diff)
 	}
 }
+
+// TestComputeDeadlineExceeded: a pod the agent stopped at its activeDeadlineSeconds is
+// Failed with kubelet's reason and message, even when its container exited 0.
+func TestComputeDeadlineExceeded(t *testing.T) {
+	pod := makePod(nil)
+	view := makeView(func(v *PodView) {
+		v.Terminal = true
+		v.FailedReason, v.FailedMessage = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+		v.Containers = map[string]ContainerView{"app": {ID: "c1", State: terminated(0, "", now)}}
+	})
+	s := Compute(pod, view, now)
+	if s.Phase != v1.PodFailed || s.Reason != "DeadlineExceeded" || s.Message != view.FailedMessage {
+		t.Errorf("phase %s reason %q message %q, want Failed DeadlineExceeded with kubelet's message", s.Phase, s.Reason, s.Message)
+	}
+}
