@@ -320,8 +320,8 @@ type podState struct {
 	// deadlineExceeded is set once the pod was stopped for its activeDeadlineSeconds:
 	// its phase is then Failed with kubelet's reason DeadlineExceeded.
 	deadlineExceeded bool
-	containers    map[string]*container
-	inits         map[string]*container
+	containers       map[string]*container
+	inits            map[string]*container
 	// ephemerals are the debugging containers (pods/ephemeralcontainers), started
 	// once and never restarted.
 	ephemerals map[string]*container
