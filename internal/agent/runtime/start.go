@@ -259,6 +259,11 @@ func (m *Manager) writeBundle(p *containerPlan, containerDir, image string, lowe
 	if err := os.WriteFile(p.termLog, nil, 0o666); err != nil {
 		return err
 	}
+	// Any user the container runs as may write its message: kubelet chmods the file
+	// 0666, which the umask would otherwise cut.
+	if err := os.Chmod(p.termLog, 0o666); err != nil {
+		return err
+	}
 	if err := m.run.MountRootfs(lowers, p.upper, p.work, p.rootfs); err != nil {
 		return fmt.Errorf("mounting the root file system of image %q: %w", image, err)
 	}

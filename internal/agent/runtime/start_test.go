@@ -253,8 +253,8 @@ func TestStartWithFakeRunner(t *testing.T) {
 	if !e.run.Mounted(filepath.Join(inst.dir, "rootfs")) {
 		t.Error("the instance's root file system is not mounted")
 	}
-	if _, err := os.Stat(inst.termLog); err != nil {
-		t.Errorf("termination log: %v", err)
+	if fi, err := os.Stat(inst.termLog); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("termination log: %v %v, want mode 0666 so that any user may write it", fi, err)
 	}
 
 	// The process exits: wait records it, deletes the container and its bundle.
