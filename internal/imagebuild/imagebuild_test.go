@@ -183,6 +183,7 @@ func TestImages(t *testing.T) {
 			files: map[string]file{
 				"/tranche":       reg(0o755),
 				"/agnhost":       symlink("/tranche"),
+				"/agnhost-2":     symlink("/tranche"),
 				"/localhost.crt": reg(0o644),
 				"/localhost.key": reg(0o644),
 				"/usr/bin/bash":  reg(0o755),

@@ -298,6 +298,7 @@ func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 	}
 	t := newTree("agnhost")
 	t.symlink("agnhost", "/tranche")
+	t.symlink("agnhost-2", "/tranche") // upstream's second name, which the Containers conformance specs run
 	crt, key, err := localhostCert()
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code in
 		return 0, false
 	}
 	switch filepath.Base(argv[0]) {
-	case "agnhost":
+	case "agnhost", "agnhost-2":
 		return agnhostMain(ctx, argv[1:], stdout, stderr), true
 	case "pause":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

@@ -23,7 +23,7 @@ import (
 // process and handle signals, so they are tested as processes.
 func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
-	case "agnhost", "pause":
+	case "agnhost", "agnhost-2", "pause":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code, _ := Main(ctx, os.Args, os.Stdout, os.Stderr)
 		stop()
@@ -202,5 +202,19 @@ func TestAgnhostNames(t *testing.T) {
 		if strings.Contains(" "+strings.Join(names, " ")+" ", " "+name+" ") {
 			t.Errorf("%s is both left out and named", name)
 		}
+	}
+}
+
+// TestAgnhostSecondName: upstream's image also runs as /agnhost-2, and the
+// entrypoint-tester prints the name it was started as.
+func TestAgnhostSecondName(t *testing.T) {
+	var stdout bytes.Buffer
+	cmd := program(t, "agnhost-2", "entrypoint-tester", "override")
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := stdout.String(); !strings.Contains(got, "agnhost-2 entrypoint-tester override]") {
+		t.Errorf("output %q", got)
 	}
 }
