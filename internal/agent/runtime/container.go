@@ -236,6 +236,9 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	m.saveContainers(ps)
 	go m.wait(ps, c, inst, spec)
 	m.startProbes(pctx, ps, c, inst, spec)
+	if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
+		go m.runPostStart(ps, c, inst, pod, spec, ps.ip.String())
+	}
 	m.cfg.Logger.Debug("container started", append([]any{"pod", podID(pod), "container", spec.Name}, t.attrs()...)...)
 }
 
