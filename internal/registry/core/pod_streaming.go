@@ -279,7 +279,7 @@ func podProxyLocation(ctx context.Context, req *registry.HandlerRequest) (*regis
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("pod %s has no IP address yet", pod.Name))
 	}
 	if port == "" {
-		port = "80"
+		port = defaultPodProxyPort(pod, scheme)
 	} else if _, err := strconv.Atoi(port); err != nil {
 		named := ""
 		for _, c := range pod.Spec.Containers {
