@@ -139,6 +139,9 @@ var busyboxFiles = map[string]file{
 	"/usr/bin/nc":        hardlink("bin/busybox"),
 	"/bin/tar":           hardlink("bin/busybox"),
 	"/sbin/ip":           hardlink("bin/busybox"),
+	"/bin/ip":            hardlink("bin/busybox"), // every applet is in /bin too, as in the e2e busybox image
+	"/bin/sysctl":        hardlink("bin/busybox"),
+	"/bin/wget":          hardlink("bin/busybox"),
 	"/etc/passwd":        reg(0o644),
 	"/etc/group":         reg(0o644),
 	"/etc/hosts":         reg(0o644),

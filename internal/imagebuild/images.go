@@ -212,6 +212,7 @@ func busyboxLayer(ctx context.Context, src Source) (*tree, error) {
 			continue
 		}
 		t.hardlink(p, "bin/busybox")
+		t.hardlink("bin/"+path.Base(p), "bin/busybox") // also in /bin, as the e2e busybox image has them (/bin/sysctl)
 		have[path.Base(p)] = true
 	}
 	var missing []string
