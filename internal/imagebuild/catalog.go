@@ -34,6 +34,7 @@ func Catalog() []Entry {
 		{Pattern: "tranche*", Name: trancheName},
 		{Pattern: "nginx*", Name: nginxName},
 		{Pattern: "postgres*", Name: postgresName},
+		{Pattern: "registry.k8s.io/e2e-test-images/nonewprivs*", Name: nonewprivsName},
 	}
 }
 

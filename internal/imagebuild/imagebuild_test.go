@@ -85,6 +85,7 @@ func TestMatch(t *testing.T) {
 		{"nginx:1.27", nginxName},
 		{"docker.io/library/nginx@sha256:0123", nginxName},
 		{"postgres:16", postgresName},
+		{"registry.k8s.io/e2e-test-images/nonewprivs:1.4", nonewprivsName},
 		{"myregistry/api:2.1", ""},
 		{"ghcr.io/acme/busybox", ""},
 		{"example.com/echo:1", ""},
@@ -196,6 +197,11 @@ func TestImages(t *testing.T) {
 				"/home/agnhost":  dir(0o755, 1000),
 			},
 			users: []string{"root:x:0:0:", "agnhost:x:1000:1000:"},
+		},
+		{
+			name: nonewprivsName, layers: 2, busybox: true,
+			config: v1.Config{Entrypoint: []string{"/usr/local/bin/nnp"}, Env: []string{"PATH=" + defaultPath}},
+			files:  map[string]file{"/usr/local/bin/nnp": reg(0o4755)},
 		},
 		{
 			name: pauseName, layers: 2,

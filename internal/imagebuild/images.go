@@ -171,6 +171,8 @@ func planFor(ctx context.Context, e Entry, src Source) (*plan, error) {
 		p, err = nginxPlan(ctx, src)
 	case postgresName:
 		p, err = postgresPlan(ctx, src)
+	case nonewprivsName:
+		p, err = nonewprivsPlan(ctx, src)
 	default:
 		return nil, fmt.Errorf("image %s (pattern %q) is not one imagebuild can build: use an entry of Catalog()", e.Name, e.Pattern)
 	}

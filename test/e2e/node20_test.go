@@ -154,6 +154,26 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
+metadata: {name: nnp-false}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/nonewprivs:1.4
+    securityContext: {allowPrivilegeEscalation: false, runAsUser: 1000}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nnp-true}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/nonewprivs:1.4
+    securityContext: {allowPrivilegeEscalation: true, runAsUser: 1000}
+---
+apiVersion: v1
+kind: Pod
 metadata: {name: deadline}
 spec:
   terminationGracePeriodSeconds: 1
@@ -167,7 +187,8 @@ spec:
 // pod stays Pending; a succeeded init container is Ready; FallbackToLogsOnError takes
 // the log's exact bytes and a non-root container writes its message at its own path;
 // postStart hooks run (a failing one is FailedPostStartHook); safe sysctls apply and
-// /bin/sysctl and /agnhost-2 exist as in the e2e images; an updated
+// /bin/sysctl and /agnhost-2 exist as in the e2e images; the nonewprivs image's setuid
+// program gains root only with allowPrivilegeEscalation; an updated
 // activeDeadlineSeconds fails the pod with DeadlineExceeded.
 func TestNode20KubeletBehaviour(t *testing.T) {
 	c := up(t)
@@ -238,6 +259,14 @@ func TestNode20KubeletBehaviour(t *testing.T) {
 		}
 		if got := completed(t, "entrypoint", "Succeeded"); !strings.Contains(got, "[/agnhost-2 entrypoint-tester override arguments]") {
 			t.Errorf("entrypoint-tester output %q", got)
+		}
+	})
+	t.Run("no_new_privs", func(t *testing.T) {
+		if got := completed(t, "nnp-false", "Succeeded"); got != "Effective uid: 1000\n" {
+			t.Errorf("allowPrivilegeEscalation false: %q, want the setuid program kept at uid 1000", got)
+		}
+		if got := completed(t, "nnp-true", "Succeeded"); got != "Effective uid: 0\n" {
+			t.Errorf("allowPrivilegeEscalation true: %q, want the setuid program at uid 0", got)
 		}
 	})
 	t.Run("activeDeadlineSeconds updated", func(t *testing.T) {

@@ -31,6 +31,8 @@ func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code in
 	switch filepath.Base(argv[0]) {
 	case "agnhost", "agnhost-2":
 		return agnhostMain(ctx, argv[1:], stdout, stderr), true
+	case "nnp": // the nonewprivs image's program
+		return agnhostMain(ctx, []string{"nonewprivs"}, stdout, stderr), true
 	case "pause":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()

@@ -23,7 +23,7 @@ import (
 // process and handle signals, so they are tested as processes.
 func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
-	case "agnhost", "agnhost-2", "pause":
+	case "agnhost", "agnhost-2", "nnp", "pause":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code, _ := Main(ctx, os.Args, os.Stdout, os.Stderr)
 		stop()
@@ -216,5 +216,19 @@ func TestAgnhostSecondName(t *testing.T) {
 	}
 	if got := stdout.String(); !strings.Contains(got, "agnhost-2 entrypoint-tester override]") {
 		t.Errorf("output %q", got)
+	}
+}
+
+// TestNonewprivsProgram: started as nnp (the nonewprivs image's program) the binary
+// prints its effective uid, as upstream's does.
+func TestNonewprivsProgram(t *testing.T) {
+	var stdout bytes.Buffer
+	cmd := program(t, "nnp")
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stdout.String(), fmt.Sprintf("Effective uid: %d\n", os.Geteuid()); got != want {
+		t.Errorf("output %q, want %q", got, want)
 	}
 }
