@@ -21,7 +21,9 @@ const (
 )
 
 // runPostStart runs the container's postStart hook (exec, httpGet, tcpSocket or sleep)
-// once its process runs, as kubelet does right after starting it. A hook that fails
+// once its process runs, as kubelet does right after starting it; until it succeeds the
+// container reports waiting with ContainerCreating (kubelet's sync is blocked in the
+// hook meanwhile) and a sidecar does not count as started. A hook that fails
 // records kubelet's FailedPostStartHook event and kills the instance, which restarts
 // as the pod's restart policy says. It returns when the hook is done, failed or the
 // instance ended.
@@ -47,7 +49,16 @@ func (m *Manager) runPostStart(ps *podState, c *container, inst *instance, pod *
 			TimeoutSeconds: int32(postStartTimeout / time.Second)}
 		res, msg = m.proberFor(pod.UID).Probe(ctx, p, pod, spec, podIP)
 	}
-	if res == probe.Success || ctx.Err() != nil {
+	if ctx.Err() != nil {
+		return
+	}
+	if res == probe.Success {
+		ps.mu.Lock()
+		if c.inst == inst {
+			c.postStarting = false
+		}
+		ps.mu.Unlock()
+		m.notify(pod.UID)
 		return
 	}
 	m.cfg.Logger.Warn("postStart hook failed, killing the container", "pod", podID(pod), "container", spec.Name, "message", msg)
