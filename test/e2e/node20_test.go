@@ -194,6 +194,7 @@ func TestNode20KubeletBehaviour(t *testing.T) {
 	c := up(t)
 	s := c.srv
 	ns := s.namespace(t)
+	deletePodsAtEnd(t, s, ns)
 	c.apply(t, ns, node20Pods)
 
 	// jsonpath reads one field of a pod.
@@ -286,6 +287,7 @@ func TestNode20WebSockets(t *testing.T) {
 	c := up(t)
 	s := c.srv
 	ns := s.namespace(t)
+	deletePodsAtEnd(t, s, ns)
 	c.apply(t, ns, `apiVersion: v1
 kind: Pod
 metadata: {name: ws}
@@ -365,4 +367,15 @@ func receiveWebSocket(t *testing.T, ws *websocket.Conn) [][]byte {
 		}
 		msgs = append(msgs, msg)
 	}
+}
+
+// deletePodsAtEnd deletes the pods of ns when the test ends and waits until they are
+// gone, before the namespace's own deletion: the next test on the shared cluster then
+// finds the agents idle (TestStreamDroppedClientLeaksNothing counts their threads).
+func deletePodsAtEnd(t *testing.T, s *server, ns string) {
+	t.Cleanup(func() {
+		if out, errOut, err := s.kubectl(t, "", "delete", "pods", "--all", "-n", ns, "--grace-period=1", "--timeout=50s"); err != nil {
+			t.Logf("deleting the pods of %s: %v\n%s%s", ns, err, out, errOut)
+		}
+	})
 }
