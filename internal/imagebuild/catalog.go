@@ -39,6 +39,7 @@ func Catalog() []Entry {
 		{Pattern: "registry.k8s.io/e2e-test-images/nautilus*", Name: nautilusName},
 		{Pattern: "registry.k8s.io/e2e-test-images/kitten*", Name: kittenName},
 		{Pattern: "registry.k8s.io/e2e-test-images/glibc-dns-testing*", Name: glibcDNSTestingName},
+		{Pattern: "registry.k8s.io/e2e-test-images/nonewprivs*", Name: nonewprivsName},
 	}
 }
 

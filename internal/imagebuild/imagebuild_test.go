@@ -91,6 +91,7 @@ func TestMatch(t *testing.T) {
 		{"registry.k8s.io/e2e-test-images/nautilus:1.8", nautilusName},
 		{"registry.k8s.io/e2e-test-images/kitten:1.8", kittenName},
 		{"registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1", glibcDNSTestingName},
+		{"registry.k8s.io/e2e-test-images/nonewprivs:1.4", nonewprivsName},
 		{"myregistry/api:2.1", ""},
 		{"ghcr.io/acme/busybox", ""},
 		{"example.com/echo:1", ""},
@@ -145,6 +146,9 @@ var busyboxFiles = map[string]file{
 	"/usr/bin/nc":        hardlink("bin/busybox"),
 	"/bin/tar":           hardlink("bin/busybox"),
 	"/sbin/ip":           hardlink("bin/busybox"),
+	"/bin/ip":            hardlink("bin/busybox"), // every applet is in /bin too, as in the e2e busybox image
+	"/bin/sysctl":        hardlink("bin/busybox"),
+	"/bin/wget":          hardlink("bin/busybox"),
 	"/etc/passwd":        reg(0o644),
 	"/etc/group":         reg(0o644),
 	"/etc/hosts":         reg(0o644),
@@ -189,6 +193,7 @@ func TestImages(t *testing.T) {
 			files: map[string]file{
 				"/tranche":        reg(0o755),
 				"/agnhost":        symlink("/tranche"),
+				"/agnhost-2":      symlink("/tranche"),
 				"/usr/bin/nc":     symlink("/tranche"),
 				"/usr/bin/wget":   symlink("/tranche"),
 				"/usr/bin/dig":    symlink("/tranche"),
@@ -225,6 +230,11 @@ func TestImages(t *testing.T) {
 				"/usr/bin/getent":    symlink("/tranche"),
 				"/etc/nsswitch.conf": reg(0o644),
 			},
+		},
+		{
+			name: nonewprivsName, layers: 2, busybox: true,
+			config: v1.Config{Entrypoint: []string{"/usr/local/bin/nnp"}, Env: []string{"PATH=" + defaultPath}},
+			files:  map[string]file{"/usr/local/bin/nnp": reg(0o4755)},
 		},
 		{
 			name: pauseName, layers: 2,

@@ -175,6 +175,8 @@ func planFor(ctx context.Context, e Entry, src Source) (*plan, error) {
 		p, err = updateDemoPlan(ctx, src, e.Name)
 	case glibcDNSTestingName:
 		p, err = glibcDNSTestingPlan(ctx, src)
+	case nonewprivsName:
+		p, err = nonewprivsPlan(ctx, src)
 	default:
 		return nil, fmt.Errorf("image %s (pattern %q) is not one imagebuild can build: use an entry of Catalog()", e.Name, e.Pattern)
 	}
@@ -216,6 +218,7 @@ func busyboxLayer(ctx context.Context, src Source) (*tree, error) {
 			continue
 		}
 		t.hardlink(p, "bin/busybox")
+		t.hardlink("bin/"+path.Base(p), "bin/busybox") // also in /bin, as the e2e busybox image has them (/bin/sysctl)
 		have[path.Base(p)] = true
 	}
 	var missing []string
@@ -307,6 +310,7 @@ func agnhostPlan(ctx context.Context, src Source) (*plan, error) {
 	for _, l := range dnsToolLinks {
 		t.symlink(l, "/tranche") // upstream's has bind-tools' dig and musl's getent
 	}
+	t.symlink("agnhost-2", "/tranche") // upstream's second name, which the Containers conformance specs run
 	crt, key, err := localhostCert()
 	if err != nil {
 		return nil, err

@@ -49,6 +49,9 @@ type container struct {
 	started        bool
 	ready          bool
 	created        bool
+	// postStarting is set while the instance's postStart hook runs: as with kubelet,
+	// whose sync waits for the hook, the container does not count as running yet.
+	postStarting bool
 }
 
 // instance is one running OCI container of a container, whose process is initPID on
@@ -93,12 +96,17 @@ func (ps *podState) container(name string, init bool) *container {
 	return c
 }
 
-func (c *container) running() bool { return c.inst != nil }
+func (c *container) running() bool { return c.inst != nil && !c.postStarting }
 
 // view is the container's ContainerView; ok is false before anything was tried.
 func (c *container) view() (status.ContainerView, bool) {
 	v := status.ContainerView{ID: c.id, Image: c.image, ImageID: c.imageID, RestartCount: c.restartCount}
 	switch {
+	case c.inst != nil && c.postStarting:
+		v.State.Waiting = &v1.ContainerStateWaiting{Reason: status.ReasonContainerCreating}
+		if c.prevTerm != nil {
+			v.LastState.Terminated = c.prevTerm.DeepCopy()
+		}
 	case c.inst != nil:
 		v.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.startedAt)}
 		v.Started, v.Ready = c.started, c.ready
@@ -216,6 +224,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		c.prevTerm = c.term
 	}
 	c.id, c.term, c.waiting, c.started, c.ready = id, nil, nil, spec.StartupProbe == nil, false
+	c.postStarting = spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil
 	pid, err := m.runPlan(plan, restartCount)
 	if err != nil {
 		m.removeBundle(plan.dir)
@@ -236,6 +245,9 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 	m.saveContainers(ps)
 	go m.wait(ps, c, inst, spec)
 	m.startProbes(pctx, ps, c, inst, spec)
+	if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
+		go m.runPostStart(ps, c, inst, pod, spec, ps.ip.String())
+	}
 	m.cfg.Logger.Debug("container started", append([]any{"pod", podID(pod), "container", spec.Name}, t.attrs()...)...)
 }
 
@@ -243,7 +255,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 // instance and writes its bundle (root file system and config.json). ps.mu is held.
 func (m *Manager) prepare(ctx context.Context, ps *podState, spec *v1.Container, img imagestore.Image, in *planInput, t *phases) (*containerPlan, error) {
 	var err error
-	if in.volumes, err = m.volumeSources(ps, spec); err != nil {
+	if in.volumes, err = m.volumeSources(ps, spec, in.env); err != nil {
 		return nil, err
 	}
 	if ns, ok, err := m.ephemeralPIDNS(ps, spec.Name); err != nil {
@@ -348,7 +360,7 @@ func (m *Manager) fsGroup(ps *podState, volume string) error {
 	for i := range ps.pod.Spec.Volumes {
 		v := &ps.pod.Spec.Volumes[i]
 		if v.Name == volume && ownedByFSGroup(v) {
-			if err := applyFSGroup(ps.volumes[volume], *sc.FSGroup, sc.FSGroupChangePolicy); err != nil {
+			if err := applyFSGroup(ps.volumes[volume], *sc.FSGroup, readOnlyVolume(v), sc.FSGroupChangePolicy); err != nil {
 				return err
 			}
 		}

@@ -36,3 +36,22 @@ func TestPruneLogsKeepsPrevious(t *testing.T) {
 		t.Errorf("after pruning: %v, want %v", got, want)
 	}
 }
+
+// TestLastLogLinesExactBytes: the FallbackToLogsOnError message is the log's bytes as
+// the program wrote them: full lines end in a newline, a last partial one does not.
+func TestLastLogLinesExactBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	log := "2026-12-04T10:00:00.000000000Z stdout F one\n" +
+		"2026-12-04T10:00:00.000000000Z stderr P tw\n" +
+		"2026-12-04T10:00:00.000000000Z stderr F o\n" +
+		"2026-12-04T10:00:01.000000000Z stdout P DONE\n"
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lastLogLines(path, 80, 2048), "one\ntwo\nDONE"; got != want {
+		t.Errorf("lastLogLines = %q, want %q", got, want)
+	}
+	if got, want := lastLogLines(path, 80, 6), "o\nDONE"; got != want {
+		t.Errorf("lastLogLines with 6 bytes = %q, want %q", got, want)
+	}
+}

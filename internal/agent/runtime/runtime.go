@@ -314,10 +314,14 @@ type podState struct {
 	network   *pendingNetwork
 	startTime time.Time
 	terminal  bool
-	// deadlineArmed is set once a notification for activeDeadlineSeconds is scheduled.
-	deadlineArmed bool
-	containers    map[string]*container
-	inits         map[string]*container
+	// deadlineArmed is the activeDeadlineSeconds a notification is scheduled for (0:
+	// none); an update of the deadline schedules another.
+	deadlineArmed int64
+	// deadlineExceeded is set once the pod was stopped for its activeDeadlineSeconds:
+	// its phase is then Failed with kubelet's reason DeadlineExceeded.
+	deadlineExceeded bool
+	containers       map[string]*container
+	inits            map[string]*container
 	// ephemerals are the debugging containers (pods/ephemeralcontainers), started
 	// once and never restarted.
 	ephemerals map[string]*container
@@ -396,14 +400,15 @@ func (m *Manager) syncContainers(ctx context.Context, ps *podState) (status.PodV
 	now := m.cfg.Clock.Now()
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !ps.terminal && now.Sub(ps.startTime) >= time.Duration(*d)*time.Second {
 		m.cfg.Logger.Info("pod exceeded its active deadline, stopping it", "pod", pod.Namespace+"/"+pod.Name)
-		ps.terminal = true
+		ps.terminal, ps.deadlineExceeded = true, true
+		m.event(pod, v1.EventTypeNormal, reasonDeadlineExceeded, messageDeadlineExceeded)
 		m.stopAll(ps, gracePeriod(pod))
 	}
 	if ps.terminal || pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return m.view(ps), nil
 	}
-	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !ps.deadlineArmed {
-		ps.deadlineArmed = true
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && ps.deadlineArmed != *d {
+		ps.deadlineArmed = *d
 		m.later(ps, ps.startTime.Add(time.Duration(*d)*time.Second).Sub(now))
 	}
 	if !m.syncInits(ctx, ps) {
@@ -462,6 +467,13 @@ func (m *Manager) later(ps *podState, d time.Duration) {
 	}()
 }
 
+// Kubelet's reason and message for a pod stopped at its activeDeadlineSeconds
+// (pkg/kubelet/active_deadline.go), on its event and its Failed status.
+const (
+	reasonDeadlineExceeded  = "DeadlineExceeded"
+	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
 // view builds the PodView; ps.mu is held.
 func (m *Manager) view(ps *podState) status.PodView {
 	v := status.PodView{
@@ -474,6 +486,9 @@ func (m *Manager) view(ps *podState) status.PodView {
 	}
 	if ps.sandboxReady {
 		v.PodIPs = []string{ps.ip.String()}
+	}
+	if ps.deadlineExceeded {
+		v.FailedReason, v.FailedMessage = reasonDeadlineExceeded, messageDeadlineExceeded
 	}
 	if m.node.Underlay.IsValid() {
 		v.HostIPs = []string{m.node.Underlay.String()}

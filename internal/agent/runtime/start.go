@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	crv1 "github.com/google/go-containerregistry/pkg/v1"
@@ -143,22 +145,26 @@ func planContainer(in planInput) *containerPlan {
 	return p
 }
 
-// volumeSources resolves the container's volume mounts to host paths: subPath
-// applied (created when missing, as kubelet does), and each volume given to the pod's
-// fsGroup once. ps.mu is held.
-func (m *Manager) volumeSources(ps *podState, spec *v1.Container) ([]volumeSource, error) {
+// volumeSources resolves the container's volume mounts to host paths: subPath, or
+// subPathExpr expanded with the container's environment env, applied (created when
+// missing, as kubelet does), and each volume given to the pod's fsGroup once. A
+// subPath that cannot be used is an *ocispec.ConfigError with kubelet's wording
+// (CreateContainerConfigError). ps.mu is held.
+func (m *Manager) volumeSources(ps *podState, spec *v1.Container, env []string) ([]volumeSource, error) {
 	var out []volumeSource
 	for _, vm := range spec.VolumeMounts {
 		src, ok := ps.volumes[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, spec.Name)
 		}
-		if vm.SubPath != "" {
-			src = filepath.Join(src, vm.SubPath)
-			if _, err := os.Lstat(src); errors.Is(err, os.ErrNotExist) {
-				if err := os.MkdirAll(src, 0o777); err != nil {
-					return nil, fmt.Errorf("creating subPath %q of volume %q: %w", vm.SubPath, vm.Name, err)
-				}
+		sub, err := subPath(vm, env)
+		if err != nil {
+			return nil, err
+		}
+		if sub != "" {
+			if src, err = makeSubPath(src, sub); err != nil {
+				m.cfg.Logger.Warn("creating a subPath", "pod", podID(ps.pod), "container", spec.Name, "volume", vm.Name, "err", err)
+				return nil, &ocispec.ConfigError{Message: fmt.Sprintf("failed to create subPath directory for volumeMount %q of container %q", vm.Name, spec.Name)}
 			}
 		}
 		fi, err := os.Stat(src)
@@ -173,6 +179,74 @@ func (m *Manager) volumeSources(ps *podState, spec *v1.Container) ([]volumeSourc
 	return out, nil
 }
 
+// subPath is the mount's subPath, or its subPathExpr with $(VAR) replaced from env,
+// checked as kubelet's makeMounts does: every variable must have a non-empty value,
+// and the result must be relative and without "..".
+func subPath(vm v1.VolumeMount, env []string) (string, error) {
+	sub := vm.SubPath
+	if vm.SubPathExpr != "" {
+		lookup := environLookup(env)
+		var missing []string
+		sub = expand(vm.SubPathExpr, func(name string) (string, bool) {
+			v, ok := lookup(name)
+			if !ok || v == "" {
+				if !slices.Contains(missing, name) {
+					missing = append(missing, name)
+				}
+			}
+			return v, true
+		})
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			return "", &ocispec.ConfigError{Message: "missing value for " + strings.Join(missing, ", ")}
+		}
+	}
+	if sub == "" {
+		return "", nil
+	}
+	if filepath.IsAbs(sub) {
+		return "", &ocispec.ConfigError{Message: fmt.Sprintf("error SubPath `%s` must not be an absolute path", sub)}
+	}
+	if slices.Contains(strings.Split(filepath.ToSlash(sub), "/"), "..") {
+		return "", &ocispec.ConfigError{Message: fmt.Sprintf("unable to provision SubPath `%s`: must not contain '..'", sub)}
+	}
+	return sub, nil
+}
+
+// makeSubPath returns volume/sub, creating the missing directories with the volume
+// directory's mode as kubelet does, and refuses a path whose symbolic links lead out
+// of the volume.
+func makeSubPath(volume, sub string) (string, error) {
+	root, err := filepath.EvalSymlinks(volume)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return "", err
+	}
+	cur := root
+	for _, part := range strings.Split(filepath.Clean(sub), string(filepath.Separator)) {
+		next := filepath.Join(cur, part)
+		if _, err := os.Lstat(next); errors.Is(err, os.ErrNotExist) {
+			if err := os.Mkdir(next, fi.Mode().Perm()); err != nil && !errors.Is(err, os.ErrExist) {
+				return "", err
+			}
+			// Mkdir's mode is filtered by the umask; kubelet's is not.
+			if err := os.Chmod(next, fi.Mode().Perm()); err != nil {
+				return "", err
+			}
+		}
+		if cur, err = filepath.EvalSymlinks(next); err != nil {
+			return "", err
+		}
+		if cur != root && !strings.HasPrefix(cur, root+string(filepath.Separator)) {
+			return "", fmt.Errorf("subPath %q leads out of volume %s to %s", sub, volume, cur)
+		}
+	}
+	return filepath.Join(volume, sub), nil
+}
+
 // writeBundle makes the plan's bundle: the container's directory with a new, empty
 // termination-message file (earlier instances' removed), the root file system over
 // the image's layers (lowers), and config.json with the plan's spec, which it sets. A
@@ -183,6 +257,11 @@ func (m *Manager) writeBundle(p *containerPlan, containerDir, image string, lowe
 	}
 	pruneTerminationLogs(containerDir)
 	if err := os.WriteFile(p.termLog, nil, 0o666); err != nil {
+		return err
+	}
+	// Any user the container runs as may write its message: kubelet chmods the file
+	// 0666, which the umask would otherwise cut.
+	if err := os.Chmod(p.termLog, 0o666); err != nil {
 		return err
 	}
 	if err := m.run.MountRootfs(lowers, p.upper, p.work, p.rootfs); err != nil {

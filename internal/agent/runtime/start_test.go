@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	crv1 "github.com/google/go-containerregistry/pkg/v1"
@@ -253,8 +254,8 @@ func TestStartWithFakeRunner(t *testing.T) {
 	if !e.run.Mounted(filepath.Join(inst.dir, "rootfs")) {
 		t.Error("the instance's root file system is not mounted")
 	}
-	if _, err := os.Stat(inst.termLog); err != nil {
-		t.Errorf("termination log: %v", err)
+	if fi, err := os.Stat(inst.termLog); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("termination log: %v %v, want mode 0666 so that any user may write it", fi, err)
 	}
 
 	// The process exits: wait records it, deletes the container and its bundle.
@@ -345,4 +346,41 @@ func TestStartFailures(t *testing.T) {
 			t.Fatalf("waiting %+v", c.waiting)
 		}
 	})
+}
+
+// TestPostStartHoldsContainerCreating: while a postStart hook runs the container
+// reports waiting with ContainerCreating and does not count as running; once the hook
+// is done it is Running.
+func TestPostStartHoldsContainerCreating(t *testing.T) {
+	pod := planPod(func(p *v1.Pod) {
+		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 1}}}
+	})
+	e := newFakeStartEnv(t, pod)
+	c := e.startOnce()
+	state := func() (string, bool) {
+		e.ps.mu.Lock()
+		defer e.ps.mu.Unlock()
+		v, _ := c.view()
+		switch {
+		case v.State.Waiting != nil:
+			return v.State.Waiting.Reason, c.running()
+		case v.State.Running != nil:
+			return "Running", c.running()
+		}
+		return "other", c.running()
+	}
+	if got, running := state(); got != "ContainerCreating" || running {
+		t.Fatalf("during the hook: %s, running %v; want ContainerCreating, not running", got, running)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, running := state()
+		if got == "Running" && running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the hook: %s, running %v; want Running", got, running)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -153,10 +153,11 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// flush logs what is left of an unterminated last line.
+// flush logs what is left of an unterminated last line as a partial one ("P"), as
+// containerd does, so that readers add no newline the program did not write.
 func (w *streamWriter) flush() {
 	if len(w.buf) > 0 {
-		w.log.entry(w.stream, "F", w.buf)
+		w.log.entry(w.stream, "P", w.buf)
 		w.buf = nil
 	}
 }

@@ -114,3 +114,32 @@ func TestLogPolicyCheck(t *testing.T) {
 		t.Error("openCRILog accepted MaxFiles 0")
 	}
 }
+
+// TestFlushWritesPartialLine: an output that ends without a newline is logged as a
+// partial entry, as containerd logs it, so readers add no newline.
+func TestFlushWritesPartialLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	log, err := openCRILog(path, LogPolicy{MaxSize: 1 << 20, MaxFiles: 2}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &streamWriter{log: log, stream: "stdout"}
+	fmt.Fprint(w, "line\nDONE")
+	w.flush()
+	log.close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		f := strings.SplitN(l, " ", 4)
+		if len(f) != 4 {
+			t.Fatalf("entry %q", l)
+		}
+		tags = append(tags, f[2]+" "+f[3])
+	}
+	if want := []string{"F line", "P DONE"}; !slices.Equal(tags, want) {
+		t.Errorf("entries %q, want %q", tags, want)
+	}
+}

@@ -56,6 +56,10 @@ type PodView struct {
 	// being deleted or evicted): its phase then becomes Succeeded or Failed whatever
 	// the restart policy.
 	Terminal bool
+	// FailedReason, when set, is why the agent stopped the pod for good (kubelet's
+	// eviction reasons, e.g. DeadlineExceeded): its phase is then Failed with this
+	// reason and FailedMessage, whatever its containers' exit codes.
+	FailedReason, FailedMessage string
 }
 
 // ContainerView is the runtime state of one container.
@@ -102,6 +106,7 @@ func Compute(pod *v1.Pod, view PodView, now time.Time) v1.PodStatus {
 	}
 	s.InitContainerStatuses = containerStatuses(pod.Spec.InitContainers, view.InitContainers, view.SandboxReady, hasInit)
 	s.ContainerStatuses = containerStatuses(pod.Spec.Containers, view.Containers, view.SandboxReady, hasInit)
+	initReady(pod.Spec.InitContainers, s.InitContainerStatuses)
 	if n := len(pod.Spec.EphemeralContainers); n > 0 {
 		ecs := make([]v1.Container, n)
 		for i, ec := range pod.Spec.EphemeralContainers {
@@ -113,6 +118,9 @@ func Compute(pod *v1.Pod, view PodView, now time.Time) v1.PodStatus {
 	sort.SliceStable(s.ContainerStatuses, func(i, j int) bool { return s.ContainerStatuses[i].Name < s.ContainerStatuses[j].Name })
 
 	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, view.Terminal)
+	if view.FailedReason != "" {
+		s.Phase, s.Reason, s.Message = v1.PodFailed, view.FailedReason, view.FailedMessage
+	}
 	if old.Phase == v1.PodSucceeded || old.Phase == v1.PodFailed {
 		// A terminal phase is final.
 		s.Phase, s.Reason, s.Message = old.Phase, old.Reason, old.Message
@@ -214,6 +222,19 @@ func containerStatuses(containers []v1.Container, views map[string]ContainerView
 		out = append(out, st)
 	}
 	return out
+}
+
+// initReady marks an init container (not a sidecar) Ready once it has succeeded, as
+// kubelet's prober manager does (UpdatePodStatus); a sidecar's readiness is that of a
+// running container, already set.
+func initReady(containers []v1.Container, statuses []v1.ContainerStatus) {
+	for i := range statuses {
+		if i >= len(containers) || isSidecar(&containers[i]) {
+			continue
+		}
+		t := statuses[i].State.Terminated
+		statuses[i].Ready = t != nil && t.ExitCode == 0
+	}
 }
 
 // withTerminationReason fills a terminated state's reason the way kubelet does when the

@@ -463,3 +463,48 @@ func TestComputeIsStableThroughTheAPI(t *testing.T) {
 		t.Errorf("recomputed unchanged, the status differs from the stored one:\n%s", cmp.Diff(stored, again))
 	}
 }
+
+// TestInitContainersReadyOnceSucceeded: an init container that exited 0 is Ready, one
+// that failed or still runs is not, and a sidecar's readiness is its probe's while it
+// runs (kubelet's prober manager, UpdatePodStatus).
+func TestInitContainersReadyOnceSucceeded(t *testing.T) {
+	pod := makePod(func(p *v1.Pod) {
+		p.Spec.InitContainers = []v1.Container{
+			{Name: "done", Image: "busybox"},
+			{Name: "failed", Image: "busybox"},
+			{Name: "running", Image: "busybox"},
+			{Name: "sidecar", Image: "busybox", RestartPolicy: new(v1.ContainerRestartPolicyAlways)},
+		}
+	})
+	view := makeView(func(v *PodView) {
+		v.InitContainers = map[string]ContainerView{
+			"done":    {ID: "i1", State: terminated(0, "", now)},
+			"failed":  {ID: "i2", State: terminated(1, "", now)},
+			"running": runningView(true),
+			"sidecar": runningView(true),
+		}
+	})
+	got := map[string]bool{}
+	for _, st := range Compute(pod, view, now).InitContainerStatuses {
+		got[st.Name] = st.Ready
+	}
+	want := map[string]bool{"done": true, "failed": false, "running": false, "sidecar": true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("init containers' Ready (-want +got):\n%s", diff)
+	}
+}
+
+// TestComputeDeadlineExceeded: a pod the agent stopped at its activeDeadlineSeconds is
+// Failed with kubelet's reason and message, even when its container exited 0.
+func TestComputeDeadlineExceeded(t *testing.T) {
+	pod := makePod(nil)
+	view := makeView(func(v *PodView) {
+		v.Terminal = true
+		v.FailedReason, v.FailedMessage = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+		v.Containers = map[string]ContainerView{"app": {ID: "c1", State: terminated(0, "", now)}}
+	})
+	s := Compute(pod, view, now)
+	if s.Phase != v1.PodFailed || s.Reason != "DeadlineExceeded" || s.Message != view.FailedMessage {
+		t.Errorf("phase %s reason %q message %q, want Failed DeadlineExceeded with kubelet's message", s.Phase, s.Reason, s.Message)
+	}
+}

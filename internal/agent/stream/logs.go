@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 )
 
 // logOptions are the query parameters of a log request (PodLogOptions).
@@ -143,27 +144,61 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, uid types.UID
 		badRequest(w, "container %q: %v", container, err)
 		return
 	}
-	defer func() { f.Close() }()
 	skip := int64(0)
 	if opts.tailLines >= 0 {
 		total, err := countLines(f)
 		if err != nil {
+			f.Close()
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		skip = max(total-opts.tailLines, 0)
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			f.Close()
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 	}
+	if wsstream.IsWebSocketRequest(r) {
+		s.serveLogsWebSocket(w, r, f, path, uid, container, opts, skip)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	lw := &logWriter{w: w, opts: opts}
+	s.copyLog(r.Context(), w, rc.Flush, f, path, uid, container, opts, skip)
+}
+
+// serveLogsWebSocket serves the log over a WebSocket, as kube-apiserver streams
+// pods/log to WebSocket clients (wsstream's reader protocols: binary.k8s.io, its
+// base64 form, or none): each chunk of the log is one message, and the connection is
+// closed at its end.
+func (s *Server) serveLogsWebSocket(w http.ResponseWriter, r *http.Request, f *os.File, path string, uid types.UID, container string, opts logOptions, skip int64) {
+	ctx, cancel := context.WithCancel(r.Context())
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.copyLog(ctx, pw, func() error { return nil }, f, path, uid, container, opts, skip)
+		pw.Close()
+	}()
+	if err := wsstream.NewReader(pr, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r); err != nil {
+		s.log.Debug("streaming a log over a websocket", "container", container, "err", err)
+	}
+	cancel()
+	pr.CloseWithError(io.ErrClosedPipe)
+	<-done
+}
+
+// copyLog writes the log in f (at path) to out from entry skip on, flushing at each
+// end of what is written so far, and with follow goes on with what the container
+// writes until it stops running or ctx ends. It closes f and any file it opens after
+// a rotation.
+func (s *Server) copyLog(ctx context.Context, out io.Writer, flush func() error, f *os.File, path string, uid types.UID, container string, opts logOptions, skip int64) {
+	defer func() { f.Close() }()
+	lw := &logWriter{w: out, opts: opts}
 	rd := bufio.NewReaderSize(f, 64<<10)
 	var pending []byte
-	ctx := r.Context()
 	follow := opts.follow && !opts.previous
 	for {
 		line, err := rd.ReadBytes('\n')
@@ -189,7 +224,7 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, uid types.UID
 			return
 		}
 		// End of what is written so far.
-		_ = rc.Flush()
+		_ = flush()
 		if !follow {
 			return
 		}

@@ -187,10 +187,16 @@ func (s *Server) serveWebSocketCommand(w http.ResponseWriter, r *http.Request, o
 	if opts.stderr {
 		ch[2] = wsstream.WriteChannel
 	}
+	// Kubelet's protocols (cri-streaming's remotecommand), v5 besides: the older
+	// channel.k8s.io forms and none at all report a failure as text, v4 and v5 as a
+	// Status.
 	conn := wsstream.NewConn(map[string]wsstream.ChannelProtocolConfig{
-		remotecommand.StreamProtocolV5Name: {Binary: true, Channels: ch},
-		remotecommand.StreamProtocolV4Name: {Binary: true, Channels: ch},
-		"v4.base64.channel.k8s.io":         {Binary: false, Channels: ch},
+		"":                                              {Binary: true, Channels: ch},
+		wsstream.ChannelWebSocketProtocol:               {Binary: true, Channels: ch},
+		wsstream.Base64ChannelWebSocketProtocol:         {Binary: false, Channels: ch},
+		remotecommand.StreamProtocolV5Name:              {Binary: true, Channels: ch},
+		remotecommand.StreamProtocolV4Name:              {Binary: true, Channels: ch},
+		"v4." + wsstream.Base64ChannelWebSocketProtocol: {Binary: false, Channels: ch},
 	})
 	conn.SetIdleTimeout(s.cfg.StreamIdleTimeout)
 	protocol, chans, err := conn.Open(w, r)
@@ -199,6 +205,16 @@ func (s *Server) serveWebSocketCommand(w http.ResponseWriter, r *http.Request, o
 		return
 	}
 	defer conn.Close()
+	// An empty message on the lowest channel written tells the client the session is
+	// established, as kubelet sends it.
+	switch {
+	case opts.stdout:
+		_, _ = chans[1].Write(nil)
+	case opts.stderr:
+		_, _ = chans[2].Write(nil)
+	default:
+		_, _ = chans[3].Write(nil)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := runtime.Streams{TTY: opts.tty}

@@ -7,10 +7,11 @@
 // ~secret, ~downward-api, ~projected). Content volumes (configMap, secret,
 // downwardAPI, projected) are written by an atomic writer: a timestamped
 // directory switched in with a ..data symlink, so that a live update is
-// seen all at once. Differences from kubelet, all deliberate: nothing is
-// mounted in the host's mount namespace, so emptyDir with medium Memory
-// and secret volumes are plain directories on disk, and an emptyDir
-// sizeLimit is not enforced.
+// seen all at once. An emptyDir with medium Memory is a tmpfs mounted in
+// the agent's mount namespace, sized by its sizeLimit, as kubelet's.
+// Differences from kubelet, both deliberate: secret volumes are plain
+// directories on disk, and the sizeLimit of an emptyDir on disk is not
+// enforced.
 package volumes
 
 import (
@@ -70,6 +71,9 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
+	// Mounter mounts the tmpfs of emptyDirs with medium Memory; nil means
+	// HostMounter.
+	Mounter Mounter
 }
 
 // Manager sets up, refreshes and removes pods' volumes. It is safe for
@@ -81,6 +85,7 @@ type Manager struct {
 	nodeName string
 	clock    clock.Clock
 	log      *slog.Logger
+	mounter  Mounter
 
 	mu sync.Mutex
 	// pods holds the last pod given to Prepare, by UID, for Refresh.
@@ -98,7 +103,7 @@ type Manager struct {
 func New(cfg Config) *Manager {
 	m := &Manager{
 		client: cfg.Client, rootDir: cfg.RootDir, pvRoot: cfg.PVRoot, nodeName: cfg.NodeName,
-		clock: cfg.Clock, log: cfg.Logger,
+		clock: cfg.Clock, log: cfg.Logger, mounter: cfg.Mounter,
 		pods:   map[types.UID]*v1.Pod{},
 		locks:  map[types.UID]*sync.Mutex{},
 		tokens: map[tokenKey]*authenticationv1.TokenRequest{},
@@ -108,6 +113,9 @@ func New(cfg Config) *Manager {
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.mounter == nil {
+		m.mounter = HostMounter{}
 	}
 	return m
 }
@@ -215,7 +223,11 @@ func (m *Manager) Cleanup(_ context.Context, pod *v1.Pod) error {
 	}
 	m.mu.Unlock()
 	m.podCerts.forget(pod.UID)
-	err := os.RemoveAll(filepath.Join(m.rootDir, "pods", string(pod.UID), "volumes"))
+	vols := filepath.Join(m.rootDir, "pods", string(pod.UID), "volumes")
+	err := m.unmountEmptyDirs(vols)
+	if err == nil {
+		err = os.RemoveAll(vols)
+	}
 	unlock()
 
 	m.mu.Lock()
@@ -321,25 +333,30 @@ func (m *Manager) setUp(ctx context.Context, env *podEnv, vol *v1.Volume) (strin
 }
 
 // setUpEmptyDir creates an emptyDir's directory, world-writable as
-// kubelet makes it.
+// kubelet makes it, and for medium Memory mounts a tmpfs on it.
 func (m *Manager) setUpEmptyDir(pod *v1.Pod, vol *v1.Volume) (string, error) {
 	dir := m.volumeDir(pod.UID, pluginEmptyDir, vol.Name)
-	if _, err := os.Stat(dir); err == nil {
-		return dir, nil
+	memory := vol.EmptyDir.Medium == v1.StorageMediumMemory
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return "", fmt.Errorf("creating emptyDir %s: %w", dir, err)
+		}
+		// MkdirAll's mode is filtered by the umask; kubelet's is not.
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return "", fmt.Errorf("setting mode of emptyDir %s: %w", dir, err)
+		}
+		if vol.EmptyDir.SizeLimit != nil && !memory {
+			m.log.Info("emptyDir sizeLimit on disk is not enforced", "pod", pod.Namespace+"/"+pod.Name, "volume", vol.Name, "sizeLimit", vol.EmptyDir.SizeLimit.String())
+		}
 	}
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return "", fmt.Errorf("creating emptyDir %s: %w", dir, err)
-	}
-	// MkdirAll's mode is filtered by the umask; kubelet's is not.
-	if err := os.Chmod(dir, 0o777); err != nil {
-		return "", fmt.Errorf("setting mode of emptyDir %s: %w", dir, err)
-	}
-	log := m.log.With("pod", pod.Namespace+"/"+pod.Name, "volume", vol.Name)
-	if vol.EmptyDir.Medium == v1.StorageMediumMemory {
-		log.Info("emptyDir medium Memory is a plain directory on disk: tranche mounts no tmpfs in the host's mount namespace")
-	}
-	if vol.EmptyDir.SizeLimit != nil {
-		log.Info("emptyDir sizeLimit is not enforced", "sizeLimit", vol.EmptyDir.SizeLimit.String())
+	if memory {
+		var limit int64
+		if vol.EmptyDir.SizeLimit != nil {
+			limit = vol.EmptyDir.SizeLimit.Value()
+		}
+		if err := m.mountMemoryMedium(dir, limit); err != nil {
+			return "", err
+		}
 	}
 	return dir, nil
 }

@@ -320,9 +320,39 @@ func TestHostPathTypes(t *testing.T) {
 	}
 }
 
+// fakeMounter records tmpfs mounts instead of making them.
+type fakeMounter struct{ mounts map[string]string }
+
+var _ Mounter = (*fakeMounter)(nil)
+
+func (f *fakeMounter) MountTmpfs(dir, data string) error {
+	if _, ok := f.mounts[dir]; ok {
+		return errors.New("already mounted: " + dir)
+	}
+	f.mounts[dir] = data
+	return nil
+}
+
+func (f *fakeMounter) IsTmpfs(dir string) (bool, error) {
+	_, ok := f.mounts[dir]
+	return ok, nil
+}
+
+func (f *fakeMounter) Unmount(dir string) error {
+	delete(f.mounts, dir)
+	return nil
+}
+
 func TestEmptyDir(t *testing.T) {
 	f := newFixture(t)
-	pod := makePod(withVolume(v1.Volume{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}))
+	mounter := &fakeMounter{mounts: map[string]string{}}
+	f.m.mounter = mounter
+	limit := resource.MustParse("64Mi")
+	pod := makePod(func(p *v1.Pod) {
+		withVolume(v1.Volume{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}})(p)
+		withVolume(v1.Volume{Name: "small", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &limit}}})(p)
+		withVolume(v1.Volume{Name: "disk", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})(p)
+	})
 	paths, err := f.m.Prepare(context.Background(), pod)
 	if err != nil {
 		t.Fatal(err)
@@ -330,6 +360,10 @@ func TestEmptyDir(t *testing.T) {
 	want := filepath.Join(f.root, "pods/uid-1/volumes/kubernetes.io~empty-dir/cache")
 	if paths["cache"] != want {
 		t.Fatalf("path %s, want %s", paths["cache"], want)
+	}
+	wantMounts := map[string]string{want: "", paths["small"]: "size=67108864"}
+	if diff := cmp.Diff(wantMounts, mounter.mounts); diff != "" {
+		t.Errorf("tmpfs mounts (-want +got):\n%s", diff)
 	}
 	if err := os.WriteFile(filepath.Join(want, "data"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -340,11 +374,48 @@ func TestEmptyDir(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(want, "data")); err != nil {
 		t.Errorf("second Prepare lost emptyDir data: %v", err)
 	}
+	if len(mounter.mounts) != 2 {
+		t.Errorf("second Prepare: mounts %v, want the same two", mounter.mounts)
+	}
 	if err := f.m.Cleanup(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
+	if len(mounter.mounts) != 0 {
+		t.Errorf("Cleanup left tmpfs mounts %v", mounter.mounts)
+	}
 	if _, err := os.Stat(filepath.Join(f.root, "pods/uid-1/volumes")); !os.IsNotExist(err) {
 		t.Errorf("volumes dir still there after Cleanup: %v", err)
+	}
+}
+
+// TestEmptyDirTmpfs mounts a real tmpfs for medium Memory, world-writable, and
+// Cleanup unmounts and removes it.
+func TestEmptyDirTmpfs(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	f := newFixture(t)
+	pod := makePod(withVolume(v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}))
+	paths, err := f.m.Prepare(context.Background(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := paths["mem"]
+	t.Cleanup(func() { _ = HostMounter{}.Unmount(dir) })
+	if ok, err := (HostMounter{}).IsTmpfs(dir); !ok || err != nil {
+		t.Fatalf("%s is not a tmpfs mount point (%v)", dir, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o777 {
+		t.Errorf("mode of %s: %v (%v), want 0777", dir, fi.Mode(), err)
+	}
+	if _, err := f.m.Prepare(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.m.Cleanup(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s still there after Cleanup: %v", dir, err)
 	}
 }
 

@@ -32,7 +32,7 @@ func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code in
 		return 0, false
 	}
 	switch filepath.Base(argv[0]) {
-	case "agnhost":
+	case "agnhost", "agnhost-2":
 		return agnhostMain(ctx, argv[1:], stdout, stderr), true
 	case "wget":
 		return wgetMain(ctx, argv[1:], stdout, stderr), true
@@ -42,6 +42,8 @@ func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code in
 		return digMain(ctx, argv[1:], ResolvConf, stdout, stderr), true
 	case "getent":
 		return getentMain(ctx, argv[1:], stdout, stderr), true
+	case "nnp": // the nonewprivs image's program
+		return agnhostMain(ctx, []string{"nonewprivs"}, stdout, stderr), true
 	case "pause":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()

@@ -23,7 +23,7 @@ import (
 // process and handle signals, so they are tested as processes.
 func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
-	case "agnhost", "pause", "nc":
+	case "agnhost", "agnhost-2", "nnp", "pause", "nc":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code, _ := Main(ctx, os.Args, os.Stdout, os.Stderr)
 		stop()
@@ -202,5 +202,33 @@ func TestAgnhostNames(t *testing.T) {
 		if strings.Contains(" "+strings.Join(names, " ")+" ", " "+name+" ") {
 			t.Errorf("%s is both left out and named", name)
 		}
+	}
+}
+
+// TestAgnhostSecondName: upstream's image also runs as /agnhost-2, and the
+// entrypoint-tester prints the name it was started as.
+func TestAgnhostSecondName(t *testing.T) {
+	var stdout bytes.Buffer
+	cmd := program(t, "agnhost-2", "entrypoint-tester", "override")
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := stdout.String(); !strings.Contains(got, "agnhost-2 entrypoint-tester override]") {
+		t.Errorf("output %q", got)
+	}
+}
+
+// TestNonewprivsProgram: started as nnp (the nonewprivs image's program) the binary
+// prints its effective uid, as upstream's does.
+func TestNonewprivsProgram(t *testing.T) {
+	var stdout bytes.Buffer
+	cmd := program(t, "nnp")
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stdout.String(), fmt.Sprintf("Effective uid: %d\n", os.Geteuid()); got != want {
+		t.Errorf("output %q, want %q", got, want)
 	}
 }
