@@ -179,8 +179,9 @@ func TestImages(t *testing.T) {
 			users:  []string{"root:x:0:0:", "daemon:x:1:1:", "nobody:x:65534:65534:"},
 		},
 		{
-			name: e2eBusybox, layers: 1, busybox: true,
+			name: e2eBusybox, layers: 2, busybox: true,
 			config: v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=" + defaultPath}},
+			files:  map[string]file{"/usr/bin/bash": reg(0o755), "/bin/bash": symlink("/usr/bin/bash"), "/bin/sh": symlink("/usr/bin/bash")},
 		},
 		{
 			name: trancheName, layers: 2, busybox: true,

@@ -159,8 +159,10 @@ func planFor(ctx context.Context, e Entry, src Source) (*plan, error) {
 	var p *plan
 	var err error
 	switch e.Name {
-	case busyboxName, e2eBusybox:
+	case busyboxName:
 		p, err = busyboxPlan(ctx, src)
+	case e2eBusybox:
+		p, err = e2eBusyboxPlan(ctx, src)
 	case trancheName:
 		p, err = tranchePlan(ctx, src)
 	case agnhostName:
@@ -270,6 +272,30 @@ func busyboxPlan(ctx context.Context, src Source) (*plan, error) {
 		return nil, err
 	}
 	return &plan{layers: []*tree{base}, config: v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=" + defaultPath}}}, nil
+}
+
+// e2eBusyboxPlan is the e2e suite's busybox image: busybox, with the host's bash as
+// sh. Upstream's image has busybox 1.37, whose sh passes on environment variables
+// whose names are not shell names (data-1=value-1 from a ConfigMap's envFrom) to the
+// commands it runs; Debian's busybox 1.35 sh drops them, bash keeps them. The plain
+// busybox image keeps busybox's own sh. Without bash on the host it is busybox alone.
+func e2eBusyboxPlan(ctx context.Context, src Source) (*plan, error) {
+	p, err := busyboxPlan(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	bash, err := filepath.EvalSymlinks("/usr/bin/bash")
+	if err != nil {
+		return p, nil
+	}
+	t := newTree("e2e-busybox")
+	if err := addClosure(t, bash); err != nil {
+		return nil, err
+	}
+	t.symlink("bin/bash", bash)
+	t.symlink("bin/sh", bash)
+	p.layers = append(p.layers, t)
+	return p, nil
 }
 
 // busyboxAndBinary are the two shared layers of the images that carry the tranche

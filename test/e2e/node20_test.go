@@ -179,6 +179,22 @@ spec:
   terminationGracePeriodSeconds: 1
   containers:
   - {name: c, image: busybox:1.37, command: ["sleep", "3600"]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: env-names}
+data: {data-1: value-1, DATA_2: value-2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: envfrom}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/busybox:1.36.1-1
+    command: [sh, -c, env]
+    envFrom: [{configMapRef: {name: env-names}, prefix: p_}]
 `
 
 // TestNode20KubeletBehaviour: emptyDir medium Memory is a tmpfs; a secret with
@@ -187,7 +203,8 @@ spec:
 // pod stays Pending; a succeeded init container is Ready; FallbackToLogsOnError takes
 // the log's exact bytes and a non-root container writes its message at its own path;
 // postStart hooks run (a failing one is FailedPostStartHook); safe sysctls apply and
-// /bin/sysctl and /agnhost-2 exist as in the e2e images; the nonewprivs image's setuid
+// /bin/sysctl and /agnhost-2 exist as in the e2e images, whose busybox sh passes on
+// variables that are no shell names (envFrom data-1); the nonewprivs image's setuid
 // program gains root only with allowPrivilegeEscalation; an updated
 // activeDeadlineSeconds fails the pod with DeadlineExceeded.
 func TestNode20KubeletBehaviour(t *testing.T) {
@@ -255,6 +272,11 @@ func TestNode20KubeletBehaviour(t *testing.T) {
 		})
 	})
 	t.Run("sysctl and the e2e images' paths", func(t *testing.T) {
+		// The ConfigMap specs' check: a variable whose name is no shell name reaches
+		// what the e2e busybox image's sh runs.
+		if got := completed(t, "envfrom", "Succeeded"); !strings.Contains(got, "p_data-1=value-1\n") || !strings.Contains(got, "p_DATA_2=value-2\n") {
+			t.Errorf("env through sh in the e2e busybox image:\n%s", got)
+		}
 		if got := completed(t, "sysctl", "Succeeded"); got != "kernel.shm_rmid_forced = 1\n" {
 			t.Errorf("sysctl output %q", got)
 		}
