@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"reflect"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -31,17 +26,12 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/kubernetes/pkg/kubeapiserver/admission/exclusion"
 
 	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/clusterdial"
 )
-
-// DialFunc connects to an address.
-type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Webhooks is an apiserver.Mutator (MutatingAdmissionPolicies, then mutating webhooks)
 // and an apiserver.Validator (ValidatingAdmissionPolicies, then validating webhooks), as
@@ -52,7 +42,7 @@ type Webhooks struct {
 	User func(ctx context.Context) user.Info
 	// ClusterDial reaches cluster addresses (pods) from the cluster network; nil dials
 	// directly, which only tests reaching loopback webhooks may do.
-	ClusterDial DialFunc
+	ClusterDial clusterdial.DialFunc
 
 	plugins atomic.Pointer[plugins]
 }
@@ -99,9 +89,9 @@ var objectInterfaces = &admission.RuntimeObjectInterfaces{
 func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 	client := c.Kube
 	factory := informers.NewSharedInformerFactory(client, 0)
-	resolver := &serviceResolver{
-		services: factory.Core().V1().Services().Lister(),
-		slices:   factory.Discovery().V1().EndpointSlices().Lister(),
+	resolver, _, err := clusterdial.NewEndpointResolver(factory)
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
 	}
 	m, err := mutating.NewMutatingWebhook(nil)
 	if err != nil {
@@ -111,9 +101,7 @@ func (w *Webhooks) Start(ctx context.Context, c Clients) error {
 	if err != nil {
 		return fmt.Errorf("validating webhooks: %w", err)
 	}
-	wrap := func(r webhookutil.AuthenticationInfoResolver) webhookutil.AuthenticationInfoResolver {
-		return &dialingResolver{next: r, cluster: w.ClusterDial}
-	}
+	wrap := clusterdial.Wrapper(w.ClusterDial)
 	for _, p := range []interface {
 		SetExternalKubeClientSet(kubernetes.Interface)
 		SetExternalKubeInformerFactory(informers.SharedInformerFactory)
@@ -330,90 +318,4 @@ func (c sameTypeConvertor) Convert(in, out, context interface{}) error {
 		return nil
 	}
 	return c.ObjectConvertor.Convert(in, out, context)
-}
-
-// dialingResolver gives each webhook client the way to reach its webhook: a Service's
-// endpoints and any non-loopback URL through the cluster network, a loopback URL
-// directly (the API server's own host).
-type dialingResolver struct {
-	next    webhookutil.AuthenticationInfoResolver
-	cluster DialFunc
-}
-
-func (d *dialingResolver) ClientConfigFor(hostPort string) (*rest.Config, error) {
-	cfg, err := d.next.ClientConfigFor(hostPort)
-	if err != nil {
-		return nil, err
-	}
-	host, _, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		host = hostPort
-	}
-	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
-		return cfg, nil
-	}
-	cfg.Dial = d.dial()
-	return cfg, nil
-}
-
-func (d *dialingResolver) ClientConfigForService(name, namespace string, port int) (*rest.Config, error) {
-	cfg, err := d.next.ClientConfigForService(name, namespace, port)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Dial = d.dial()
-	return cfg, nil
-}
-
-func (d *dialingResolver) dial() DialFunc {
-	if d.cluster != nil {
-		return d.cluster
-	}
-	return (&net.Dialer{}).DialContext
-}
-
-// serviceResolver finds a ready endpoint of a Service's port, as kube-apiserver does
-// with endpoint routing: the API server reaches the pod itself, not the ClusterIP.
-type serviceResolver struct {
-	services corelisters.ServiceLister
-	slices   discoverylisters.EndpointSliceLister
-}
-
-func (r *serviceResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
-	svc, err := r.services.Services(namespace).Get(name)
-	if err != nil {
-		return nil, err
-	}
-	portName, found := "", false
-	for _, p := range svc.Spec.Ports {
-		if p.Port == port {
-			portName, found = p.Name, true
-			break
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("service %s/%s has no port %d", namespace, name, port)
-	}
-	slices, err := r.slices.EndpointSlices(namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name}))
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range slices {
-		var slicePort int32
-		for _, p := range s.Ports {
-			if p.Port != nil && (p.Name == nil && portName == "" || p.Name != nil && *p.Name == portName) {
-				slicePort = *p.Port
-			}
-		}
-		if slicePort == 0 {
-			continue
-		}
-		for _, ep := range s.Endpoints {
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
-				continue
-			}
-			return &url.URL{Scheme: "https", Host: net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(slicePort)))}, nil
-		}
-	}
-	return nil, fmt.Errorf("service %s/%s has no ready endpoints for port %d", namespace, name, port)
 }

@@ -10,18 +10,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
 	"time"
 
+	"github.com/tranche/tranche/internal/clusterdial"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/transport"
@@ -35,16 +32,13 @@ import (
 	"k8s.io/kubernetes/pkg/controlplane/controller/crdregistration"
 )
 
-// DialFunc connects to an address.
-type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
-
 // Config is what Start needs.
 type Config struct {
 	// Loopback is the API server's own client configuration.
 	Loopback *rest.Config
 	// Dial reaches cluster addresses (the pods behind an APIService's Service); nil
 	// dials directly, which only tests reaching loopback servers may do.
-	Dial DialFunc
+	Dial clusterdial.DialFunc
 	Log  *slog.Logger
 	// Proxy, when set, starts proxying to the APIServices backed by a Service once
 	// the caches are synced.
@@ -92,11 +86,10 @@ func Start(ctx context.Context, cfg Config) error {
 	}
 	services := kubeFactory.Core().V1().Services()
 	slices := kubeFactory.Discovery().V1().EndpointSlices()
-	getter, err := proxy.NewEndpointSliceListerGetter(slices.Lister())
+	resolver, _, err := clusterdial.NewEndpointResolver(kubeFactory)
 	if err != nil {
 		return fmt.Errorf("aggregator: %w", err)
 	}
-	resolver := &EndpointResolver{Services: services.Lister(), Slices: getter}
 	var dial *transport.DialHolder
 	if cfg.Dial != nil {
 		dial = &transport.DialHolder{Dial: cfg.Dial}
@@ -149,16 +142,4 @@ func localAPIService(gv schema.GroupVersion) *apiregv1.APIService {
 		Spec: apiregv1.APIServiceSpec{Group: gv.Group, Version: gv.Version,
 			GroupPriorityMinimum: p.group, VersionPriority: p.version},
 	}
-}
-
-// EndpointResolver resolves a service reference to one of its ready endpoints, as
-// kube-aggregator routes to extension API servers: the pod itself, not the ClusterIP.
-type EndpointResolver struct {
-	Services corelisters.ServiceLister
-	Slices   proxy.EndpointSliceGetter
-}
-
-// ResolveEndpoint returns https://IP:port of a ready endpoint of the Service's port.
-func (r *EndpointResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
-	return proxy.ResolveEndpoint(r.Services, r.Slices, namespace, name, port)
 }

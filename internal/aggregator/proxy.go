@@ -14,6 +14,7 @@ import (
 	"k8s.io/kube-aggregator/pkg/controllers/status/remote"
 
 	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/clusterdial"
 )
 
 // Proxy is the API server's apiserver.Aggregated: a request below /apis/GROUP/VERSION
@@ -27,7 +28,7 @@ type Proxy struct {
 	// User returns the authenticated requester of ctx's request (nil when anonymous).
 	User func(ctx context.Context) user.Info
 	// Dial reaches cluster addresses; nil dials directly (tests on loopback).
-	Dial DialFunc
+	Dial clusterdial.DialFunc
 
 	state     atomic.Pointer[proxyState]
 	discovery discoveryCache
@@ -37,7 +38,7 @@ var _ apiserver.Aggregated = (*Proxy)(nil)
 
 type proxyState struct {
 	apiServices apireglisters.APIServiceLister
-	resolver    *EndpointResolver
+	resolver    *clusterdial.EndpointResolver
 	dial        *transport.DialHolder
 }
 

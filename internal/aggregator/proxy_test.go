@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tranche/tranche/internal/clusterdial"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +57,7 @@ func proxyFixture(t *testing.T, ext *httptest.Server, available apiregv1.Conditi
 		return &user.DefaultInfo{Name: "alice", Groups: []string{"devs", "system:authenticated"}}
 	}}
 	p.state.Store(&proxyState{apiServices: apireglisters.NewAPIServiceLister(apiServices),
-		resolver: &EndpointResolver{Services: corelisters.NewServiceLister(services), Slices: getter}})
+		resolver: &clusterdial.EndpointResolver{Services: corelisters.NewServiceLister(services), Slices: getter}})
 	return p
 }
 

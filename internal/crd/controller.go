@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tranche/tranche/internal/apiserver"
+	"github.com/tranche/tranche/internal/clusterdial"
 	"github.com/tranche/tranche/internal/registry"
 	regext "github.com/tranche/tranche/internal/registry/apiextensions"
 )
@@ -58,7 +59,7 @@ type Controller struct {
 
 	// Dial reaches cluster addresses (conversion webhooks' pods); set before Start.
 	// Nil dials directly, which only tests reaching loopback webhooks may do.
-	Dial DialFunc
+	Dial clusterdial.DialFunc
 	cfg  *rest.Config
 	// conv builds the definitions' webhook conversions (Start makes it).
 	conv *converters

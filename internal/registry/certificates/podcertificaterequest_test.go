@@ -47,7 +47,9 @@ func TestPodCertificateRequestStrategy(t *testing.T) {
 		mutate func(*certificatesv1.PodCertificateRequest)
 		want   string
 	}{
-		"too long":  {func(r *certificatesv1.PodCertificateRequest) { r.Spec.MaxExpirationSeconds = ptr.To[int32](91*86400 + 1) }, "spec.maxExpirationSeconds: Invalid value"},
+		"too long": {func(r *certificatesv1.PodCertificateRequest) {
+			r.Spec.MaxExpirationSeconds = ptr.To[int32](91*86400 + 1)
+		}, "spec.maxExpirationSeconds: Invalid value"},
 		"no signer": {func(r *certificatesv1.PodCertificateRequest) { r.Spec.SignerName = "" }, "spec.signerName: Required value"},
 		"no proof":  {func(r *certificatesv1.PodCertificateRequest) { r.Spec.StubPKCS10Request = []byte("x") }, "spec.stubPKCS10Request"},
 	} {

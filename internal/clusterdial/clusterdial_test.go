@@ -1,4 +1,4 @@
-package admission
+package clusterdial
 
 import (
 	"testing"
@@ -7,13 +7,16 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apiserver/pkg/util/proxy"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
-func TestServiceResolver(t *testing.T) {
+// TestEndpointResolver: a Service port resolves to its ready endpoint's target port,
+// as kube-apiserver routes webhooks and aggregated servers.
+func TestEndpointResolver(t *testing.T) {
 	services := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	must := func(err error) {
@@ -22,11 +25,11 @@ func TestServiceResolver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(services.Add(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "webhook"}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{
+	must(services.Add(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "webhook"}, Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, Ports: []v1.ServicePort{
 		{Name: "metrics", Port: 9090, TargetPort: intstr.FromInt32(9090)},
 		{Name: "https", Port: 443, TargetPort: intstr.FromString("serving")},
 	}}}))
-	must(services.Add(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "empty"}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 443}}}}))
+	must(services.Add(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "empty"}, Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, Ports: []v1.ServicePort{{Port: 443}}}}))
 	must(slices.Add(&discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "webhook-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "webhook"}},
 		Ports:      []discoveryv1.EndpointPort{{Name: ptr.To("metrics"), Port: ptr.To[int32](9090)}, {Name: ptr.To("https"), Port: ptr.To[int32](8444)}},
@@ -35,7 +38,9 @@ func TestServiceResolver(t *testing.T) {
 			{Addresses: []string{"10.244.2.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
 		},
 	}))
-	r := &serviceResolver{services: corelisters.NewServiceLister(services), slices: discoverylisters.NewEndpointSliceLister(slices)}
+	getter, err := proxy.NewEndpointSliceListerGetter(discoverylisters.NewEndpointSliceLister(slices))
+	must(err)
+	r := &EndpointResolver{Services: corelisters.NewServiceLister(services), Slices: getter}
 	u, err := r.ResolveEndpoint("ns", "webhook", 443)
 	if err != nil || u.String() != "https://10.244.2.7:8444" {
 		t.Errorf("webhook:443 = %v, %v; want the ready endpoint's https port", u, err)
@@ -45,8 +50,8 @@ func TestServiceResolver(t *testing.T) {
 		port int32
 		want string
 	}{
-		{"webhook", 8443, "service ns/webhook has no port 8443"},
-		{"empty", 443, "service ns/empty has no ready endpoints for port 443"},
+		{"webhook", 8443, `no service port 8443 found for service "webhook"`},
+		{"empty", 443, `no endpoints available for service "empty"`},
 		{"missing", 443, `service "missing" not found`},
 	} {
 		if _, err := r.ResolveEndpoint("ns", tc.name, tc.port); err == nil || err.Error() != tc.want {
