@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/tranche/tranche/internal/hostports"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +38,7 @@ type admission struct {
 // a pod already started (status.startTime set) is never judged again. It
 // reports whether pod was rejected.
 func (p *Pods) admit(ctx context.Context, pod *v1.Pod) (bool, error) {
-	if pod.Status.StartTime != nil || pod.DeletionTimestamp != nil || len(hostPortsOf(pod)) == 0 {
+	if pod.Status.StartTime != nil || pod.DeletionTimestamp != nil || len(hostports.Of(pod)) == 0 {
 		return false, nil
 	}
 	a := &p.admission
@@ -57,7 +58,7 @@ func (p *Pods) admit(ctx context.Context, pod *v1.Pod) (bool, error) {
 		if o.UID == pod.UID || o.Status.Phase == v1.PodSucceeded || o.Status.Phase == v1.PodFailed {
 			continue
 		}
-		if (o.Status.StartTime != nil || a.admitted[o.UID]) && hostPortsConflict(hostPortsOf(pod), hostPortsOf(o)) {
+		if (o.Status.StartTime != nil || a.admitted[o.UID]) && hostports.Conflict(hostports.Of(pod), hostports.Of(o)) {
 			holder = o
 			break
 		}
@@ -86,45 +87,4 @@ func (p *Pods) admit(ctx context.Context, pod *v1.Pod) (bool, error) {
 	p.event(pod, v1.EventTypeWarning, reasonNodePorts, msgNodePorts)
 	p.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", reasonNodePorts, "holder", holder.Namespace+"/"+holder.Name)
 	return true, nil
-}
-
-// hostPort is one host port a pod asks for.
-type hostPort struct {
-	ip       string
-	protocol v1.Protocol
-	port     int32
-}
-
-func hostPortsOf(pod *v1.Pod) []hostPort {
-	var out []hostPort
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			for _, cp := range c.Ports {
-				if cp.HostPort <= 0 {
-					continue
-				}
-				proto := cp.Protocol
-				if proto == "" {
-					proto = v1.ProtocolTCP
-				}
-				out = append(out, hostPort{ip: cp.HostIP, protocol: proto, port: cp.HostPort})
-			}
-		}
-	}
-	return out
-}
-
-// hostPortsConflict says whether two sets of host ports share a port and
-// protocol on overlapping addresses (an empty or unspecified address is every
-// address), as the scheduler's NodePorts filter decides.
-func hostPortsConflict(a, b []hostPort) bool {
-	wildcard := func(ip string) bool { return ip == "" || ip == "0.0.0.0" || ip == "::" }
-	for _, x := range a {
-		for _, y := range b {
-			if x.port == y.port && x.protocol == y.protocol && (wildcard(x.ip) || wildcard(y.ip) || x.ip == y.ip) {
-				return true
-			}
-		}
-	}
-	return false
 }

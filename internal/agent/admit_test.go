@@ -13,28 +13,6 @@ import (
 	"github.com/tranche/tranche/internal/testutil"
 )
 
-func TestHostPortsConflict(t *testing.T) {
-	tcp := func(ip string, port int32) hostPort { return hostPort{ip: ip, protocol: v1.ProtocolTCP, port: port} }
-	for _, tc := range []struct {
-		name string
-		a, b []hostPort
-		want bool
-	}{
-		{"same port, any address", []hostPort{tcp("", 80)}, []hostPort{tcp("", 80)}, true},
-		{"wildcard against one address", []hostPort{tcp("0.0.0.0", 80)}, []hostPort{tcp("10.0.0.1", 80)}, true},
-		{"two addresses", []hostPort{tcp("10.0.0.1", 80)}, []hostPort{tcp("10.0.0.2", 80)}, false},
-		{"another protocol", []hostPort{tcp("", 53)}, []hostPort{{protocol: v1.ProtocolUDP, port: 53}}, false},
-		{"another port", []hostPort{tcp("", 80)}, []hostPort{tcp("", 81)}, false},
-		{"none", nil, []hostPort{tcp("", 80)}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := hostPortsConflict(tc.a, tc.b); got != tc.want {
-				t.Errorf("hostPortsConflict = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestAdmitRejectsTakenHostPort: a pod bound to the node whose host port a
 // running pod holds is rejected as kubelet rejects it (Failed, NodePorts) and
 // never started; the holder runs on.

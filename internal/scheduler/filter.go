@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/go-logr/logr"
+	"github.com/tranche/tranche/internal/hostports"
 	v1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -122,13 +123,8 @@ func filterNodeAffinity(pod *v1.Pod, n *nodeInfo) []string {
 // filterHostPorts rejects a node where another pod holds a host port the pod
 // wants on the same protocol and an overlapping address.
 func filterHostPorts(pod *v1.Pod, n *nodeInfo) []string {
-	for _, want := range podHostPorts(pod) {
-		for _, used := range n.usedPorts {
-			if want.port == used.port && want.protocol == used.protocol &&
-				(want.ip == used.ip || want.ip == "0.0.0.0" || used.ip == "0.0.0.0") {
-				return []string{reasonHostPorts}
-			}
-		}
+	if hostports.Conflict(hostports.Of(pod), n.usedPorts) {
+		return []string{reasonHostPorts}
 	}
 	return nil
 }

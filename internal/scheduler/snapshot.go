@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tranche/tranche/internal/hostports"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 )
@@ -14,12 +15,6 @@ const zoneLabel = "topology.kubernetes.io/zone"
 
 // hostPort is one host port a container claims on its node. An empty or
 // 0.0.0.0 address claims the port on every address.
-type hostPort struct {
-	ip       string
-	protocol v1.Protocol
-	port     int32
-}
-
 // nodeInfo is one node as the filters and scores see it: the node, the pods
 // bound to it that still hold resources, and the sums derived from them.
 type nodeInfo struct {
@@ -29,7 +24,7 @@ type nodeInfo struct {
 	allowedPods int64
 	requested   resources // exact requests of pods, for fit
 	nonZero     resources // requests with defaults, for ranking
-	usedPorts   []hostPort
+	usedPorts   []hostports.Port
 }
 
 func newNodeInfo(node *v1.Node) *nodeInfo {
@@ -46,37 +41,7 @@ func (n *nodeInfo) addPod(pod *v1.Pod) {
 	n.pods = append(n.pods, pod)
 	n.requested = n.requested.plus(podRequests(pod, false))
 	n.nonZero = n.nonZero.plus(podRequests(pod, true))
-	n.usedPorts = append(n.usedPorts, podHostPorts(pod)...)
-}
-
-// podHostPorts lists the host ports a pod's long-running containers claim.
-func podHostPorts(pod *v1.Pod) []hostPort {
-	var out []hostPort
-	collect := func(c *v1.Container) {
-		for _, p := range c.Ports {
-			if p.HostPort <= 0 {
-				continue
-			}
-			proto := p.Protocol
-			if proto == "" {
-				proto = v1.ProtocolTCP
-			}
-			ip := p.HostIP
-			if ip == "" {
-				ip = "0.0.0.0"
-			}
-			out = append(out, hostPort{ip: ip, protocol: proto, port: p.HostPort})
-		}
-	}
-	for i := range pod.Spec.Containers {
-		collect(&pod.Spec.Containers[i])
-	}
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			collect(c)
-		}
-	}
-	return out
+	n.usedPorts = append(n.usedPorts, hostports.Of(pod)...)
 }
 
 // clone returns a copy of n that pods can be added to and removed from
