@@ -39,7 +39,10 @@ type nodeStatusTransport struct {
 
 func (t nodeStatusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.rt.RoundTrip(req)
-	if err != nil || (resp.StatusCode >= http.StatusOK && resp.StatusCode <= http.StatusPartialContent) {
+	// A websocket client of the log (binary.k8s.io) is switched by the agent itself:
+	// its 101 passes, as do the successes kube-apiserver's checker lets through.
+	if err != nil || resp.StatusCode == http.StatusSwitchingProtocols ||
+		(resp.StatusCode >= http.StatusOK && resp.StatusCode <= http.StatusPartialContent) {
 		return resp, err
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxNodeErrorBody))

@@ -53,7 +53,7 @@ func TestNodeStatusTransport(t *testing.T) {
 	for _, tc := range []struct {
 		sub  string
 		code int
-	}{{"exec", 400}, {"log", 200}} {
+	}{{"exec", 400}, {"log", 200}, {"log", 101}} {
 		req, _ := http.NewRequest("GET", "https://node:10250/x", nil)
 		resp, err := nodeTransport(fixedAnswer{tc.code, "as is"}, tc.sub, "p").RoundTrip(req)
 		if err != nil {
