@@ -194,7 +194,7 @@ spec:
   - name: c
     image: registry.k8s.io/e2e-test-images/busybox:1.36.1-1
     command: [sh, -c, env]
-    envFrom: [{configMapRef: {name: env-names}, prefix: p_}]
+    envFrom: [{configMapRef: {name: env-names}, prefix: p_}, {configMapRef: {name: env-names}, prefix: "1-"}]
 `
 
 // TestNode20KubeletBehaviour: emptyDir medium Memory is a tmpfs; a secret with
@@ -204,7 +204,7 @@ spec:
 // the log's exact bytes and a non-root container writes its message at its own path;
 // postStart hooks run (a failing one is FailedPostStartHook); safe sysctls apply and
 // /bin/sysctl and /agnhost-2 exist as in the e2e images, whose busybox sh passes on
-// variables that are no shell names (envFrom data-1); the nonewprivs image's setuid
+// variables that are no shell names (envFrom data-1, prefix 1-); the nonewprivs image's setuid
 // program gains root only with allowPrivilegeEscalation; an updated
 // activeDeadlineSeconds fails the pod with DeadlineExceeded.
 func TestNode20KubeletBehaviour(t *testing.T) {
@@ -274,7 +274,8 @@ func TestNode20KubeletBehaviour(t *testing.T) {
 	t.Run("sysctl and the e2e images' paths", func(t *testing.T) {
 		// The ConfigMap specs' check: a variable whose name is no shell name reaches
 		// what the e2e busybox image's sh runs.
-		if got := completed(t, "envfrom", "Succeeded"); !strings.Contains(got, "p_data-1=value-1\n") || !strings.Contains(got, "p_DATA_2=value-2\n") {
+		if got := completed(t, "envfrom", "Succeeded"); !strings.Contains(got, "p_data-1=value-1\n") || !strings.Contains(got, "p_DATA_2=value-2\n") ||
+			!strings.Contains(got, "1-data-1=value-1\n") {
 			t.Errorf("env through sh in the e2e busybox image:\n%s", got)
 		}
 		if got := completed(t, "sysctl", "Succeeded"); got != "kernel.shm_rmid_forced = 1\n" {

@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Lookup reads the data of a ConfigMap or Secret (kind "ConfigMap" or "Secret") for a
@@ -79,7 +78,7 @@ type configError struct{ msg string }
 func (e *configError) Error() string { return e.msg }
 
 // containerEnv builds the environment of container c as kubelet does: HOSTNAME first,
-// then every envFrom source in order (keys prefixed, invalid names skipped), then env in
+// then every envFrom source in order (every key, prefixed), then env in
 // order, where values expand $(VAR) references to variables defined before them. PATH
 // is the image's unless the container sets one (ocispec puts the image's environment
 // under this one). A missing ConfigMap, Secret or key that is not optional is a
@@ -114,12 +113,10 @@ func containerEnv(ctx context.Context, pe podEnv, c *v1.Container, lookup Lookup
 			}
 			return nil, &configError{fmt.Sprintf("%s %q not found", strings.ToLower(kind), name)}
 		}
+		// Every key, as kubelet since relaxed variable names: the API validated the
+		// keys and the prefix (printable ASCII, no '=').
 		for _, k := range slices.Sorted(maps.Keys(data)) {
-			key := src.Prefix + k
-			if len(validation.IsEnvVarName(key)) != 0 {
-				continue
-			}
-			l.set(key, data[k])
+			l.set(src.Prefix+k, data[k])
 		}
 	}
 	for _, e := range c.Env {

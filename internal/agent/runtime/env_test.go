@@ -44,7 +44,7 @@ func testPod(mutate func(*v1.Pod)) *v1.Pod {
 
 func TestContainerEnv(t *testing.T) {
 	data := map[string]map[string]string{
-		"ConfigMap/cm": {"KEY": "v", "bad name": "x"},
+		"ConfigMap/cm": {"KEY": "v", "data-1": "x"},
 		"Secret/s":     {"pw": "secret"},
 	}
 	lookup := func(ctx context.Context, kind, ns, name string) (map[string]string, bool, error) {
@@ -70,8 +70,10 @@ func TestContainerEnv(t *testing.T) {
 			{Name: "HIP", ValueFrom: field("status.hostIP")}}},
 			want: []string{"HOSTNAME=web", "N=web", "NS=ns", "U=u1", "L=web", "LS=app=\"web\"\ntier=\"fe\"",
 				"NODE=n1", "SA=sa", "IP=10.244.0.5", "HIP=10.240.0.10"}},
-		{name: "envFrom with prefix skips invalid names", c: v1.Container{EnvFrom: []v1.EnvFromSource{{Prefix: "P_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}}}}},
-			want: []string{"HOSTNAME=web", "P_KEY=v"}},
+		// As kubelet since relaxed variable names: every key with the prefix, names that
+		// are no shell or C names included (the API validated keys and prefix).
+		{name: "envFrom with prefix keeps every key", c: v1.Container{EnvFrom: []v1.EnvFromSource{{Prefix: "1-", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}}}}},
+			want: []string{"HOSTNAME=web", "1-KEY=v", "1-data-1=x"}},
 		{name: "secret key", c: v1.Container{Env: []v1.EnvVar{{Name: "PW", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "s"}, Key: "pw"}}}}},
 			want: []string{"HOSTNAME=web", "PW=secret"}},
 		{name: "missing configmap", c: v1.Container{Env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}, Key: "k"}}}}},
