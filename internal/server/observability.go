@@ -79,13 +79,25 @@ func (o *observability) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.api.ServeHTTP(w, r)
 		return
 	}
-	if o.guard != nil {
-		nr, err := o.guard.Check(r, apiserver.Request{Verb: strings.ToLower(r.Method), Path: r.URL.Path})
-		if err != nil {
-			apiserver.WriteError(w, err)
-			return
-		}
-		r = nr
+	r, ok := authorizeNonResource(o.guard, w, r)
+	if !ok {
+		return
 	}
 	h.ServeHTTP(w, r)
+}
+
+// authorizeNonResource authenticates and authorizes a request for a non-resource path
+// the server's front handlers serve themselves (/metrics, /debug/pprof, OIDC
+// discovery) as the API server would: on refusal it writes the Status and reports
+// false; a nil guard (tests) lets everything through.
+func authorizeNonResource(guard apiserver.Guard, w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	if guard == nil {
+		return r, true
+	}
+	nr, err := guard.Check(r, apiserver.Request{Verb: strings.ToLower(r.Method), Path: r.URL.Path})
+	if err != nil {
+		apiserver.WriteError(w, err)
+		return nil, false
+	}
+	return nr, true
 }

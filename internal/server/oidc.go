@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/auth/authn"
@@ -44,13 +43,9 @@ func (o *oidcDiscovery) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.next.ServeHTTP(w, r)
 		return
 	}
-	if o.guard != nil {
-		nr, err := o.guard.Check(r, apiserver.Request{Verb: strings.ToLower(r.Method), Path: r.URL.Path})
-		if err != nil {
-			apiserver.WriteError(w, err)
-			return
-		}
-		r = nr
+	r, ok := authorizeNonResource(o.guard, w, r)
+	if !ok {
+		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
