@@ -27,6 +27,8 @@ type Mount struct {
 	Destination string
 	// ReadOnly mounts it read-only.
 	ReadOnly bool
+	// NoExec mounts it noexec (an image volume's files are not to be run).
+	NoExec bool
 	// File says Source is a file, not a directory: runc creates the mount point to
 	// match the source by itself, so the spec does not carry it.
 	File bool
@@ -514,7 +516,11 @@ func mounts(binds []Mount, privileged bool) []specs.Mount {
 		if b.ReadOnly {
 			mode = "ro"
 		}
-		out = append(out, specs.Mount{Destination: b.Destination, Type: "bind", Source: b.Source, Options: []string{"rbind", "rprivate", mode}})
+		opts := []string{"rbind", "rprivate", mode}
+		if b.NoExec {
+			opts = append(opts, "noexec")
+		}
+		out = append(out, specs.Mount{Destination: b.Destination, Type: "bind", Source: b.Source, Options: opts})
 	}
 	return out
 }

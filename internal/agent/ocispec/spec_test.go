@@ -490,6 +490,7 @@ func TestMounts(t *testing.T) {
 		{Source: "/v/data", Destination: "/data", ReadOnly: true},
 		{Source: "/p/shm", Destination: "/dev/shm"},
 		{Source: "/p/termination-log", Destination: "/dev/termination-log", File: true},
+		{Source: "/v/image", Destination: "/image", ReadOnly: true, NoExec: true},
 	}
 	var got []string
 	for _, m := range mustSpec(t, in).Mounts {
@@ -504,6 +505,7 @@ func TestMounts(t *testing.T) {
 		"/sys/fs/cgroup cgroup nosuid,noexec,nodev,relatime,ro",
 		// By depth, parents first; equal depths keep their order.
 		"/data bind rbind,rprivate,ro",
+		"/image bind rbind,rprivate,ro,noexec",
 		"/data/sub bind rbind,rprivate,rw",
 		"/etc/hosts bind rbind,rprivate,rw",
 		"/dev/shm bind rbind,rprivate,rw",

@@ -162,6 +162,9 @@ func (m *Manager) ensureRunning(ctx context.Context, ps *podState, c *container,
 func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v1.Container) {
 	pod := ps.pod
 	t := newPhases(m.cfg.Clock)
+	if !m.ensureImageVolumes(ctx, ps, c, spec) {
+		return
+	}
 	cpu, mem := nodeResources()
 	pe := podEnv{pod: pod, podIPs: []string{ps.ip.String()}, hostIPs: []string{m.node.Underlay.String()}, hostname: ps.hostname, nodeCPU: cpu, nodeMemory: mem}
 	if m.cfg.Services != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/agent/shim"
+	"github.com/tranche/tranche/internal/agent/volumes"
 	"github.com/tranche/tranche/internal/imagestore"
 )
 
@@ -22,6 +23,9 @@ type Runner interface {
 	// UnmountRootfs unmounts target and removes it, upper and work; a target not
 	// mounted is not an error.
 	UnmountRootfs(upper, work, target string) error
+	// MountImage mounts an image's layers (lowers, top first) read-only on target,
+	// unless an image is mounted there already (volumes.MountImage).
+	MountImage(lowers []string, target string) error
 	// Start runs the bundle's container through the shim (`runc run --detach`) and
 	// returns once its process runs, with that process's host PID.
 	Start(ctx context.Context, req shim.StartRequest) (initPID int, err error)
@@ -54,6 +58,10 @@ func (h hostRunner) MountRootfs(lowers []string, upper, work, target string) err
 
 func (h hostRunner) UnmountRootfs(upper, work, target string) error {
 	return imagestore.UnmountRootfs(upper, work, target)
+}
+
+func (h hostRunner) MountImage(lowers []string, target string) error {
+	return volumes.MountImage(lowers, target)
 }
 
 func (h hostRunner) Start(ctx context.Context, req shim.StartRequest) (int, error) {

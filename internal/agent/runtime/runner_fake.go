@@ -34,6 +34,9 @@ type FakeRunner struct {
 	// Started lists the start requests, in order; Deleted the deleted ids.
 	Started []shim.StartRequest
 	Deleted []string
+
+	// images are the image mounts (MountImage), by target: the lowers mounted.
+	images map[string][]string
 }
 
 type fakeContainer struct {
@@ -47,7 +50,7 @@ var _ Runner = (*FakeRunner)(nil)
 
 // NewFakeRunner returns a FakeRunner with no containers.
 func NewFakeRunner() *FakeRunner {
-	return &FakeRunner{nextPID: 1000, mounted: map[string]bool{}, byID: map[string]*fakeContainer{}}
+	return &FakeRunner{nextPID: 1000, mounted: map[string]bool{}, images: map[string][]string{}, byID: map[string]*fakeContainer{}}
 }
 
 // MountRootfs implements Runner: it checks the arguments as the real mount does and
@@ -85,6 +88,32 @@ func (f *FakeRunner) UnmountRootfs(upper, work, target string) error {
 		errs = append(errs, os.RemoveAll(d))
 	}
 	return errors.Join(errs...)
+}
+
+// MountImage implements Runner: the lowers and target must be directories; a second
+// mount on the same target keeps the first, as the real one does.
+func (f *FakeRunner) MountImage(lowers []string, target string) error {
+	if len(lowers) == 0 {
+		return fmt.Errorf("mounting image on %s: the image has no layers", target)
+	}
+	for _, d := range append([]string{target}, lowers...) {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return fmt.Errorf("mounting image on %s: %s is not a directory (%v)", target, d, err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.images[target]; !ok {
+		f.images[target] = lowers
+	}
+	return nil
+}
+
+// ImageMount returns the lowers of the image mounted on target, nil if none is.
+func (f *FakeRunner) ImageMount(target string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.images[target]
 }
 
 // Mounted reports whether target is a mounted root file system.

@@ -62,6 +62,8 @@ type volumeSource struct {
 	mount  v1.VolumeMount
 	source string
 	dir    bool
+	// noExec binds it noexec (an image volume).
+	noExec bool
 }
 
 // containerPlan is what one container instance is: the input of its OCI spec and the
@@ -120,7 +122,7 @@ func planContainer(in planInput) *containerPlan {
 	}
 	mounts = append(mounts, ocispec.Mount{Source: p.termLog, Destination: termPath, File: true})
 	for _, v := range in.volumes {
-		mounts = append(mounts, ocispec.Mount{Source: v.source, Destination: v.mount.MountPath, ReadOnly: v.mount.ReadOnly, File: !v.dir})
+		mounts = append(mounts, ocispec.Mount{Source: v.source, Destination: v.mount.MountPath, ReadOnly: v.mount.ReadOnly, NoExec: v.noExec, File: !v.dir})
 	}
 	p.input = ocispec.Input{
 		Pod:              in.pod,
@@ -156,6 +158,12 @@ func (m *Manager) volumeSources(ps *podState, spec *v1.Container, env []string) 
 		src, ok := ps.volumes[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, spec.Name)
+		}
+		if v, ok, err := imageVolumeSource(ps.pod, vm, src, env); ok && err != nil {
+			return nil, err
+		} else if ok {
+			out = append(out, v)
+			continue
 		}
 		sub, err := subPath(vm, env)
 		if err != nil {

@@ -224,7 +224,7 @@ func (m *Manager) Cleanup(_ context.Context, pod *v1.Pod) error {
 	m.mu.Unlock()
 	m.podCerts.forget(pod.UID)
 	vols := filepath.Join(m.rootDir, "pods", string(pod.UID), "volumes")
-	err := m.unmountEmptyDirs(vols)
+	err := errors.Join(m.unmountEmptyDirs(vols), m.unmountImages(vols))
 	if err == nil {
 		err = os.RemoveAll(vols)
 	}
@@ -328,8 +328,10 @@ func (m *Manager) setUp(ctx context.Context, env *podEnv, vol *v1.Volume) (strin
 		return m.write(pod, pluginProjected, vol.Name, files)
 	case vol.PersistentVolumeClaim != nil:
 		return m.claimPath(ctx, pod.Namespace, vol.PersistentVolumeClaim.ClaimName)
+	case vol.Image != nil:
+		return m.setUpImage(pod, vol)
 	}
-	return "", errors.New("volume type not supported by tranche: use emptyDir, hostPath, configMap, secret, downwardAPI, projected or persistentVolumeClaim")
+	return "", errors.New("volume type not supported by tranche: use emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim or image")
 }
 
 // setUpEmptyDir creates an emptyDir's directory, world-writable as

@@ -240,7 +240,7 @@ func TestPrepareFailures(t *testing.T) {
 		{
 			name: "unsupported kind",
 			vol:  v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}},
-			want: `MountVolume.SetUp failed for volume "v" : volume type not supported by tranche: use emptyDir, hostPath, configMap, secret, downwardAPI, projected or persistentVolumeClaim`,
+			want: `MountVolume.SetUp failed for volume "v" : volume type not supported by tranche: use emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim or image`,
 		},
 	}
 	for _, tc := range cases {

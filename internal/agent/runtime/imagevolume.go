@@ -1,0 +1,104 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Image volumes (volumes[].image): kubelet obtains every image volume of the pod
+// before it starts a container, through the same image manager as containers' images,
+// and a container that mounts a volume whose image could not be had fails to start
+// with that pull's reason (ErrImagePull, then ImagePullBackOff, or InvalidImageName),
+// while containers that do not mount it start. The volume manager has made the
+// volume's directory (internal/agent/volumes); here the image is mounted on it,
+// read-only, once per pod, and each container binds it, or a subPath of it, read-only
+// and noexec (the CRI's image mount).
+
+// imageVolumeErrPrefix starts the message of a container that cannot mount an image
+// volume, as the CRI's ErrImageVolumeMountFailed does (kubelet counts these).
+const imageVolumeErrPrefix = "ImageVolumeMountFailed"
+
+// ensureImageVolumes obtains the image of every image volume spec mounts and mounts it
+// on the volume's directory. On failure c is left waiting with kubelet's reason and
+// ensureImageVolumes reports false: the container must not start. ps.mu is held.
+func (m *Manager) ensureImageVolumes(ctx context.Context, ps *podState, c *container, spec *v1.Container) bool {
+	done := map[string]bool{}
+	for _, vm := range spec.VolumeMounts {
+		vol := podVolume(ps.pod, vm.Name)
+		if vol == nil || vol.Image == nil || done[vm.Name] {
+			continue
+		}
+		done[vm.Name] = true
+		img, err := m.cfg.Images.Ensure(ctx, vol.Image.Reference)
+		if err != nil {
+			// The pull's reasons and events are the container image's, for the
+			// volume's reference and pull policy.
+			as := *spec
+			as.Image, as.ImagePullPolicy = vol.Image.Reference, vol.Image.PullPolicy
+			m.imageFailed(ps, c, &as, err)
+			return false
+		}
+		m.event(ps.pod, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", vol.Image.Reference))
+		lowers, err := m.cfg.Images.Store().Lowers(ctx, img)
+		if err == nil {
+			err = m.run.MountImage(lowers, ps.volumes[vm.Name])
+		}
+		if err != nil {
+			m.cfg.Logger.Warn("mounting an image volume", "pod", podID(ps.pod), "volume", vm.Name, "image", vol.Image.Reference, "err", err)
+			m.waitWith(ps, c, "CreateContainerError", fmt.Sprintf("%s: mounting image %q of volume %q: %v", imageVolumeErrPrefix, vol.Image.Reference, vm.Name, err))
+			return false
+		}
+	}
+	return true
+}
+
+// imageVolumeSource resolves vm when it mounts an image volume (ok), whose image
+// ensureImageVolumes mounted on volume: the image's root or its subPath, which must
+// exist in the image and stay inside it, bound read-only and noexec whatever the
+// mount's readOnly says. env expands a subPathExpr.
+func imageVolumeSource(pod *v1.Pod, vm v1.VolumeMount, volume string, env []string) (src volumeSource, ok bool, err error) {
+	vol := podVolume(pod, vm.Name)
+	if vol == nil || vol.Image == nil {
+		return volumeSource{}, false, nil
+	}
+	sub, err := subPath(vm, env)
+	if err != nil {
+		return volumeSource{}, true, err
+	}
+	path := volume
+	if sub != "" {
+		root, err := filepath.EvalSymlinks(volume)
+		if err != nil {
+			return volumeSource{}, true, err
+		}
+		p, err := filepath.EvalSymlinks(filepath.Join(root, sub))
+		if err != nil {
+			return volumeSource{}, true, fmt.Errorf("%s: subPath %q of volume %q does not exist in image %q", imageVolumeErrPrefix, sub, vm.Name, vol.Image.Reference)
+		}
+		if p != root && !strings.HasPrefix(p, root+string(filepath.Separator)) {
+			return volumeSource{}, true, fmt.Errorf("%s: subPath %q of volume %q leads out of the image", imageVolumeErrPrefix, sub, vm.Name)
+		}
+		path = p
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return volumeSource{}, true, fmt.Errorf("volume %q: %w", vm.Name, err)
+	}
+	vm.ReadOnly = true
+	return volumeSource{mount: vm, source: path, dir: fi.IsDir(), noExec: true}, true, nil
+}
+
+// podVolume is the pod's volume called name, nil if there is none.
+func podVolume(pod *v1.Pod, name string) *v1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
