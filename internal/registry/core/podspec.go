@@ -169,6 +169,7 @@ func podDefaultVolume(vol *v1.Volume) {
 			}
 		}
 	}
+	podDefaultImageVolume(src.Image)
 	if src.Projected != nil {
 		mode(&src.Projected.DefaultMode)
 		for i := range src.Projected.Sources {

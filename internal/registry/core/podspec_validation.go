@@ -292,6 +292,8 @@ func podValidateVolumeSource(src *v1.VolumeSource, fldPath *field.Path) field.Er
 		}
 	case src.Projected != nil:
 		allErrs = append(allErrs, podValidateProjected(src.Projected, fldPath.Child("projected"))...)
+	case src.Image != nil:
+		allErrs = append(allErrs, podValidateImageVolume(src.Image, fldPath.Child("image"))...)
 	}
 	return allErrs
 }
@@ -855,6 +857,7 @@ func podValidateVolumeMounts(mounts []v1.VolumeMount, vols map[string]v1.VolumeS
 			}
 			allErrs = append(allErrs, podLocalDescendingPath(m.SubPathExpr, fldPath.Child("subPathExpr"))...)
 		}
+		allErrs = append(allErrs, podValidateImageVolumeMount(&mounts[i], vols, p)...)
 	}
 	return allErrs
 }
