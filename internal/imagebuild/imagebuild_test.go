@@ -220,7 +220,8 @@ func TestImages(t *testing.T) {
 			name: kittenName, layers: 4, busybox: true,
 			config: v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}, Env: []string{"PATH=" + defaultPath},
 				ExposedPorts: map[string]struct{}{"80/tcp": {}}},
-			files: map[string]file{"/tranche": reg(0o755), "/agnhost": symlink("/tranche"), "/usr/bin/wget": symlink("/tranche"), "/usr/bin/nc": symlink("/tranche"), "/bin/sh": symlink("/usr/bin/bash"), "/data.json": reg(0o644), "/kitten.jpg": reg(0o644)},
+			files: map[string]file{"/tranche": reg(0o755), "/agnhost": symlink("/tranche"), "/usr/bin/wget": symlink("/tranche"), "/usr/bin/nc": symlink("/tranche"), "/bin/sh": symlink("/usr/bin/bash"), "/data.json": reg(0o644), "/kitten.jpg": reg(0o644),
+				"/etc/os-release": symlink("../usr/lib/os-release"), "/usr/lib/os-release": reg(0o644)},
 		},
 		{
 			name: glibcDNSTestingName, layers: 3, busybox: true,
@@ -434,6 +435,20 @@ func TestUpdateDemoData(t *testing.T) {
 				t.Errorf("%s is not a JPEG: %v", picture, err)
 			}
 		})
+	}
+}
+
+// TestKittenImageVolumeFiles checks what the ImageVolume conformance spec reads from
+// the kitten image mounted as a volume: data.json naming kitten.jpg and an
+// etc/os-release (a link to usr/lib/os-release, as Alpine has it) saying Alpine Linux,
+// with upstream's content.
+func TestKittenImageVolumeFiles(t *testing.T) {
+	img := build(t, kittenName, testSource(t))
+	if got := readFile(t, img, "data.json"); got != "{\n  \"image\": \"kitten.jpg\"\n}\n" {
+		t.Errorf("data.json %q, want upstream's", got)
+	}
+	if got := readFile(t, img, "usr/lib/os-release"); !strings.HasPrefix(got, "NAME=\"Alpine Linux\"\n") {
+		t.Errorf("usr/lib/os-release %q, want Alpine's", got)
 	}
 }
 

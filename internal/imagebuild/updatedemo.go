@@ -46,6 +46,9 @@ func updateDemoPlan(ctx context.Context, src Source, name string) (*plan, error)
 	t := newTree("update demo " + repo)
 	t.file("data.json", 0o644, fmt.Sprintf("{\n  \"image\": %q\n}\n", picture))
 	t.file(picture, 0o644, jpg)
+	if name == kittenName {
+		kittenOSRelease(t)
+	}
 	p.layers = append(p.layers, t)
 	p.config.Cmd = []string{"test-webserver"}
 	p.config.ExposedPorts = map[string]struct{}{"80/tcp": {}}
@@ -62,4 +65,24 @@ func squareJPEG(c color.RGBA) (string, error) {
 		return "", err
 	}
 	return b.String(), nil
+}
+
+// alpineOSRelease is Alpine Linux 3.21's os-release, the base of upstream's agnhost
+// 2.66.1 (test/images/agnhost/BASEIMAGE) and so of its kitten image.
+const alpineOSRelease = `NAME="Alpine Linux"
+ID=alpine
+VERSION_ID=3.21.3
+PRETTY_NAME="Alpine Linux v3.21"
+HOME_URL="https://alpinelinux.org/"
+BUG_REPORT_URL="https://gitlab.alpinelinux.org/alpine/aports/-/issues"
+`
+
+// kittenOSRelease adds Alpine's /etc/os-release, laid out as Alpine has it (a link to
+// /usr/lib/os-release), to the kitten image. It is there for the conformance spec
+// "[sig-node] ImageVolume should succeed with pod and pull policy of Always", which
+// mounts the kitten image as a volume and reads data.json and etc/os-release from it,
+// expecting "Alpine Linux"; tranche's agnhost is not Alpine-based and has no such file.
+func kittenOSRelease(t *tree) {
+	t.file("usr/lib/os-release", 0o644, alpineOSRelease)
+	t.symlink("etc/os-release", "../usr/lib/os-release")
 }
