@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// imageVolumePods: kitten mounts the e2e suite's kitten image as a volume three ways
-// (whole, a directory subPath, a file subPath); missing mounts an image the node
-// cannot obtain.
+// imageVolumePods: kitten mounts the e2e suite's kitten image as a volume four ways
+// (whole, a directory subPath, a file subPath, and a subPath that is a link, which
+// resolves inside the image: etc/os-release -> ../usr/lib/os-release); missing mounts
+// an image the node cannot obtain.
 const imageVolumePods = `apiVersion: v1
 kind: Pod
 metadata: {name: kitten}
@@ -23,6 +24,7 @@ spec:
     - {name: kitten, mountPath: /volume}
     - {name: kitten, mountPath: /kitten-lib, subPath: usr/lib}
     - {name: kitten, mountPath: /data.json, subPath: data.json}
+    - {name: kitten, mountPath: /os-release, subPath: etc/os-release}
   volumes:
   - name: kitten
     image: {reference: "registry.k8s.io/e2e-test-images/kitten:1.8"}
@@ -70,6 +72,7 @@ func TestImageVolume(t *testing.T) {
 			{"/volume/etc/os-release", `NAME="Alpine Linux"`},
 			{"/kitten-lib/os-release", `NAME="Alpine Linux"`},
 			{"/data.json", `"image": "kitten.jpg"`},
+			{"/os-release", `NAME="Alpine Linux"`},
 		} {
 			if out, errOut, code := exec("cat", tc.path); code != 0 || !strings.Contains(out, tc.want) {
 				t.Errorf("cat %s: exit %d, %q %s; want %q", tc.path, code, out, errOut, tc.want)

@@ -3,7 +3,9 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -59,8 +61,9 @@ func (m *Manager) ensureImageVolumes(ctx context.Context, ps *podState, c *conta
 
 // imageVolumeSource resolves vm when it mounts an image volume (ok), whose image
 // ensureImageVolumes mounted on volume: the image's root or its subPath, which must
-// exist in the image and stay inside it, bound read-only and noexec whatever the
-// mount's readOnly says. env expands a subPathExpr.
+// exist in the image (symbolic links in it are followed inside the image, as in the
+// container), bound read-only and noexec whatever the mount's readOnly says. env
+// expands a subPathExpr.
 func imageVolumeSource(pod *v1.Pod, vm v1.VolumeMount, volume string, env []string) (src volumeSource, ok bool, err error) {
 	vol := podVolume(pod, vm.Name)
 	if vol == nil || vol.Image == nil {
@@ -70,27 +73,58 @@ func imageVolumeSource(pod *v1.Pod, vm v1.VolumeMount, volume string, env []stri
 	if err != nil {
 		return volumeSource{}, true, err
 	}
-	path := volume
-	if sub != "" {
-		root, err := filepath.EvalSymlinks(volume)
-		if err != nil {
-			return volumeSource{}, true, err
-		}
-		p, err := filepath.EvalSymlinks(filepath.Join(root, sub))
-		if err != nil {
-			return volumeSource{}, true, fmt.Errorf("%s: subPath %q of volume %q does not exist in image %q", imageVolumeErrPrefix, sub, vm.Name, vol.Image.Reference)
-		}
-		if p != root && !strings.HasPrefix(p, root+string(filepath.Separator)) {
-			return volumeSource{}, true, fmt.Errorf("%s: subPath %q of volume %q leads out of the image", imageVolumeErrPrefix, sub, vm.Name)
-		}
-		path = p
-	}
-	fi, err := os.Stat(path)
+	p, err := resolveInRoot(volume, sub)
 	if err != nil {
-		return volumeSource{}, true, fmt.Errorf("volume %q: %w", vm.Name, err)
+		return volumeSource{}, true, fmt.Errorf("%s: subPath %q of volume %q: %v", imageVolumeErrPrefix, sub, vm.Name, err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return volumeSource{}, true, fmt.Errorf("%s: subPath %q of volume %q does not exist in image %q", imageVolumeErrPrefix, sub, vm.Name, vol.Image.Reference)
 	}
 	vm.ReadOnly = true
-	return volumeSource{mount: vm, source: path, dir: fi.IsDir(), noExec: true}, true, nil
+	return volumeSource{mount: vm, source: p, dir: fi.IsDir(), noExec: true}, true, nil
+}
+
+// maxLinks bounds the symbolic links resolveInRoot follows, as Linux's MAXSYMLINKS
+// bounds a lookup's.
+const maxLinks = 40
+
+// resolveInRoot is root/sub with every symbolic link of sub followed as the container
+// would see it with root as its /: an absolute target starts again at root and ".."
+// stops at root, so the result never leaves root. The last element need not exist.
+func resolveInRoot(root, sub string) (string, error) {
+	todo := strings.Split(filepath.ToSlash(sub), "/")
+	done := "/"
+	links := 0
+	for len(todo) > 0 {
+		part := todo[0]
+		todo = todo[1:]
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			done = path.Dir(done)
+			continue
+		}
+		next := path.Join(done, part)
+		fi, err := os.Lstat(filepath.Join(root, next))
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("too many levels of symbolic links")
+		}
+		target, err := os.Readlink(filepath.Join(root, next))
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			done = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return filepath.Join(root, done), nil
 }
 
 // podVolume is the pod's volume called name, nil if there is none.

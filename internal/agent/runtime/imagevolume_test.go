@@ -117,23 +117,66 @@ func TestImageVolumeMount(t *testing.T) {
 			t.Errorf("mount %+v, want the image's etc/os-release", m)
 		}
 	})
-	for _, tc := range []struct{ name, sub, message string }{
-		{"a subPath the image lacks is not created: CreateContainerError", "nope", `ImageVolumeMountFailed: subPath "nope" of volume "img" does not exist in image "example.test/app:1"`},
-		{"a subPath leading out of the image by a link: CreateContainerError", "out", `ImageVolumeMountFailed: subPath "out" of volume "img" leads out of the image`},
+	t.Run("a subPath through links is resolved inside the image", func(t *testing.T) {
+		e, dir := imageVolumeEnv(t, "example.test/app:1", v1.VolumeMount{MountPath: "/x", SubPath: "up/os-release"}, nil)
+		if err := os.Symlink("../../../etc", filepath.Join(dir, "up")); err != nil {
+			t.Fatal(err)
+		}
+		spec := e.started(t, e.startOnce())
+		if m := mountAt(t, spec, "/x"); m.Source != filepath.Join(dir, "etc", "os-release") {
+			t.Errorf("mount %+v, want the image's etc/os-release, not the host's", m)
+		}
+	})
+	t.Run("a subPath the image lacks is not created: CreateContainerError", func(t *testing.T) {
+		e, dir := imageVolumeEnv(t, "example.test/app:1", v1.VolumeMount{MountPath: "/x", SubPath: "nope"}, nil)
+		c := e.startOnce()
+		want := `ImageVolumeMountFailed: subPath "nope" of volume "img" does not exist in image "example.test/app:1"`
+		if c.waiting == nil || c.waiting.Reason != "CreateContainerError" || c.waiting.Message != want {
+			t.Fatalf("waiting %+v, want CreateContainerError %q", c.waiting, want)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "nope")); err == nil || len(e.run.Started) != 0 {
+			t.Errorf("started %d, created nope: %v; want nothing started or created", len(e.run.Started), err == nil)
+		}
+	})
+}
+
+func TestResolveInRoot(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"etc", "usr/lib"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"etc/os-release": "../usr/lib/os-release",
+		"abs":            "/usr/lib",
+		"escape":         "../../../../..",
+		"loop":           "loop",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ sub, want, err string }{
+		{"", "/", ""},
+		{"etc", "/etc", ""},
+		{"etc/os-release", "/usr/lib/os-release", ""},
+		{"abs/os-release", "/usr/lib/os-release", ""},
+		{"escape/etc", "/etc", ""},
+		{"missing/x", "/missing/x", ""},
+		{"loop", "", "too many levels of symbolic links"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e, dir := imageVolumeEnv(t, "example.test/app:1", v1.VolumeMount{MountPath: "/x", SubPath: tc.sub}, nil)
-			if err := os.Symlink("/", filepath.Join(dir, "out")); err != nil {
-				t.Fatal(err)
+		got, err := resolveInRoot(root, tc.sub)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%q: %q, %v; want error %q", tc.sub, got, err, tc.err)
 			}
-			c := e.startOnce()
-			if c.waiting == nil || c.waiting.Reason != "CreateContainerError" || c.waiting.Message != tc.message {
-				t.Fatalf("waiting %+v, want CreateContainerError %q", c.waiting, tc.message)
-			}
-			if _, err := os.Lstat(filepath.Join(dir, "nope")); err == nil || len(e.run.Started) != 0 {
-				t.Errorf("started %d: want nothing started or created", len(e.run.Started))
-			}
-		})
+			continue
+		}
+		if err != nil || got != filepath.Join(root, tc.want) {
+			t.Errorf("%q: %q, %v; want %s inside the root", tc.sub, got, err, tc.want)
+		}
 	}
 }
 
