@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ spec:
 
 // TestImageVolume: an image volume (KEP 4639) gets its pullPolicy by tag, shows the
 // image's files (a file and a directory subPath too), cannot be written to nor run
-// from; an image the node cannot obtain keeps the container waiting with kubelet's
+// from, and is unmounted with the pod; an image the node cannot obtain keeps the container waiting with kubelet's
 // ErrImagePull / ImagePullBackOff and Failed event; a bad pullPolicy is refused with
 // kube-apiserver's message.
 func TestImageVolume(t *testing.T) {
@@ -84,6 +85,31 @@ func TestImageVolume(t *testing.T) {
 		if out, errOut, code := exec("/volume/tranche", "version"); code == 0 || !strings.Contains(out+errOut, "ermission denied") {
 			t.Errorf("running the image's /tranche from the volume: exit %d, %s%s; want permission denied (noexec)", code, out, errOut)
 		}
+	})
+
+	t.Run("deleting the pod unmounts its image", func(t *testing.T) {
+		uid := s.must(t, "get", "pod", "kitten", "-n", ns, "-o", "jsonpath={.metadata.uid}")
+		mounted := func() string {
+			info, err := os.ReadFile("/proc/self/mountinfo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			for _, l := range strings.Split(string(info), "\n") {
+				if strings.Contains(l, uid) && strings.Contains(l, "kubernetes.io~image") {
+					lines = append(lines, l)
+				}
+			}
+			return strings.Join(lines, "\n")
+		}
+		if m := mounted(); !strings.Contains(m, " ro,") {
+			t.Fatalf("no read-only image mount of pod %s on the node: %q", uid, m)
+		}
+		s.must(t, "delete", "pod", "kitten", "-n", ns, "--wait=true", "--timeout=30s")
+		eventually(t, 10*time.Second, "the image volume unmounted", func() (bool, string) {
+			m := mounted()
+			return m == "", m
+		})
 	})
 
 	t.Run("an image the node cannot obtain", func(t *testing.T) {
