@@ -365,3 +365,18 @@ func shortDigest(d string) string {
 	}
 	return d
 }
+
+// Has reports whether the index names the image with manifest digest: a caller that keeps
+// an Image across calls finds out that it was removed (and must be stored again).
+func (s *Store) Has(digest string) bool {
+	entries, err := s.readIndex()
+	if err != nil {
+		return false
+	}
+	for _, desc := range entries {
+		if desc.Digest.String() == digest {
+			return true
+		}
+	}
+	return false
+}
