@@ -90,3 +90,25 @@ func TestImageCommands(t *testing.T) {
 		t.Errorf("ls without a cluster: %v", err)
 	}
 }
+
+// TestImageGCFlags: `tranche up` and `tranche agent` refuse thresholds kubelet refuses,
+// with kubelet's message, before they start anything.
+func TestImageGCFlags(t *testing.T) {
+	agentArgs := []string{"--node-name", "n", "--kubeconfig", "/nonexistent", "--cluster-file", "/nonexistent", "--root-dir", "/nonexistent"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--image-gc-high-threshold", "80", "--image-gc-low-threshold", "85"},
+			"invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 85 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 80"},
+		{[]string{"--image-gc-high-threshold", "101"},
+			"invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"},
+	} {
+		if err := execute(upCmd(), tc.args...); err == nil || err.Error() != tc.want {
+			t.Errorf("tranche up %v: %v, want %q", tc.args, err, tc.want)
+		}
+		if err := execute(agentCmd(), append(agentArgs, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("tranche agent %v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -31,6 +31,10 @@ func FSUsage(dir string) UsageFunc {
 	}
 }
 
+// ErrInvalidCapacity is GarbageCollect's error for a file system that reports no capacity
+// (kubelet's InvalidDiskCapacity).
+var ErrInvalidCapacity = errors.New("invalid capacity 0 on image filesystem")
+
 // Default thresholds of kubelet's image garbage collection (imageGCHighThresholdPercent,
 // imageGCLowThresholdPercent).
 const (
@@ -101,7 +105,7 @@ func (s *Store) GarbageCollect(ctx context.Context, p GCPolicy, usage UsageFunc)
 	}
 	u.Available = min(u.Available, u.Capacity)
 	if u.Capacity <= 0 {
-		return res, errors.New("invalid capacity 0 on image filesystem")
+		return res, ErrInvalidCapacity
 	}
 	res.Capacity = u.Capacity
 	res.UsagePercent = 100 - int(u.Available*100/u.Capacity)
