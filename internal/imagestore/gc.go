@@ -42,10 +42,16 @@ const (
 	DefaultGCLowThresholdPercent  = 80
 )
 
+// DefaultGCMinAge is kubelet's imageMinimumGCAge: an image used or stored more recently is
+// not removed, so that an image just loaded or built survives until its pod starts.
+const DefaultGCMinAge = 2 * time.Minute
+
 // GCPolicy is the band kubelet's image garbage collection keeps the image file system in: at
 // HighThresholdPercent of use or more, unused images go until use is at LowThresholdPercent.
+// Images used (or stored) less than MinAge ago stay.
 type GCPolicy struct {
 	HighThresholdPercent, LowThresholdPercent int
+	MinAge                                    time.Duration
 }
 
 // Validate checks the thresholds as kubelet's configuration validation does.
@@ -90,7 +96,7 @@ func (e *FreeSpaceError) Error() string {
 
 // GarbageCollect is kubelet's image garbage collection over the store: when the file system
 // usage measures is at p.HighThresholdPercent or more, it removes images that no live lease
-// uses, least recently used first (see LastUsed), sweeping their content after each, until
+// uses and that were not used for p.MinAge, least recently used first (see LastUsed), sweeping their content after each, until
 // the use is down to p.LowThresholdPercent. Images in use are never removed; the catalog's
 // images count like any other (they are rebuilt on their next use). It returns a
 // *FreeSpaceError when it could not free enough.
@@ -113,7 +119,7 @@ func (s *Store) GarbageCollect(ctx context.Context, p GCPolicy, usage UsageFunc)
 		return res, nil
 	}
 	res.ToFree = u.Capacity*int64(100-p.LowThresholdPercent)/100 - u.Available
-	candidates, err := s.evictionOrder()
+	candidates, err := s.evictionOrder(p.MinAge)
 	if err != nil {
 		return res, err
 	}
@@ -154,8 +160,9 @@ func (s *Store) GarbageCollect(ctx context.Context, p GCPolicy, usage UsageFunc)
 	return res, nil
 }
 
-// evictionOrder lists the images no live lease uses, least recently used first.
-func (s *Store) evictionOrder() ([]Image, error) {
+// evictionOrder lists the images no live lease uses and none used for minAge, least recently
+// used first.
+func (s *Store) evictionOrder(minAge time.Duration) ([]Image, error) {
 	images, err := s.List()
 	if err != nil {
 		return nil, err
@@ -173,9 +180,11 @@ func (s *Store) evictionOrder() ([]Image, error) {
 		lastUsed time.Time
 	}
 	var cs []candidate
+	now := time.Now()
 	for _, img := range images {
-		if !used[img.Digest] {
-			cs = append(cs, candidate{img, s.LastUsed(img.Digest)})
+		lastUsed := s.LastUsed(img.Digest)
+		if !used[img.Digest] && now.Sub(lastUsed) >= minAge {
+			cs = append(cs, candidate{img, lastUsed})
 		}
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].lastUsed.Before(cs[j].lastUsed) })

@@ -140,6 +140,23 @@ func TestGarbageCollect(t *testing.T) {
 		}
 	})
 
+	t.Run("images used within MinAge stay", func(t *testing.T) {
+		s := newStore(t)
+		threeImages(t, s)
+		total := storeBytes(t, s)
+		capacity := total * 20
+		p := policy
+		p.MinAge = 150 * time.Minute // old was used 3 hours ago, mid 2, new 1
+		_, err := s.GarbageCollect(ctx, p, fakeDisk(t, s, capacity, capacity-total-total/10))
+		var fe *FreeSpaceError
+		if !errors.As(err, &fe) {
+			t.Fatalf("err = %v, want a FreeSpaceError", err)
+		}
+		if diff := cmp.Diff([]string{"docker.io/library/mid:1", "docker.io/library/new:1"}, storedNames(t, s)); diff != "" {
+			t.Errorf("images left (-want +got):\n%s", diff)
+		}
+	})
+
 	t.Run("bad thresholds", func(t *testing.T) {
 		s := newStore(t)
 		_, err := s.GarbageCollect(ctx, GCPolicy{HighThresholdPercent: 80, LowThresholdPercent: 85}, fakeDisk(t, s, 1, 0))
