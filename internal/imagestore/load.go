@@ -2,6 +2,7 @@ package imagestore
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -115,7 +116,7 @@ func (s *Store) loadDockerSave(ctx context.Context, file string, entries map[str
 			unnamed++
 		}
 		for _, member := range append([]string{d.Config}, d.Layers...) {
-			if err := tarMember(entries, member); err != nil {
+			if _, err := resolveMember(entries, member); err != nil {
 				return nil, fmt.Errorf("load %s: manifest.json, image %d: %w", file, i, err)
 			}
 		}
@@ -141,7 +142,7 @@ func (s *Store) loadDockerSave(ctx context.Context, file string, entries map[str
 			}
 			tag = &t
 		}
-		img, err := tarball.Image(opener, tag)
+		img, err := savedOrTarballImage(file, entries, d, opener, tag)
 		if err != nil {
 			return out, fmt.Errorf("load %s: image %d (%s): %w", file, i, names[0], err)
 		}
@@ -152,27 +153,6 @@ func (s *Store) loadDockerSave(ctx context.Context, file string, entries map[str
 		out = append(out, stored)
 	}
 	return out, nil
-}
-
-// tarMember checks that member is a file of the tarball (a link within it counts, as docker
-// saves a repeated layer as a symlink to the first).
-func tarMember(entries map[string]*tar.Header, member string) error {
-	p := path.Clean(member)
-	for hops := 0; hops < 16; hops++ {
-		hdr, ok := entries[p]
-		if !ok {
-			return fmt.Errorf("%q is not in the tarball", member)
-		}
-		switch hdr.Typeflag {
-		case tar.TypeReg:
-			return nil
-		case tar.TypeSymlink, tar.TypeLink:
-			p = path.Join(path.Dir(p), path.Clean(hdr.Linkname))
-		default:
-			return fmt.Errorf("%q is not a regular file in the tarball", member)
-		}
-	}
-	return fmt.Errorf("%q: too many links", member)
 }
 
 // unpackLayoutTar extracts a tarball of an OCI layout into the empty directory dir. A layout
@@ -351,4 +331,30 @@ func (s *Store) loadImage(ctx context.Context, img v1.Image, names, members []st
 		}
 	}
 	return s.Put(ctx, img, names...)
+}
+
+// savedOrTarballImage is manifest.json entry d as an image: stored as it is when its layers
+// are plain tar streams (see savedImage), through go-containerregistry's tarball package when
+// they are compressed.
+func savedOrTarballImage(file string, entries map[string]*tar.Header, d tarball.Descriptor, opener tarball.Opener, tag *name.Tag) (v1.Image, error) {
+	compressed := false
+	if len(d.Layers) > 0 {
+		hdr, err := resolveMember(entries, d.Layers[0])
+		if err != nil {
+			return nil, err
+		}
+		rc, err := openMember(file, hdr.Name)
+		if err != nil {
+			return nil, err
+		}
+		magic := make([]byte, 4)
+		n, _ := io.ReadFull(rc, magic)
+		rc.Close()
+		magic = magic[:n]
+		compressed = bytes.HasPrefix(magic, []byte{0x1f, 0x8b}) || bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd})
+	}
+	if compressed {
+		return tarball.Image(opener, tag)
+	}
+	return newSavedImage(file, entries, d)
 }
