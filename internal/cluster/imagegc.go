@@ -1,12 +1,16 @@
 package cluster
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
-// ImageGC are the thresholds of the agents' image garbage collection, passed to each agent
-// as kubelet's --image-gc-high-threshold and --image-gc-low-threshold; nil leaves the agent's
-// default (85 and 80).
+// ImageGC are the settings of the agents' image garbage collection, passed to each agent as
+// kubelet's --image-gc-high-threshold, --image-gc-low-threshold and
+// --minimum-image-ttl-duration, and --image-gc-period; nil leaves the agent's default.
 type ImageGC struct {
 	HighThresholdPercent, LowThresholdPercent *int
+	MinAge, Period                            *time.Duration
 }
 
 // args are the agent flags for g.
@@ -17,6 +21,12 @@ func (g ImageGC) args() []string {
 	}
 	if g.LowThresholdPercent != nil {
 		out = append(out, "--image-gc-low-threshold", strconv.Itoa(*g.LowThresholdPercent))
+	}
+	if g.MinAge != nil {
+		out = append(out, "--minimum-image-ttl-duration", g.MinAge.String())
+	}
+	if g.Period != nil {
+		out = append(out, "--image-gc-period", g.Period.String())
 	}
 	return out
 }

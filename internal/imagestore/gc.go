@@ -61,6 +61,8 @@ func (p GCPolicy) Validate() error {
 		return fmt.Errorf("invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) %d must be between 0 and 100, inclusive", p.HighThresholdPercent)
 	case p.LowThresholdPercent < 0 || p.LowThresholdPercent > 100:
 		return fmt.Errorf("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be between 0 and 100, inclusive", p.LowThresholdPercent)
+	case p.MinAge < 0:
+		return fmt.Errorf("invalid configuration: imageMinimumGCAge (--minimum-image-ttl-duration) %v must not be negative", p.MinAge)
 	case p.LowThresholdPercent >= p.HighThresholdPercent:
 		return fmt.Errorf("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) %d",
 			p.LowThresholdPercent, p.HighThresholdPercent)

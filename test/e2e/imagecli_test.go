@@ -161,3 +161,59 @@ spec:
 		t.Errorf("the refused image is listed:\n%s", out)
 	}
 }
+
+// TestImageGCKeepsImagesInUse: on a cluster of its own whose image garbage collection runs
+// every 2 s with a high threshold of 1% (this machine's disk is always fuller than that), a
+// low one of 0% (never reached) and a minimum age of 20 s, the agent removes a loaded image no pod uses, keeps the
+// one a running pod uses, and warns on the Node with kubelet's FreeDiskSpaceFailed, then
+// ImageGCFailed for the repeated failure.
+func TestImageGCKeepsImagesInUse(t *testing.T) {
+	busybox, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Skipf("busybox-static is needed to build the test images: %v", err)
+	}
+	c := upOwn(t, "igc", 1, "--image-gc-high-threshold", "1", "--image-gc-low-threshold", "0",
+		"--minimum-image-ttl-duration", "20s", "--image-gc-period", "2s")
+	s := c.srv
+	ns := s.namespace(t)
+	layer := layerTar(t, [][3]string{{"bin", "dir", ""}, {"bin/busybox", "", string(busybox)}, {"bin/sh", "", "->busybox"}, {"bin/sleep", "", "->busybox"}})
+	load := func(n string) {
+		file := dockerSaveFile(t, "example.test/imggc/"+n+":1", []crv1.Layer{layer, layerTar(t, [][3]string{{"which", "", n}})},
+			crv1.Config{Cmd: []string{"/bin/sleep", "3600"}})
+		if out, err := c.imageCLI("load", file); err != nil {
+			t.Fatalf("tranche image load: %v\n%s", err, out)
+		}
+	}
+	// keep is younger than --minimum-image-ttl-duration until its pod holds it.
+	load("keep")
+	pod := `apiVersion: v1
+kind: Pod
+metadata:
+  name: keeper
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: example.test/imggc/keep:1
+    imagePullPolicy: Never
+`
+	if _, errOut, err := s.kubectl(t, pod, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	c.waitReady(t, ns, "keeper")
+	load("drop")
+	eventually(t, 60*time.Second, "the unused image collected, the used one kept", func() (bool, string) {
+		out, _ := c.imageCLI("ls")
+		return !strings.Contains(out, "example.test/imggc/drop:1") && strings.Contains(out, "example.test/imggc/keep:1"), out
+	})
+	for _, reason := range []string{"FreeDiskSpaceFailed", "ImageGCFailed"} {
+		eventually(t, 30*time.Second, "a "+reason+" warning on the Node", func() (bool, string) {
+			out, _, _ := s.kubectl(t, "", "get", "events", "-A", "--field-selector", "involvedObject.kind=Node,reason="+reason,
+				"-o", "jsonpath={range .items[*]}{.type} {.message}{\"\\n\"}{end}")
+			return strings.Contains(out, "Warning Insufficient free disk space on the node's image filesystem"), out
+		})
+	}
+	if phase := s.must(t, "get", "pod", "keeper", "-n", ns, "-o", "jsonpath={.status.phase}"); phase != "Running" {
+		t.Errorf("the pod using the kept image is %s", phase)
+	}
+}

@@ -30,7 +30,7 @@ type ImageGC struct {
 	Node  string
 	Store *imagestore.Store
 	// Policy are the thresholds; a HighThresholdPercent of 100 turns collection off, as
-	// with kubelet. A zero MinAge is imagestore.DefaultGCMinAge.
+	// with kubelet.
 	Policy imagestore.GCPolicy
 	// Usage measures the store's file system (imagestore.FSUsage when nil).
 	Usage    imagestore.UsageFunc
@@ -53,9 +53,6 @@ func RunImageGC(ctx context.Context, g ImageGC) {
 	}
 	if g.Clock == nil {
 		g.Clock = clock.RealClock{}
-	}
-	if g.Policy.MinAge == 0 {
-		g.Policy.MinAge = imagestore.DefaultGCMinAge
 	}
 	period := g.Period
 	if period <= 0 {
