@@ -33,6 +33,9 @@ func agentCmd() *cobra.Command {
 			if cfg.NodeName == "" || kubeconfig == "" || clusterFile == "" || cfg.RootDir == "" {
 				return fmt.Errorf("--node-name, --kubeconfig, --cluster-file and --root-dir are required")
 			}
+			if err := cfg.ImageGC.Validate(); err != nil {
+				return err
+			}
 			log, err := logging.New(logLevel, os.Stderr)
 			if err != nil {
 				return err
@@ -104,6 +107,7 @@ func agentCmd() *cobra.Command {
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")
 	f.Int64Var(&cfg.PodMaxPids, "pod-max-pids", 4096, "pids.max of each pod's cgroup (kubelet's --pod-max-pids); -1 for none. "+
 		"kubelet's default is none, which lets one pod's fork bomb exhaust the machine")
+	registerImageGC(f, &cfg.ImageGC, &cfg.ImageGCPeriod)
 	cmd.PreRun = func(*cobra.Command, []string) {
 		data := filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir)))
 		if cfg.PVRoot == "" && cfg.RootDir != "" {

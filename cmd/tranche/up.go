@@ -26,6 +26,7 @@ func upCmd() *cobra.Command {
 	var net serviceNetFlags
 	var psa podSecurityFlags
 	var names clusterNameFlags
+	var imageGC imageGCFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a local cluster: network namespaces, the API server and one agent per node",
@@ -36,6 +37,9 @@ func upCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := names.apply(cmd, &cfg); err != nil {
+				return err
+			}
+			if err := imageGC.apply(cmd, &cfg); err != nil {
 				return err
 			}
 			if _, err := logging.ParseLevel(logLevel); err != nil {
@@ -120,6 +124,7 @@ func upCmd() *cobra.Command {
 	f.DurationVar(&cfg.Server.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
 	net.register(cmd)
 	psa.register(cmd)
+	imageGC.register(cmd)
 	return cmd
 }
 

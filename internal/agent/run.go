@@ -63,6 +63,10 @@ type NodeConfig struct {
 	// PodMaxPids is the pids.max of each pod's cgroup (kubelet's --pod-max-pids);
 	// 0 or less sets none.
 	PodMaxPids int64
+	// ImageGC is the policy of the image garbage collection (kubelet's), which runs every
+	// ImageGCPeriod (node.ImageGCPeriod when 0).
+	ImageGC       imagestore.GCPolicy
+	ImageGCPeriod time.Duration
 	// ClientCA (PEM) is the cluster CA: the streaming endpoint (logs, exec, attach,
 	// port-forward on the node's address, port 10250) accepts the API server's client
 	// certificate from it. Empty means no endpoint.
@@ -145,6 +149,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return fmt.Errorf("opening the image store: %w", err)
 	}
 	imgs := images.New(store, imagebuild.Source{SelfExe: cfg.SelfExe, Pause: imagebuild.EmbeddedPause()})
+	nodeAgent.SetImages(node.StoreImages(store))
+	go node.RunImageGC(ctx, node.ImageGC{Node: cfg.NodeName, Store: store, Policy: cfg.ImageGC, Period: cfg.ImageGCPeriod, Recorder: recorder, Logger: log.With("component", "imagegc")})
 	// The node's shim runs its containers and outlives this agent: a new agent finds
 	// it (and them) again.
 	shimDir := filepath.Join(cfg.RootDir, "shim")

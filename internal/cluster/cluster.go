@@ -82,6 +82,8 @@ type Config struct {
 	AgentCommand func(Agent) *exec.Cmd
 	// AgentLogLevel is passed to agents as --log-level when not empty.
 	AgentLogLevel string
+	// ImageGC are the agents' image garbage collection thresholds.
+	ImageGC ImageGC
 	// Out receives the progress lines a person follows; nil discards them.
 	Out io.Writer
 	// ReadyTimeout bounds the wait for the API server and the nodes; 0 means 2 minutes.
@@ -163,6 +165,8 @@ type Agent struct {
 	// ProxyMode is --proxy-mode and IPVSScheduler --ipvs-scheduler, empty for the
 	// agent's defaults.
 	ProxyMode, IPVSScheduler string
+	// ImageGC are --image-gc-high-threshold and --image-gc-low-threshold.
+	ImageGC ImageGC
 }
 
 // Args returns the arguments of `tranche agent` for a (without the program name).
@@ -181,6 +185,7 @@ func (a Agent) Args() []string {
 	if a.IPVSScheduler != "" {
 		args = append(args, "--ipvs-scheduler", a.IPVSScheduler)
 	}
+	args = append(args, a.ImageGC.args()...)
 	return args
 }
 
@@ -257,6 +262,7 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 		// `tranche node add` run the cluster's mode.
 		ProxyMode:     s.ProxyMode,
 		IPVSScheduler: s.IPVSScheduler,
+		ImageGC:       cfg.ImageGC,
 	}
 	build := cfg.AgentCommand
 	if build == nil {

@@ -24,5 +24,21 @@
 //	    Work in progress; a crash may leave files here, which never hold a published blob or
 //	    layer. A crashed layer unpack is removed by the next unpack of that layer.
 //
-// Nothing is ever deleted from blobs/ or layers/ yet: there is no image garbage collection.
+//	leases/<hash of a bundle path>.json
+//	    One record per container instance using an image (Acquire, Release, Lease): which
+//	    image, pod and bundle. A lease is live while its bundle's rootfs is mounted, so a
+//	    lease left by an agent that died with its cluster is recognised as stale.
+//	used/<manifest hex>
+//	    Empty files whose mtime is when a container last started or stopped using the image:
+//	    the order of garbage collection (least recently used first).
+//	locks/content
+//	    Put (and anything else writing blobs or layers not yet in the index) holds it shared
+//	    (HoldContent); Sweep holds it exclusively while it deletes.
+//
+// Removal (Remove, GarbageCollect) first takes an image's names out of index.json in one
+// atomic update, then Sweep deletes the blobs and unpacked layers that neither the index, a
+// live lease nor a mounted overlay references; a layer is renamed out of layers/ before it is
+// deleted. A crash at any point leaves every indexed image whole; the next Sweep finishes.
+// Load stores docker-save tarballs and OCI layouts, unpacking (and so checking) every layer
+// before the image gets a name.
 package imagestore

@@ -115,6 +115,11 @@ func (s *Store) Put(ctx context.Context, img v1.Image, names ...string) (Image, 
 		normalized = append(normalized, nn)
 	}
 	label := normalized[0]
+	release, err := s.HoldContent(ctx)
+	if err != nil {
+		return Image{}, fmt.Errorf("put image %s: %w", label, err)
+	}
+	defer release()
 	digest, err := img.Digest()
 	if err != nil {
 		return Image{}, fmt.Errorf("put image %s: manifest digest: %w", label, err)

@@ -119,7 +119,7 @@ func (s *Service) catalog(ctx context.Context, e imagebuild.Entry) (imagestore.I
 	s.mu.Lock()
 	img, ok := s.current[e.Name]
 	s.mu.Unlock()
-	if ok {
+	if ok && s.store.Has(img.Digest) { // else removed (image rm, GC): built again
 		return img, nil
 	}
 	key, err := imagebuild.Key(ctx, e, s.src)

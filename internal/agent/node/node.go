@@ -146,6 +146,9 @@ type Agent struct {
 	cfg    Config
 	client kubernetes.Interface
 	log    *slog.Logger
+	// images and reportedImages: status.images (images.go).
+	images         ImageLister
+	reportedImages []v1.ContainerImage
 }
 
 // New returns an agent for cfg.
@@ -198,6 +201,7 @@ func (a *Agent) updateStatus(ctx context.Context, n *v1.Node) (*v1.Node, error) 
 		next := n.DeepCopy()
 		next.Status.Capacity, next.Status.Allocatable, next.Status.Conditions = st.Capacity, st.Allocatable, st.Conditions
 		next.Status.Addresses, next.Status.NodeInfo, next.Status.DaemonEndpoints = st.Addresses, st.NodeInfo, st.DaemonEndpoints
+		a.withImages(next)
 		var err error
 		out, err = a.client.CoreV1().Nodes().UpdateStatus(ctx, next, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
@@ -226,7 +230,7 @@ func (a *Agent) Run(ctx context.Context) {
 		if err := a.renewLease(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("renewing node lease", "node", a.cfg.Name, "err", err)
 		}
-		if a.cfg.Clock.Since(lastStatus) >= StatusInterval || a.notReadyInAPI(ctx) {
+		if a.cfg.Clock.Since(lastStatus) >= StatusInterval || a.notReadyInAPI(ctx) || a.imagesChanged() {
 			n, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.Name, metav1.GetOptions{})
 			if err == nil {
 				_, err = a.updateStatus(ctx, n)

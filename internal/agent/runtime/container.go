@@ -268,6 +268,9 @@ func (m *Manager) prepare(ctx context.Context, ps *podState, spec *v1.Container,
 	}
 	plan := planContainer(*in)
 	t.mark("plan")
+	if err := m.leaseImage(ps, spec.Name, img, in.bundleDir); err != nil {
+		return nil, err
+	}
 	lowers, err := m.cfg.Images.Store().Lowers(ctx, img)
 	if err != nil {
 		return nil, fmt.Errorf("unpacking image %q: %w", spec.Image, err)
@@ -413,6 +416,7 @@ func (m *Manager) removeBundle(dir string) {
 	if err := os.RemoveAll(dir); err != nil {
 		m.cfg.Logger.Warn("removing a container's bundle", "dir", dir, "err", err)
 	}
+	m.releaseImage(dir)
 }
 
 // startFailed records an instance that could not be started; ps.mu is held.

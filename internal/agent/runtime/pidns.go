@@ -70,6 +70,9 @@ func (m *Manager) ensurePIDSandbox(ctx context.Context, ps *podState) error {
 		m.removeBundle(dir)
 		return fmt.Errorf("starting the sandbox container of pod %s (shareProcessNamespace): %w", podID(pod), err)
 	}
+	if err := m.leaseImage(ps, "POD", img, dir); err != nil {
+		return fail(err)
+	}
 	lowers, err := m.cfg.Images.Store().Lowers(ctx, img)
 	if err != nil {
 		return fail(err)
