@@ -82,6 +82,9 @@ type Config struct {
 	AgentCommand func(Agent) *exec.Cmd
 	// AgentLogLevel is passed to agents as --log-level when not empty.
 	AgentLogLevel string
+	// Registries is the registries configuration file (`--registries`, absolute and
+	// already checked) passed to agents, empty for none.
+	Registries string
 	// Out receives the progress lines a person follows; nil discards them.
 	Out io.Writer
 	// ReadyTimeout bounds the wait for the API server and the nodes; 0 means 2 minutes.
@@ -163,6 +166,8 @@ type Agent struct {
 	// ProxyMode is --proxy-mode and IPVSScheduler --ipvs-scheduler, empty for the
 	// agent's defaults.
 	ProxyMode, IPVSScheduler string
+	// Registries is --registries, empty for none.
+	Registries string
 }
 
 // Args returns the arguments of `tranche agent` for a (without the program name).
@@ -180,6 +185,9 @@ func (a Agent) Args() []string {
 	}
 	if a.IPVSScheduler != "" {
 		args = append(args, "--ipvs-scheduler", a.IPVSScheduler)
+	}
+	if a.Registries != "" {
+		args = append(args, "--registries", a.Registries)
 	}
 	return args
 }
@@ -257,6 +265,7 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 		// `tranche node add` run the cluster's mode.
 		ProxyMode:     s.ProxyMode,
 		IPVSScheduler: s.IPVSScheduler,
+		Registries:    cfg.Registries,
 	}
 	build := cfg.AgentCommand
 	if build == nil {
