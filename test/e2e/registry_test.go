@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ type e2eRegistry struct {
 	local string // 127.0.0.1:port
 }
 
-func startE2ERegistry(t *testing.T, c *localCluster) *e2eRegistry {
+// port "0" picks a free one.
+func startE2ERegistry(t *testing.T, c *localCluster, port string) *e2eRegistry {
 	t.Helper()
 	underlay := c.prefix + "net"
 	out, err := exec.Command("ip", "-n", underlay, "-4", "-o", "addr", "show").Output()
@@ -54,7 +56,7 @@ func startE2ERegistry(t *testing.T, c *localCluster) *e2eRegistry {
 	if ip == "" {
 		t.Fatalf("no address in %s: %s", underlay, out)
 	}
-	ln, err := netns.Listen(underlay, "tcp4", ip+":0")
+	ln, err := netns.Listen(underlay, "tcp4", net.JoinHostPort(ip, port))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func TestRegistryPull(t *testing.T) {
 	c := up(t)
 	s := c.srv
 	ns := s.namespace(t)
-	reg := startE2ERegistry(t, c)
+	reg := startE2ERegistry(t, c, "0")
 
 	d1 := reg.push(t, "e2e/web:v1", "hello from the registry v1")
 	image := reg.addr + "/e2e/web:v1"
@@ -276,4 +278,43 @@ func (c *localCluster) waitRunning(t *testing.T, ns, pod string) {
 		out, _, _ := c.srv.kubectl(t, "", "get", "pod", pod, "-n", ns, "-o", `jsonpath={.status.phase} {.status.containerStatuses[0].state}`)
 		return strings.HasPrefix(out, "Running "), out
 	})
+}
+
+// TestRegistriesFile: `tranche up --registries FILE` gives the agents the file: an image
+// of a registry that does not exist comes through its mirror (the test's registry on
+// the underlay at the default cluster listener address) with the credentials the file
+// gives the mirror's host; a file with a mistake is refused, naming the field.
+func TestRegistriesFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("mirrors:\n  docker.io:\n    endpoint: [\"ftp://mirror\"]\n"), 0o600)
+	out, err := exec.Command(trancheBin, "up", "--data-dir", filepath.Join(dir, "data"), "--registries", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `mirrors."docker.io".endpoint[0]: unsupported scheme "ftp"`) {
+		t.Errorf("up with a bad registries file: %v\n%s", err, out)
+	}
+
+	const mirror = "10.240.0.1:5000" // the default underlay's cluster listener address
+	file := filepath.Join(dir, "registries.yaml")
+	os.WriteFile(file, []byte(`mirrors:
+  registry.invalid:
+    endpoint: ["http://`+mirror+`"]
+configs:
+  "`+mirror+`":
+    auth: {username: user, password: pass}
+`), 0o600)
+	c := upOwn(t, "rg", 1, "--registries", file)
+	reg := startE2ERegistry(t, c, "5000")
+	if reg.addr != mirror {
+		t.Fatalf("the underlay's address is %s, not the default the file names (%s)", reg.addr, mirror)
+	}
+	d := reg.push(t, "private/web:v1", "through the mirror")
+	s := c.srv
+	ns := s.namespace(t)
+	if _, errOut, err := s.kubectl(t, fmt.Sprintf(registryPod, "mirrored", "", "registry.invalid/private/web:v1", "IfNotPresent"), "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	c.waitRunning(t, ns, "mirrored")
+	if got := s.must(t, "get", "pod", "mirrored", "-n", ns, "-o", "jsonpath={.status.containerStatuses[0].imageID}"); got != "registry.invalid/private/web@"+d {
+		t.Errorf("imageID %q, want registry.invalid/private/web@%s", got, d)
+	}
 }
