@@ -127,3 +127,29 @@ func (l blobLayer) Digest() (v1.Hash, error)            { return l.desc.Digest, 
 func (l blobLayer) Size() (int64, error)                { return l.desc.Size, nil }
 func (l blobLayer) MediaType() (types.MediaType, error) { return l.desc.MediaType, nil }
 func (l blobLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
+
+// UnpackLayer unpacks one layer whose compressed blob is stored (see Lowers), so that a
+// puller can unpack each layer as soon as it has arrived, beside the downloads of the
+// others. label names the image in errors.
+func (s *Store) UnpackLayer(ctx context.Context, desc v1.Descriptor, diffID v1.Hash, label string) error {
+	layer, err := partial.CompressedToLayer(blobLayer{path: s.blobPath(desc.Digest), desc: desc})
+	if err != nil {
+		return fmt.Errorf("unpack image %s: layer %s: %w", label, desc.Digest, err)
+	}
+	if _, err := s.unpackLayer(ctx, oneLayerImage{layer: layer}, desc, diffID); err != nil {
+		return fmt.Errorf("unpack image %s: layer %s (diffID %s): %w", label, desc.Digest, diffID, err)
+	}
+	return nil
+}
+
+// oneLayerImage gives unpackLayer the one layer it asks for; unpackLayer calls nothing
+// else of an image.
+type oneLayerImage struct {
+	v1.Image
+	layer v1.Layer
+}
+
+func (o oneLayerImage) LayerByDigest(v1.Hash) (v1.Layer, error) { return o.layer, nil }
+
+// ReadBlob returns a stored blob's content (a config or manifest; verified when stored).
+func (s *Store) ReadBlob(h v1.Hash) ([]byte, error) { return os.ReadFile(s.blobPath(h)) }

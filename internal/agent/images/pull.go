@@ -136,13 +136,13 @@ type puller struct {
 	clock         clock.Clock
 	platform      v1.Platform
 
-	backoff  *flowcontrol.Backoff
-	prevErr  sync.Map // back-off key -> "ErrImagePull: message"
-	fetched  atomic.Int64
-	pmu      sync.Mutex
-	pulls    map[string]*pullCall
-	tmu      sync.Mutex
-	transpor map[string]http.RoundTripper
+	backoff    *flowcontrol.Backoff
+	prevErr    sync.Map // back-off key -> "ErrImagePull: message"
+	fetched    atomic.Int64
+	pmu        sync.Mutex
+	pulls      map[string]*pullCall
+	tmu        sync.Mutex
+	transports map[string]http.RoundTripper
 }
 
 func (s *Service) initPuller() {
@@ -155,7 +155,7 @@ func (s *Service) initPuller() {
 	s.platform = v1.Platform{OS: "linux", Architecture: goruntime.GOARCH}
 	s.backoff = flowcontrol.NewFakeBackOff(PullBackOffInitial, PullBackOffMax, s.clock)
 	s.pulls = map[string]*pullCall{}
-	s.transpor = map[string]http.RoundTripper{}
+	s.transports = map[string]http.RoundTripper{}
 }
 
 // Fetched is the number of bytes received from registries so far.
@@ -405,39 +405,38 @@ func (s *Service) pullFrom(ctx context.Context, norm string, ref name.Reference,
 	if err != nil {
 		return fail(fmt.Errorf("manifest: %w", err))
 	}
+	// The config first (its diffIDs check the layers), from the store when it is there.
+	var rawConfig []byte
+	if s.store.HasBlob(manifest.Config.Digest, manifest.Config.Size) {
+		rawConfig, err = s.store.ReadBlob(manifest.Config.Digest)
+	} else if rawConfig, err = img.RawConfigFile(); err == nil {
+		err = s.store.PutBlob(ctx, manifest.Config.Digest, manifest.Config.Size, bytes.NewReader(rawConfig))
+	}
+	if err != nil {
+		return fail(fmt.Errorf("config: %w", err))
+	}
+	config, err := v1.ParseConfigFile(bytes.NewReader(rawConfig))
+	if err != nil {
+		return fail(fmt.Errorf("config: %w", err))
+	}
+	if len(config.RootFS.DiffIDs) != len(manifest.Layers) {
+		return fail(fmt.Errorf("the manifest lists %d layers but the config %d diffIDs", len(manifest.Layers), len(config.RootFS.DiffIDs)))
+	}
+	// Each layer is unpacked as soon as it is stored, beside the other downloads.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallelLayers)
 	for i, l := range manifest.Layers {
-		if s.store.HasBlob(l.Digest, l.Size) {
-			continue
-		}
 		g.Go(func() error {
-			layer, err := img.LayerByDigest(l.Digest)
-			if err != nil {
-				return fmt.Errorf("layer %d (%s): %w", i, l.Digest, err)
+			if !s.store.HasBlob(l.Digest, l.Size) {
+				if err := s.fetchLayer(gctx, img, l); err != nil {
+					return fmt.Errorf("layer %d: %w", i, err)
+				}
 			}
-			rc, err := layer.Compressed()
-			if err != nil {
-				return fmt.Errorf("layer %d (%s): %w", i, l.Digest, err)
-			}
-			defer rc.Close()
-			if err := s.store.PutBlob(gctx, l.Digest, l.Size, rc); err != nil {
-				return fmt.Errorf("layer %d: %w", i, err)
-			}
-			return nil
+			return s.store.UnpackLayer(gctx, l, config.RootFS.DiffIDs[i], norm)
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return fail(err)
-	}
-	if !s.store.HasBlob(manifest.Config.Digest, manifest.Config.Size) {
-		rawConfig, err := img.RawConfigFile()
-		if err != nil {
-			return fail(fmt.Errorf("config: %w", err))
-		}
-		if err := s.store.PutBlob(ctx, manifest.Config.Digest, manifest.Config.Size, bytes.NewReader(rawConfig)); err != nil {
-			return fail(fmt.Errorf("config: %w", err))
-		}
 	}
 	rawManifest, err := img.RawManifest()
 	if err != nil {
@@ -460,12 +459,26 @@ func (s *Service) pullFrom(ctx context.Context, norm string, ref name.Reference,
 	return stored, nil
 }
 
+// fetchLayer stores one layer's blob from the registry.
+func (s *Service) fetchLayer(ctx context.Context, img v1.Image, l v1.Descriptor) error {
+	layer, err := img.LayerByDigest(l.Digest)
+	if err != nil {
+		return err
+	}
+	rc, err := layer.Compressed()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return s.store.PutBlob(ctx, l.Digest, l.Size, rc)
+}
+
 // transport returns the HTTP transport to host: the registries configuration's TLS
 // settings for it, bounded dials and waits, and a count of the bytes received.
 func (s *Service) transport(host string) (http.RoundTripper, error) {
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
-	if rt, ok := s.transpor[host]; ok {
+	if rt, ok := s.transports[host]; ok {
 		return rt, nil
 	}
 	base := s.baseTransport
@@ -485,7 +498,7 @@ func (s *Service) transport(host string) (http.RoundTripper, error) {
 		base = t
 	}
 	rt := countingTransport{base: base, n: &s.fetched}
-	s.transpor[host] = rt
+	s.transports[host] = rt
 	return rt, nil
 }
 
