@@ -88,6 +88,16 @@ func WithSecrets(get SecretGetter) Option { return func(s *Service) { s.secrets 
 // from the registries configuration (tests).
 func WithTransport(rt http.RoundTripper) Option { return func(s *Service) { s.baseTransport = rt } }
 
+// Offline makes every pull fail without any network traffic (tests, air-gapped
+// nodes): the catalog and the store still answer.
+func Offline() Option { return WithTransport(offlineTransport{}) }
+
+type offlineTransport struct{}
+
+func (offlineTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, fmt.Errorf("%s: this node pulls from no registry (offline)", r.URL.Host)
+}
+
 // WithClock sets the clock of the pull back-off and durations.
 func WithClock(c clock.Clock) Option { return func(s *Service) { s.clock = c } }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	goruntime "runtime"
@@ -151,13 +152,29 @@ func testImage(t testing.TB, arch string, contents ...string) v1.Image {
 	return img
 }
 
+// newTestService is a Service on a new store whose pulls reach loopback addresses
+// only: nothing a test does leaves the machine.
 func newTestService(t testing.TB, opts ...Option) (*Service, *imagestore.Store) {
 	t.Helper()
 	store, err := imagestore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(store, imagebuild.Source{}, opts...), store
+	return New(store, imagebuild.Source{}, append([]Option{WithTransport(loopbackOnly())}, opts...)...), store
+}
+
+// loopbackOnly is a transport that dials 127.0.0.0/8 literals only.
+func loopbackOnly() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("test: dial %s refused, not a loopback address", addr)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	return t
 }
 
 func pullErr(t *testing.T, err error, reason string) *PullError {
@@ -258,22 +275,16 @@ func TestPullPolicies(t *testing.T) {
 // TestPullCatalogFirst: a catalog name is the local build without any registry, unless
 // the registries configuration sends catalog names upstream.
 func TestPullCatalogFirst(t *testing.T) {
-	s, _ := newTestService(t, WithTransport(failTransport{}))
+	s, _ := newTestService(t, Offline())
 	res, err := s.EnsurePulled(context.Background(), PullRequest{Image: "busybox", Policy: corev1.PullAlways})
 	if err != nil || res.Pulled || res.Image.Digest == "" {
 		t.Fatalf("busybox Always from the catalog: %+v %v", res, err)
 	}
-	up, _ := newTestService(t, WithTransport(failTransport{}), WithRegistries(&registries.Config{Catalog: registries.CatalogUpstream}))
+	up, _ := newTestService(t, Offline(), WithRegistries(&registries.Config{Catalog: registries.CatalogUpstream}))
 	_, err = up.EnsurePulled(context.Background(), PullRequest{Image: "busybox", Policy: corev1.PullAlways})
-	if pe := pullErr(t, err, ReasonErrImagePull); !strings.Contains(pe.Message, "no network in this test") {
+	if pe := pullErr(t, err, ReasonErrImagePull); !strings.Contains(pe.Message, "index.docker.io: this node pulls from no registry (offline)") {
 		t.Errorf("upstream catalog: %v", pe.Message)
 	}
-}
-
-type failTransport struct{}
-
-func (failTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	return nil, errors.New("no network in this test")
 }
 
 func dockerConfigSecret(t *testing.T, name, host string, legacy bool) *corev1.Secret {
@@ -334,7 +345,7 @@ func TestPullCredentials(t *testing.T) {
 // 10 s, then a new attempt, then 20 s of back-off; per pod and image.
 func TestPullBackOff(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-	s, _ := newTestService(t, WithClock(clk), WithTransport(failTransport{}))
+	s, _ := newTestService(t, WithClock(clk), Offline())
 	req := PullRequest{Image: "example.com/app:1", BackOffKey: "pod-1"}
 	ctx := context.Background()
 	first := pullErr(t, errOf(s.EnsurePulled(ctx, req)), ReasonErrImagePull)
@@ -370,7 +381,7 @@ func TestPullCoalesced(t *testing.T) {
 		return false
 	})
 	s, store := newTestService(t)
-	agents := []*Service{s, New(store, imagebuild.Source{})}
+	agents := []*Service{s, New(store, imagebuild.Source{}, WithTransport(loopbackOnly()))}
 	blobs := tr.blobs.Load()
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
@@ -392,7 +403,7 @@ func TestPullCoalesced(t *testing.T) {
 	if b := tr.blobs.Load() - blobs; b != 5 { // 4 layers and the config
 		t.Errorf("6 concurrent pulls by 2 agents fetched %d blobs, want 5", b)
 	}
-	third := New(store, imagebuild.Source{})
+	third := New(store, imagebuild.Source{}, WithTransport(loopbackOnly()))
 	blobs = tr.blobs.Load()
 	if _, err := third.EnsurePulled(context.Background(), PullRequest{Image: ref, Policy: corev1.PullAlways, BackOffKey: "u"}); err != nil {
 		t.Fatal(err)
