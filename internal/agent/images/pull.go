@@ -163,6 +163,8 @@ func (s *Service) initPuller() {
 		s.clock = clock.RealClock{}
 	}
 	s.platform = v1.Platform{OS: "linux", Architecture: goruntime.GOARCH}
+	// kubelet's flowcontrol back-off, on s.clock (the "Fake" constructor is the one
+	// that takes a clock).
 	s.backoff = flowcontrol.NewFakeBackOff(PullBackOffInitial, PullBackOffMax, s.clock)
 	s.pulls = map[string]*pullCall{}
 	s.transports = map[string]http.RoundTripper{}
@@ -237,7 +239,7 @@ func (s *Service) EnsurePulled(ctx context.Context, req PullRequest) (PullResult
 	if err != nil {
 		return PullResult{}, err
 	}
-	img, d, err := s.pullShared(ctx, norm, creds)
+	img, d, err := s.pullShared(ctx, norm, creds, policy == corev1.PullAlways)
 	if err != nil {
 		s.backoff.Next(key, s.clock.Now())
 		s.prevErr.Store(key, ReasonErrImagePull+": "+err.Error())
@@ -279,9 +281,10 @@ func (s *Service) credentials(ctx context.Context, req PullRequest, norm string)
 }
 
 // pullShared coalesces pulls of one image with the same credentials in this process,
-// and between the processes of the host through the store's lock on the image.
-func (s *Service) pullShared(ctx context.Context, norm string, creds []authn.AuthConfig) (imagestore.Image, time.Duration, error) {
-	key := norm + "\x00" + fmt.Sprint(creds)
+// and between the processes of the host through the store's lock on the image: unless
+// always, an image another agent stored meanwhile is taken as it is.
+func (s *Service) pullShared(ctx context.Context, norm string, creds []authn.AuthConfig, always bool) (imagestore.Image, time.Duration, error) {
+	key := fmt.Sprint(norm, "\x00", always, "\x00", creds)
 	s.pmu.Lock()
 	if c, ok := s.pulls[key]; ok {
 		s.pmu.Unlock()
@@ -308,6 +311,12 @@ func (s *Service) pullShared(ctx context.Context, norm string, creds []authn.Aut
 	}
 	defer unlock()
 	start := s.clock.Now()
+	if !always {
+		if img, err := s.store.Get(norm); err == nil {
+			c.img = img
+			return c.img, 0, nil
+		}
+	}
 	c.img, c.err = s.pullCreds(ctx, norm, creds)
 	c.duration = s.clock.Since(start)
 	return c.img, c.duration, c.err

@@ -382,7 +382,7 @@ func TestPullCoalesced(t *testing.T) {
 	})
 	s, store := newTestService(t)
 	agents := []*Service{s, New(store, imagebuild.Source{}, WithTransport(loopbackOnly()))}
-	blobs := tr.blobs.Load()
+	blobs, manifests := tr.blobs.Load(), tr.manifests.Load()
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
 	for i := range 6 {
@@ -402,6 +402,9 @@ func TestPullCoalesced(t *testing.T) {
 	}
 	if b := tr.blobs.Load() - blobs; b != 5 { // 4 layers and the config
 		t.Errorf("6 concurrent pulls by 2 agents fetched %d blobs, want 5", b)
+	}
+	if m := tr.manifests.Load() - manifests; m != 1 {
+		t.Errorf("6 concurrent IfNotPresent pulls by 2 agents asked for the manifest %d times, want once", m)
 	}
 	third := New(store, imagebuild.Source{}, WithTransport(loopbackOnly()))
 	blobs = tr.blobs.Load()
