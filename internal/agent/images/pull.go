@@ -37,12 +37,12 @@ const (
 	PullBackOffMax     = 300 * time.Second
 )
 
-// Bounds of talking to a registry: an unreachable or silent registry fails the pull
-// within them (per endpoint, retries included) and the pod backs off.
+// Bounds of talking to a registry (per request; a request is retried once): an
+// unreachable or silent registry fails the pull within them and the pod backs off.
 const (
-	dialTimeout    = 10 * time.Second
-	headerTimeout  = 30 * time.Second
-	parallelLayers = 3 // containerd's max_concurrent_downloads
+	DefaultDialTimeout   = 10 * time.Second
+	DefaultHeaderTimeout = 30 * time.Second
+	parallelLayers       = 3 // containerd's max_concurrent_downloads
 )
 
 // Reasons of a PullError: the container's waiting reason, as kubelet words it.
@@ -98,6 +98,12 @@ func (offlineTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, fmt.Errorf("%s: this node pulls from no registry (offline)", r.URL.Host)
 }
 
+// WithTimeouts bounds connecting (and the TLS handshake) and waiting for a response
+// header, per request to a registry (DefaultDialTimeout, DefaultHeaderTimeout).
+func WithTimeouts(dial, header time.Duration) Option {
+	return func(s *Service) { s.dialTimeout, s.headerTimeout = dial, header }
+}
+
 // WithClock sets the clock of the pull back-off and durations.
 func WithClock(c clock.Clock) Option { return func(s *Service) { s.clock = c } }
 
@@ -145,6 +151,8 @@ type puller struct {
 	baseTransport http.RoundTripper
 	clock         clock.Clock
 	platform      v1.Platform
+	dialTimeout   time.Duration
+	headerTimeout time.Duration
 
 	backoff    *flowcontrol.Backoff
 	prevErr    sync.Map // back-off key -> "ErrImagePull: message"
@@ -161,6 +169,12 @@ func (s *Service) initPuller() {
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
+	}
+	if s.dialTimeout <= 0 {
+		s.dialTimeout = DefaultDialTimeout
+	}
+	if s.headerTimeout <= 0 {
+		s.headerTimeout = DefaultHeaderTimeout
 	}
 	s.platform = v1.Platform{OS: "linux", Architecture: goruntime.GOARCH}
 	// kubelet's flowcontrol back-off, on s.clock (the "Fake" constructor is the one
@@ -503,9 +517,9 @@ func (s *Service) transport(host string) (http.RoundTripper, error) {
 	base := s.baseTransport
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
-		t.TLSHandshakeTimeout = dialTimeout
-		t.ResponseHeaderTimeout = headerTimeout
+		t.DialContext = (&net.Dialer{Timeout: s.dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+		t.TLSHandshakeTimeout = s.dialTimeout
+		t.ResponseHeaderTimeout = s.headerTimeout
 		t.MaxIdleConnsPerHost = parallelLayers + 1
 		if hc, ok := s.reg.Host(host); ok && hc.TLS != nil {
 			cfg, err := hc.TLS.Config()

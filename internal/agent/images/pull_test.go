@@ -534,3 +534,32 @@ mirrors:
 		t.Errorf("unreachable registry: %q", pe.Message)
 	}
 }
+
+// TestPullSilentRegistry: a registry that accepts connections and never answers fails
+// the pull (ErrImagePull) once the response header wait is over, instead of hanging.
+func TestPullSilentRegistry(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	store, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Service's own transport (only a loopback literal is dialled).
+	s := New(store, imagebuild.Source{}, WithTimeouts(time.Second, 200*time.Millisecond))
+	_, err = s.EnsurePulled(context.Background(), PullRequest{Image: ln.Addr().String() + "/app:1", BackOffKey: "u"})
+	if pe := pullErr(t, err, ReasonErrImagePull); !strings.Contains(pe.Message, "timeout") {
+		t.Errorf("message %q does not say it timed out", pe.Message)
+	}
+}
