@@ -178,7 +178,7 @@ spec:
 // cluster's underlay namespace) run: a Deployment serves through its Service and
 // reports the digest as imageID, after kubelet's Pulling and Pulled events; a private
 // repository is ErrImagePull then ImagePullBackOff without the pod's imagePullSecret
-// and runs with it; after the tag moved, IfNotPresent keeps the old digest and Always
+// and runs with it or its ServiceAccount's; after the tag moved, IfNotPresent keeps the old digest and Always
 // gets the new one.
 func TestRegistryPull(t *testing.T) {
 	c := up(t)
@@ -256,6 +256,14 @@ func TestRegistryPull(t *testing.T) {
 		t.Fatalf("apply: %v %s", err, errOut)
 	}
 	c.waitRunning(t, ns, "withsecret")
+	// The ServiceAccount's imagePullSecrets reach pods that name none (admission).
+	if _, errOut, err := s.kubectl(t, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: puller}\nimagePullSecrets: [{name: regcred}]\n", "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	if _, errOut, err := s.kubectl(t, fmt.Sprintf(registryPod, "viasa", "serviceAccountName: puller", private, "Always"), "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	c.waitRunning(t, ns, "viasa")
 
 	// A tag moved: IfNotPresent keeps the stored digest, Always follows the tag.
 	reg.push(t, "e2e/web:v1", "hello from the registry v2")
