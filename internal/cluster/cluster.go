@@ -83,7 +83,8 @@ type Config struct {
 	// AgentLogLevel is passed to agents as --log-level when not empty.
 	AgentLogLevel string
 	// Registries is the registries configuration file (`--registries`, absolute and
-	// already checked) passed to agents, empty for none.
+	// already checked) passed to agents, empty for none; recorded in cluster.json for
+	// agents started by `tranche node add`.
 	Registries string
 	// Out receives the progress lines a person follows; nil discards them.
 	Out io.Writer
@@ -265,7 +266,7 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 		// `tranche node add` run the cluster's mode.
 		ProxyMode:     s.ProxyMode,
 		IPVSScheduler: s.IPVSScheduler,
-		Registries:    cfg.Registries,
+		Registries:    s.Registries,
 	}
 	build := cfg.AgentCommand
 	if build == nil {

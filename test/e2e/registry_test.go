@@ -311,6 +311,10 @@ configs:
     auth: {username: user, password: pass}
 `), 0o600)
 	c := upOwn(t, "rg", 1, "--registries", file)
+	if state, _ := os.ReadFile(filepath.Join(c.dataDir, "cluster.json")); !strings.Contains(string(state), `"registries": "`+file+`"`) &&
+		!strings.Contains(string(state), `"registries":"`+file+`"`) {
+		t.Errorf("cluster.json does not record the registries file for agents started later:\n%s", state)
+	}
 	reg := startE2ERegistry(t, c, "5000")
 	if reg.addr != mirror {
 		t.Fatalf("the underlay's address is %s, not the default the file names (%s)", reg.addr, mirror)
