@@ -39,35 +39,6 @@ func (s *Store) Lock(ctx context.Context, key string) (func(), error) {
 	return lockFile(ctx, filepath.Join(s.dir, "locks", "key-"+hex.EncodeToString(sum[:12])))
 }
 
-// Unpack unpacks the layers of the image whose manifest and blobs were stored with
-// PutBlob but which is not named yet (see Lowers: once per store, diffIDs verified,
-// paths kept beneath the layer), so that a puller names an image only once it is known
-// to unpack. label names the image in errors.
-func (s *Store) Unpack(ctx context.Context, manifestDigest v1.Hash, label string) error {
-	img, err := s.BlobImage(manifestDigest)
-	if err != nil {
-		return fmt.Errorf("unpack image %s: %w", label, err)
-	}
-	manifest, err := img.Manifest()
-	if err != nil {
-		return fmt.Errorf("unpack image %s: manifest: %w", label, err)
-	}
-	config, err := img.ConfigFile()
-	if err != nil {
-		return fmt.Errorf("unpack image %s: config: %w", label, err)
-	}
-	if len(config.RootFS.DiffIDs) != len(manifest.Layers) {
-		return fmt.Errorf("unpack image %s: the manifest lists %d layers but the config %d diffIDs",
-			label, len(manifest.Layers), len(config.RootFS.DiffIDs))
-	}
-	for i, desc := range manifest.Layers {
-		if _, err := s.unpackLayer(ctx, img, desc, config.RootFS.DiffIDs[i]); err != nil {
-			return fmt.Errorf("unpack image %s: layer %d (%s, diffID %s): %w", label, i, desc.Digest, config.RootFS.DiffIDs[i], err)
-		}
-	}
-	return nil
-}
-
 // BlobImage is the image whose manifest is the stored blob manifestDigest, read from
 // the store's blobs without the name index: what a puller hands to Put once the blobs
 // are stored, so that Put reads nothing from the network again.

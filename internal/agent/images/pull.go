@@ -385,10 +385,10 @@ func (s *Service) pullEndpoints(ctx context.Context, norm string, cred *authn.Au
 }
 
 // pullFrom pulls norm from one endpoint: the manifest (an index resolved to the
-// node's platform), the missing layers several at a time, each verified against its
-// digest and size while stored, the config and the manifest; then the layers are
-// unpacked (diffIDs verified, tar checked) and only then is the image named in the
-// store, so a failed pull leaves no image behind.
+// node's platform), the config, the missing layers several at a time, each verified
+// against its digest and size while stored and unpacked as soon as it is there
+// (diffID verified, tar checked), then the manifest; only then is the image named in
+// the store, so a failed pull leaves no image behind.
 func (s *Service) pullFrom(ctx context.Context, norm string, ref name.Reference, ep registries.Endpoint, cred *authn.AuthConfig) (imagestore.Image, error) {
 	fail := func(err error) (imagestore.Image, error) {
 		return imagestore.Image{}, fmt.Errorf("failed to pull and unpack image %q: %w", norm, err)
@@ -477,9 +477,6 @@ func (s *Service) pullFrom(ctx context.Context, norm string, ref name.Reference,
 	}
 	if err := s.store.PutBlob(ctx, digest, int64(len(rawManifest)), bytes.NewReader(rawManifest)); err != nil {
 		return fail(fmt.Errorf("manifest: %w", err))
-	}
-	if err := s.store.Unpack(ctx, digest, norm); err != nil {
-		return fail(err)
 	}
 	local, err := s.store.BlobImage(digest)
 	if err != nil {
