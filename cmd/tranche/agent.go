@@ -18,11 +18,12 @@ import (
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/memtune"
 	"github.com/tranche/tranche/internal/proxy"
+	"github.com/tranche/tranche/internal/registries"
 )
 
 func agentCmd() *cobra.Command {
 	var cfg agent.NodeConfig
-	var kubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize string
+	var kubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize, registriesFile string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node: register it, run its pods as OCI containers (runc), keep its status",
@@ -81,6 +82,9 @@ func agentCmd() *cobra.Command {
 					return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 				}
 			}
+			if cfg.Registries, err = registries.Load(registriesFile); err != nil {
+				return fmt.Errorf("--registries: %w", err)
+			}
 			cfg.ClusterFile = clusterFile
 			cfg.Client = client
 			cfg.Lookup = apilookup.New(client)
@@ -103,6 +107,7 @@ func agentCmd() *cobra.Command {
 		" (kube-proxy's --proxy-mode); at start it removes the rules of the other modes")
 	f.StringVar(&cfg.IPVSScheduler, "ipvs-scheduler", proxy.DefaultIPVSScheduler, "IPVS scheduler of --proxy-mode ipvs (kube-proxy's --ipvs-scheduler)")
 	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
+	f.StringVar(&registriesFile, "registries", "", "registries configuration (k3s's registries.yaml shape: mirrors, endpoints, TLS, auth; see README)")
 	f.StringVar(&logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (kubelet's containerLogMaxSize)")
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")
 	f.Int64Var(&cfg.PodMaxPids, "pod-max-pids", 4096, "pids.max of each pod's cgroup (kubelet's --pod-max-pids); -1 for none. "+

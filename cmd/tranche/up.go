@@ -17,6 +17,7 @@ import (
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/memtune"
 	"github.com/tranche/tranche/internal/proxy"
+	"github.com/tranche/tranche/internal/registries"
 )
 
 func upCmd() *cobra.Command {
@@ -56,6 +57,14 @@ func upCmd() *cobra.Command {
 			if cmd.Flags().Changed("ipvs-scheduler") {
 				if cfg.IPVSScheduler, err = proxy.ParseIPVSScheduler(field.NewPath("--ipvs-scheduler"), ipvsScheduler); err != nil {
 					return err
+				}
+			}
+			if cfg.Registries != "" {
+				if cfg.Registries, err = filepath.Abs(cfg.Registries); err != nil {
+					return err
+				}
+				if _, err := registries.Load(cfg.Registries); err != nil {
+					return fmt.Errorf("--registries: %w", err)
 				}
 			}
 			if pid, ok := cluster.Running(cfg.DataDir); ok {
@@ -111,6 +120,7 @@ func upCmd() *cobra.Command {
 	f.StringVar(&cfg.Server.Listen, "listen", cluster.DefaultListen, "HTTPS address of the API server on the host (default for another --name: a free port from 6444, recorded)")
 	f.StringVar(&proxyMode, "proxy-mode", proxy.ModeNFTables, "the nodes' service proxy mode: "+strings.Join(proxy.Modes(), ", ")+
 		"; a restart without it keeps the recorded one, another one switches every node (its old rules are removed)")
+	f.StringVar(&cfg.Registries, "registries", "", "registries configuration given to every node's agent (k3s's registries.yaml shape: mirrors, endpoints, TLS, auth; see README)")
 	f.StringVar(&ipvsScheduler, "ipvs-scheduler", proxy.DefaultIPVSScheduler, "IPVS scheduler of --proxy-mode ipvs (recorded like the mode)")
 	f.BoolVar(&detach, "detach", false, "return once the cluster is ready and keep it running in the background")
 	f.StringVar(&logLevel, "log-level", "info", logging.Levels)

@@ -36,6 +36,7 @@ import (
 	"github.com/tranche/tranche/internal/imagestore"
 	"github.com/tranche/tranche/internal/netpol"
 	"github.com/tranche/tranche/internal/proxy"
+	"github.com/tranche/tranche/internal/registries"
 )
 
 // NodeConfig is what `tranche agent` runs with.
@@ -71,7 +72,10 @@ type NodeConfig struct {
 	// port-forward on the node's address, port 10250) accepts the API server's client
 	// certificate from it. Empty means no endpoint.
 	ClientCA []byte
-	Logger   *slog.Logger
+	// Registries is the registries configuration (mirrors, TLS, credentials); nil
+	// pulls every image from its own registry.
+	Registries *registries.Config
+	Logger     *slog.Logger
 	// Ready (may be nil) is closed once the node is registered, its caches are filled
 	// and its pod loop is about to start.
 	Ready chan<- struct{}
@@ -148,7 +152,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return fmt.Errorf("opening the image store: %w", err)
 	}
-	imgs := images.New(store, imagebuild.Source{SelfExe: cfg.SelfExe, Pause: imagebuild.EmbeddedPause()})
+	imgs := images.New(store, imagebuild.Source{SelfExe: cfg.SelfExe, Pause: imagebuild.EmbeddedPause()},
+		images.WithRegistries(cfg.Registries), images.WithSecrets(pullSecrets(cfg.Client)))
 	nodeAgent.SetImages(node.StoreImages(store))
 	go node.RunImageGC(ctx, node.ImageGC{Node: cfg.NodeName, Store: store, Policy: cfg.ImageGC, Period: cfg.ImageGCPeriod, Recorder: recorder, Logger: log.With("component", "imagegc")})
 	// The node's shim runs its containers and outlives this agent: a new agent finds
@@ -292,4 +297,12 @@ func serviceCache(ctx context.Context, client kubernetes.Interface) (runtime.Ser
 		}
 	}
 	return func() ([]*v1.Service, error) { return lister.List(labels.Everything()) }, nil
+}
+
+// pullSecrets reads pods' imagePullSecrets with the node's credentials (the node
+// authorizer allows the secrets its pods name).
+func pullSecrets(client kubernetes.Interface) images.SecretGetter {
+	return func(ctx context.Context, ns, name string) (*v1.Secret, error) {
+		return client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	}
 }

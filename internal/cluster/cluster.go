@@ -84,6 +84,10 @@ type Config struct {
 	AgentLogLevel string
 	// ImageGC are the agents' image garbage collection thresholds.
 	ImageGC ImageGC
+	// Registries is the registries configuration file (`--registries`, absolute and
+	// already checked) passed to agents, empty for none; recorded in cluster.json for
+	// agents started by `tranche node add`.
+	Registries string
 	// Out receives the progress lines a person follows; nil discards them.
 	Out io.Writer
 	// ReadyTimeout bounds the wait for the API server and the nodes; 0 means 2 minutes.
@@ -167,6 +171,8 @@ type Agent struct {
 	ProxyMode, IPVSScheduler string
 	// ImageGC are --image-gc-high-threshold and --image-gc-low-threshold.
 	ImageGC ImageGC
+	// Registries is --registries, empty for none.
+	Registries string
 }
 
 // Args returns the arguments of `tranche agent` for a (without the program name).
@@ -186,6 +192,9 @@ func (a Agent) Args() []string {
 		args = append(args, "--ipvs-scheduler", a.IPVSScheduler)
 	}
 	args = append(args, a.ImageGC.args()...)
+	if a.Registries != "" {
+		args = append(args, "--registries", a.Registries)
+	}
 	return args
 }
 
@@ -263,6 +272,7 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 		ProxyMode:     s.ProxyMode,
 		IPVSScheduler: s.IPVSScheduler,
 		ImageGC:       cfg.ImageGC,
+		Registries:    s.Registries,
 	}
 	build := cfg.AgentCommand
 	if build == nil {

@@ -37,6 +37,9 @@ type State struct {
 	ProxyMode string `json:"proxyMode,omitempty"`
 	// IPVSScheduler is the IPVS scheduler of proxy mode ipvs, kept the same way.
 	IPVSScheduler string `json:"ipvsScheduler,omitempty"`
+	// Registries is the registries configuration file of this start (`--registries`),
+	// which agents started later (`tranche node add`, restarts) are given too.
+	Registries string `json:"registries,omitempty"`
 }
 
 // NoPool is the LoadBalancerPool State records for a cluster without load balancers.

@@ -2,8 +2,9 @@
 // store (internal/imagestore), where the catalog's local images (internal/imagebuild:
 // busybox, agnhost, pause, nginx, postgres and tranche itself, built from this
 // machine's files) answer first for their names, so the seeds' manifests run offline.
-// Pulling from registries is not there yet: an image that is neither in the store nor
-// in the catalog is ErrImagePull, as kubelet reports an image it cannot pull.
+// Other images are pulled from their registries (EnsurePulled, pull.go) with kubelet's
+// pull policies, pull secrets and back-off, through the mirrors, TLS settings and
+// credentials of the registries configuration (internal/registries).
 package images
 
 import (
@@ -48,6 +49,8 @@ type Service struct {
 	// entry and process, not on every container start. A rebuilt tranche binary is
 	// the next agent's to pick up, as the running agent is the old one anyway.
 	current map[string]imagestore.Image
+
+	puller
 }
 
 type build struct {
@@ -56,16 +59,23 @@ type build struct {
 	err  error
 }
 
-// New returns a Service over store whose catalog images are built from src.
-func New(store *imagestore.Store, src imagebuild.Source) *Service {
-	return &Service{store: store, src: src, inflight: map[string]*build{}, current: map[string]imagestore.Image{}}
+// New returns a Service over store whose catalog images are built from src and whose
+// other images are pulled as opts say (the registries configuration, pull secrets).
+func New(store *imagestore.Store, src imagebuild.Source, opts ...Option) *Service {
+	s := &Service{store: store, src: src, inflight: map[string]*build{}, current: map[string]imagestore.Image{}}
+	for _, o := range opts {
+		o(s)
+	}
+	s.initPuller()
+	return s
 }
 
 // Store is the service's image store.
 func (s *Service) Store() *imagestore.Store { return s.store }
 
 // Ensure returns the image ref names, tagged under its normalised name: the catalog's
-// current build when the catalog has the name, else the store's image. The error is an
+// current build when the catalog has the name, else the store's image; it never pulls
+// (pod sandboxes' pause image; containers go through EnsurePulled). The error is an
 // *InvalidNameError for a reference that does not parse, wraps ErrNotPresent for one
 // the node cannot obtain, and is any other error for a failed build or a store fault.
 func (s *Service) Ensure(ctx context.Context, ref string) (imagestore.Image, error) {
@@ -91,7 +101,7 @@ func (s *Service) Ensure(ctx context.Context, ref string) (imagestore.Image, err
 	}
 	img, err := s.store.Get(norm)
 	if errors.Is(err, imagestore.ErrNotFound) {
-		return imagestore.Image{}, fmt.Errorf("%w: %q is not in this node's image store and tranche does not pull from registries yet (the local catalog has busybox, agnhost, pause, nginx, postgres, tranche and the e2e suite's nautilus and kitten)", ErrNotPresent, norm)
+		return imagestore.Image{}, fmt.Errorf("%w: %q is not in this node's image store (the local catalog has busybox, agnhost, pause, nginx, postgres, tranche and the e2e suite's nautilus and kitten)", ErrNotPresent, norm)
 	}
 	return img, err
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/tranche/tranche/internal/agent/backoff"
-	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/probe"
 	"github.com/tranche/tranche/internal/agent/runc"
@@ -180,13 +179,11 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		return
 	}
 	t.mark("env")
-	img, err := m.cfg.Images.Ensure(ctx, spec.Image)
-	if err != nil {
-		m.imageFailed(ps, c, spec, err)
+	img, ok := m.ensureImage(ctx, ps, c, spec)
+	if !ok {
 		return
 	}
 	c.image, c.imageID = imageStatus(img, spec.Image)
-	m.event(pod, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", spec.Image))
 	if !c.created {
 		c.created = true
 		m.cfg.Logger.Info("container image", "pod", pod.Namespace+"/"+pod.Name, "container", spec.Name, "image", c.image, "imageID", c.imageID)
@@ -288,33 +285,6 @@ func (m *Manager) prepare(ctx context.Context, ps *podState, spec *v1.Container,
 func (m *Manager) waitWith(ps *podState, c *container, reason, msg string) {
 	c.waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
 	m.event(ps.pod, v1.EventTypeWarning, "Failed", "Error: "+msg)
-	m.later(ps, backoff.DefaultInitial)
-}
-
-// imageFailed records why spec's image could not be had, with kubelet's reasons and
-// events: InvalidImageName for a reference that does not parse, ErrImagePull then
-// ImagePullBackOff for one that cannot be obtained. ps.mu is held.
-func (m *Manager) imageFailed(ps *podState, c *container, spec *v1.Container, err error) {
-	pod := ps.pod
-	var invalid *images.InvalidNameError
-	if errors.As(err, &invalid) {
-		c.waiting = &v1.ContainerStateWaiting{Reason: "InvalidImageName", Message: err.Error()}
-		m.event(pod, v1.EventTypeWarning, "InspectFailed", err.Error())
-		m.event(pod, v1.EventTypeWarning, "Failed", "Error: InvalidImageName")
-		m.later(ps, backoff.DefaultInitial)
-		return
-	}
-	reason := "ErrImagePull"
-	msg := err.Error()
-	if c.waiting != nil && (c.waiting.Reason == "ErrImagePull" || c.waiting.Reason == "ImagePullBackOff") {
-		reason = "ImagePullBackOff"
-		msg = fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", spec.Image, err)
-		m.event(pod, v1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", spec.Image))
-	} else {
-		m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", spec.Image, err))
-		m.event(pod, v1.EventTypeWarning, "Failed", "Error: ErrImagePull")
-	}
-	c.waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
 	m.later(ps, backoff.DefaultInitial)
 }
 

@@ -36,16 +36,14 @@ func (m *Manager) ensureImageVolumes(ctx context.Context, ps *podState, c *conta
 			continue
 		}
 		done[vm.Name] = true
-		img, err := m.cfg.Images.Ensure(ctx, vol.Image.Reference)
-		if err != nil {
-			// The pull's reasons and events are the container image's, for the
-			// volume's reference and pull policy.
-			as := *spec
-			as.Image, as.ImagePullPolicy = vol.Image.Reference, vol.Image.PullPolicy
-			m.imageFailed(ps, c, &as, err)
+		// The volume's image is pulled as a container's: its reference and pull
+		// policy, the pod's pull secrets, kubelet's reasons and events.
+		as := *spec
+		as.Image, as.ImagePullPolicy = vol.Image.Reference, vol.Image.PullPolicy
+		img, ok := m.ensureImage(ctx, ps, c, &as)
+		if !ok {
 			return false
 		}
-		m.event(ps.pod, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", vol.Image.Reference))
 		lowers, err := m.cfg.Images.Store().Lowers(ctx, img)
 		if err == nil {
 			err = m.run.MountImage(lowers, ps.volumes[vm.Name])

@@ -116,7 +116,7 @@ func newTestEnv(t *testing.T) *testEnv {
 		NodeNS:        topo.NodeNamespace("n1"),
 		Topology:      topo,
 		RootDir:       filepath.Join(dir, "root"),
-		Images:        images.New(store, imagebuild.Source{SelfExe: self}),
+		Images:        images.New(store, imagebuild.Source{SelfExe: self}, images.Offline()),
 		ClusterDNS:    []string{"10.96.0.10"},
 		ClusterDomain: "cluster.local",
 		Backoff:       backoff.NewWithLimits(clock.RealClock{}, time.Second, 2*time.Second),

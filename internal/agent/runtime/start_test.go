@@ -197,7 +197,7 @@ func newFakeStartEnv(t *testing.T, pod *v1.Pod) *fakeStartEnv {
 	run := NewFakeRunner()
 	events := record.NewFakeRecorder(100)
 	m, err := New(Config{NodeName: "n1", Topology: topo, RootDir: filepath.Join(dir, "root"),
-		Images: images.New(store, imagebuild.Source{}), Shim: shim.NewClient(filepath.Join(dir, "shim")),
+		Images: images.New(store, imagebuild.Source{}, images.Offline()), Shim: shim.NewClient(filepath.Join(dir, "shim")),
 		Runc: &runc.Runtime{Binary: "/nonexistent/runc"}, Runner: run, Recorder: events})
 	if err != nil {
 		t.Fatal(err)
