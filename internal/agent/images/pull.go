@@ -438,6 +438,13 @@ func (s *Service) pullFrom(ctx context.Context, norm string, ref name.Reference,
 	if err != nil {
 		return fail(fmt.Errorf("manifest: %w", err))
 	}
+	// Until Put names the image, its blobs and layers are referenced by no index entry:
+	// hold the store's content so that no concurrent sweep (image rm, GC) deletes them.
+	release, err := s.store.HoldContent(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer release()
 	// The config first (its diffIDs check the layers), from the store when it is there.
 	var rawConfig []byte
 	if s.store.HasBlob(manifest.Config.Digest, manifest.Config.Size) {

@@ -563,3 +563,54 @@ func TestPullSilentRegistry(t *testing.T) {
 		t.Errorf("message %q does not say it timed out", pe.Message)
 	}
 }
+
+// TestPullSurvivesSweep: a sweep (image rm, image GC) that runs while a pull has stored
+// some of its blobs, not yet named in the index, neither deletes them nor breaks the
+// pull: it waits for the pull's image to be whole.
+func TestPullSurvivesSweep(t *testing.T) {
+	tr := newTestRegistry(t)
+	ref := tr.host + "/swept:1"
+	tr.push(t, "swept:1", testImage(t, goruntime.GOARCH, "a", "b"))
+	fetching, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(unblock) // before the registry's server closes, on failure too
+	tr.setOverride(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "/blobs/") && r.Method == http.MethodGet {
+			once.Do(func() { close(fetching) })
+			<-resume
+		}
+		return false
+	})
+	s, store := newTestService(t)
+	pulled := make(chan error, 1)
+	go func() {
+		_, err := s.EnsurePulled(context.Background(), PullRequest{Image: ref, BackOffKey: "u"})
+		pulled <- err
+	}()
+	<-fetching
+	swept := make(chan error, 1)
+	go func() {
+		_, err := store.Sweep(context.Background())
+		swept <- err
+	}()
+	select {
+	case err := <-swept:
+		t.Fatalf("a sweep ran to its end (err %v) while a pull had unnamed blobs in the store", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	unblock()
+	if err := <-pulled; err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	if err := <-swept; err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	img, err := store.Get(ref)
+	if err != nil {
+		t.Fatalf("after the sweep: %v", err)
+	}
+	if _, err := store.Lowers(context.Background(), img); err != nil {
+		t.Fatalf("the pulled image is not whole after the sweep: %v", err)
+	}
+}
