@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/kubelet/events"
 
 	"github.com/tranche/tranche/internal/agent/ocispec"
 	"github.com/tranche/tranche/internal/agent/runc"
@@ -90,12 +92,6 @@ func (b *allocationBook) used(uid types.UID, live map[types.UID]bool) (milliCPU,
 // resizeReasonDeferred is kubelet's reason for a resize that does not fit the node now.
 const resizeReasonDeferred = v1.PodReasonDeferred
 
-// Events kubelet records on a resize (pkg/kubelet/events).
-const (
-	eventResizeStarted  = "ResizeStarted"
-	eventResizeDeferred = "ResizeDeferred"
-)
-
 // desiredResources are the spec's resources of pod's containers by name.
 func desiredResources(pod *v1.Pod) map[string]v1.ResourceRequirements {
 	out := map[string]v1.ResourceRequirements{}
@@ -103,6 +99,22 @@ func desiredResources(pod *v1.Pod) map[string]v1.ResourceRequirements {
 		for i := range cs {
 			out[cs[i].Name] = *cs[i].Resources.DeepCopy()
 		}
+	}
+	return out
+}
+
+// allocatedFromStatus is a pod's allocation when the agent first sees it: the spec's
+// resources, except for containers whose status (written by an earlier agent) reports
+// an allocation, which keep its requests and the limits their cgroup holds, so that a
+// new agent neither takes a pending resize for allocated nor loses an actuated one.
+func allocatedFromStatus(pod *v1.Pod) map[string]v1.ResourceRequirements {
+	out := desiredResources(pod)
+	for _, st := range append(append([]v1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if _, ok := out[st.Name]; !ok || st.Resources == nil {
+			continue
+		}
+		r := v1.ResourceRequirements{Requests: st.AllocatedResources.DeepCopy(), Limits: st.Resources.Limits.DeepCopy()}
+		out[st.Name] = r
 	}
 	return out
 }
@@ -163,7 +175,7 @@ func (m *Manager) syncResize(ps *podState) {
 	r := &ps.resize
 	desired := desiredResources(ps.pod)
 	if r.allocated == nil {
-		r.allocated, r.actual, r.restarting = desired, map[string]actualResources{}, map[string]bool{}
+		r.allocated, r.actual, r.restarting = allocatedFromStatus(ps.pod), map[string]actualResources{}, map[string]bool{}
 	}
 	// Instances started since the last sync run with what was allocated then.
 	for _, c := range ps.allRunning() {
@@ -190,11 +202,11 @@ func (m *Manager) syncResize(ps *podState) {
 			r.allocated, r.pending = desired, nil
 			r.inProgress = &v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue,
 				ObservedGeneration: ps.pod.Generation, LastTransitionTime: metav1.NewTime(m.cfg.Clock.Now())}
-			m.event(ps.pod, v1.EventTypeNormal, eventResizeStarted, fmt.Sprintf("Pod resize started for generation %d", ps.pod.Generation))
+			m.event(ps.pod, v1.EventTypeNormal, events.ResizeStarted, events.PodResizeStartedMsg(klog.Background(), ps.pod, ps.pod.Generation))
 		} else if r.pending == nil || r.pending.Message != msg || r.pending.ObservedGeneration != ps.pod.Generation {
 			r.pending = &v1.PodCondition{Type: v1.PodResizePending, Status: v1.ConditionTrue, Reason: resizeReasonDeferred,
 				Message: msg, ObservedGeneration: ps.pod.Generation, LastTransitionTime: metav1.NewTime(m.cfg.Clock.Now())}
-			m.event(ps.pod, v1.EventTypeWarning, eventResizeDeferred, fmt.Sprintf("Pod resize Deferred: %s", msg))
+			m.event(ps.pod, v1.EventTypeWarning, events.ResizeDeferred, events.PodResizePendingMsg(klog.Background(), ps.pod, resizeReasonDeferred, msg, ps.pod.Generation))
 		}
 	} else {
 		r.pending = nil
@@ -206,6 +218,7 @@ func (m *Manager) syncResize(ps *podState) {
 		m.actuateResize(ps, oldPod)
 	}
 	if r.inProgress != nil && len(r.restarting) == 0 && m.resizeActuated(ps) {
+		m.event(ps.pod, v1.EventTypeNormal, events.ResizeCompleted, events.PodResizeCompletedMsg(klog.Background(), ps.pod, r.inProgress.ObservedGeneration))
 		r.inProgress = nil
 	}
 	for name := range r.restarting {

@@ -89,3 +89,22 @@ func TestWidest(t *testing.T) {
 		t.Errorf("widest with an unlimited side (-want +got):\n%s", diff)
 	}
 }
+
+// A new agent takes the allocation an earlier one reported, not a pending resize.
+func TestAllocatedFromStatus(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{
+		{Name: "app", Resources: v1.ResourceRequirements{Requests: reqs("500m", "32Mi"), Limits: reqs("1", "")}},
+		{Name: "new", Resources: v1.ResourceRequirements{Requests: reqs("10m", "")}},
+	}}}
+	pod.Status.ContainerStatuses = []v1.ContainerStatus{
+		{Name: "app", AllocatedResources: reqs("100m", "32Mi"), Resources: &v1.ResourceRequirements{Requests: reqs("100m", "32Mi"), Limits: reqs("200m", "")}},
+		{Name: "new"},
+	}
+	want := map[string]v1.ResourceRequirements{
+		"app": {Requests: reqs("100m", "32Mi"), Limits: reqs("200m", "")},
+		"new": {Requests: reqs("10m", "")},
+	}
+	if diff := cmp.Diff(want, allocatedFromStatus(pod)); diff != "" {
+		t.Errorf("allocatedFromStatus (-want +got):\n%s", diff)
+	}
+}
