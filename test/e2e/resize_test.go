@@ -32,6 +32,25 @@ spec:
       limits: {memory: 32Mi}
 `
 
+// hogPod holds 40Mi of memory (a file in its tmpfs /dev/shm) under a 64Mi limit.
+const hogPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: hog
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: hog
+    image: busybox:1.37
+    command: ["sh", "-c", "dd if=/dev/zero of=/dev/shm/f bs=1M count=40 && touch /tmp/full && sleep 3600"]
+    readinessProbe:
+      exec: {command: ["cat", "/tmp/full"]}
+      periodSeconds: 1
+    resources:
+      requests: {cpu: 10m, memory: 16Mi}
+      limits: {memory: 64Mi}
+`
+
 // cgroupValue reads a control file of the container's own cgroup from inside it: the
 // cgroup v2 name, or the v1 one in its controller's directory. cpu.max's quota (its
 // first field) compares with v1's cpu.cfs_quota_us, "max" with -1.
@@ -125,6 +144,21 @@ func TestPodResize(t *testing.T) {
 		if got := status("app"); !strings.HasPrefix(got, "4 4 150m 300m 96Mi 0 Deferred") {
 			t.Fatalf("app's status while deferred = %q", got)
 		}
+	})
+
+	t.Run("memory limit below usage", func(t *testing.T) {
+		c.apply(t, ns, hogPod)
+		c.waitReady(t, ns, "hog")
+		s.must(t, "patch", "pod", "hog", "-n", ns, "--subresource", "resize", "-p",
+			`{"spec":{"containers":[{"name":"hog","resources":{"limits":{"memory":"20Mi"}}}]}}`)
+		eventually(t, 20*time.Second, "PodResizeInProgress Error", func() (bool, string) {
+			got := s.must(t, "get", "pod", "hog", "-n", ns, "-o",
+				`jsonpath={.status.conditions[?(@.type=="PodResizeInProgress")].reason}: {.status.conditions[?(@.type=="PodResizeInProgress")].message}`)
+			// The pod's limit goes down with its only container's: kubelet lists both.
+			return strings.HasPrefix(got, "Error: cannot decrease memory limits: [attempting to set pod memory limit (20971520) below current usage (") &&
+				strings.Contains(got, `attempting to set container "hog" memory limit (20971520) below current usage (`), got
+		})
+		waitCgroup(t, c, ns, "hog", "hog", "-1", "67108864")
 	})
 
 	t.Run("plain update refused", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/kubelet/events"
@@ -211,11 +212,10 @@ func (m *Manager) syncResize(ps *podState) {
 	} else {
 		r.pending = nil
 	}
-	oldPod := withResources(ps.pod, old)
 	ps.pod = withResources(ps.pod, r.allocated)
 	m.allocations.set(ps.pod.UID, podRequests(ps.pod))
 	if ps.sandboxReady {
-		m.actuateResize(ps, oldPod)
+		m.actuateResize(ps)
 	}
 	if r.inProgress != nil && len(r.restarting) == 0 && m.resizeActuated(ps) {
 		m.event(ps.pod, v1.EventTypeNormal, events.ResizeCompleted, events.PodResizeCompletedMsg(klog.Background(), ps.pod, r.inProgress.ObservedGeneration))
@@ -261,14 +261,20 @@ func (m *Manager) resizeActuated(ps *podState) bool {
 }
 
 // actuateResize brings the running containers' cgroups, and the pod's, to the
-// allocation, as kuberuntime's doPodResizeAction does: the pod's cgroup is widened
-// first to the larger of its old and new limits, then each container is updated (or
-// restarted when its resize policy asks for it), then the pod's cgroup gets its new
-// values. oldPod is the pod with its previous allocation. ps.mu is held.
-func (m *Manager) actuateResize(ps *podState, oldPod *v1.Pod) {
+// allocation, as kuberuntime's doPodResizeAction does: unless a memory limit would go
+// below what is in use (then the resize stays in progress with reason Error and
+// kubelet's message, and is tried again at the next sync), the pod's cgroup is widened
+// first to the larger of its current and new limits, then each container is updated
+// (or restarted when its resize policy asks for it), then the pod's cgroup gets its new
+// values. ps.mu is held.
+func (m *Manager) actuateResize(ps *podState) {
 	r := &ps.resize
 	var changed []*container
+	current := maps.Clone(r.allocated)
 	for _, c := range ps.allRunning() {
+		if a, ok := r.actual[c.name]; ok {
+			current[c.name] = a.resources
+		}
 		if !apiequality.Semantic.DeepEqual(r.actual[c.name].resources, r.allocated[c.name]) && !r.restarting[c.name] {
 			changed = append(changed, c)
 		}
@@ -278,8 +284,18 @@ func (m *Manager) actuateResize(ps *podState, oldPod *v1.Pod) {
 	}
 	cgroup2 := runc.Cgroup2()
 	podPath := m.podCgroup(ps.pod.UID)
+	now := ocispec.PodResources(withResources(ps.pod, current))
 	next := ocispec.PodResources(ps.pod)
-	if err := runc.UpdateCgroup(podPath, widest(ocispec.PodResources(oldPod), next)); err != nil {
+	if err := m.checkMemoryDecrease(ps, changed, now, next); err != nil {
+		m.cfg.Logger.Warn("resize: allocated resize is not currently feasible", "pod", podID(ps.pod), "err", err)
+		if r.inProgress == nil || r.inProgress.Reason != v1.PodReasonError || r.inProgress.Message != err.Error() {
+			m.event(ps.pod, v1.EventTypeWarning, events.ResizeError, events.PodResizeErrorMsg(klog.Background(), ps.pod, ps.pod.Generation, err.Error()))
+		}
+		r.inProgress = &v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, Reason: v1.PodReasonError,
+			Message: err.Error(), ObservedGeneration: ps.pod.Generation, LastTransitionTime: metav1.NewTime(m.cfg.Clock.Now())}
+		return
+	}
+	if err := runc.UpdateCgroup(podPath, widest(now, next)); err != nil {
 		m.cfg.Logger.Warn("resize: widening the pod cgroup", "pod", podID(ps.pod), "err", err)
 	}
 	for _, c := range changed {
@@ -305,6 +321,57 @@ func (m *Manager) actuateResize(ps *podState, oldPod *v1.Pod) {
 	if err := runc.UpdateCgroup(podPath, next); err != nil {
 		m.cfg.Logger.Warn("resize: updating the pod cgroup", "pod", podID(ps.pod), "err", err)
 	}
+}
+
+// checkMemoryDecrease is kuberuntime's validateMemoryResizeAction: a memory limit that
+// is added or lowered, the pod's or a container's updated in place, must stay above
+// what the cgroup uses now. The message is kubelet's, which names the pod's usage for a
+// container too.
+func (m *Manager) checkMemoryDecrease(ps *podState, changed []*container, now, next *specs.LinuxResources) error {
+	podDecreasing := next.Memory != nil && next.Memory.Limit != nil &&
+		(now.Memory == nil || now.Memory.Limit == nil || *next.Memory.Limit < *now.Memory.Limit)
+	decreasing := map[string]int64{}
+	var names []string
+	for _, c := range changed {
+		spec := containerSpec(ps.pod, c.name)
+		if spec == nil || needsRestart(spec, ps.resize.actual[c.name].resources, ps.resize.allocated[c.name]) {
+			continue
+		}
+		wantQ := ps.resize.allocated[c.name].Limits[v1.ResourceMemory]
+		haveQ := ps.resize.actual[c.name].resources.Limits[v1.ResourceMemory]
+		want, have := wantQ.Value(), haveQ.Value()
+		if want != 0 && (have == 0 || want < have) {
+			decreasing[c.name] = want
+			names = append(names, c.name)
+		}
+	}
+	if !podDecreasing && len(decreasing) == 0 {
+		return nil
+	}
+	podStats, err := runc.Stats(m.podCgroup(ps.pod.UID))
+	if err != nil {
+		return fmt.Errorf("unable to read memory usage for pod %q", podID(ps.pod))
+	}
+	var errs []error
+	if podDecreasing && podStats.MemoryUsage >= uint64(*next.Memory.Limit) {
+		errs = append(errs, fmt.Errorf("attempting to set pod memory limit (%d) below current usage (%d)", *next.Memory.Limit, podStats.MemoryUsage))
+	}
+	for _, name := range names {
+		c := ps.containers[name]
+		if c == nil {
+			c = ps.inits[name]
+		}
+		st, err := runc.Stats(c.inst.cgroup)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("missing container %q memory usage", name))
+		} else if st.MemoryUsage >= uint64(decreasing[name]) {
+			errs = append(errs, fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", name, decreasing[name], podStats.MemoryUsage))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cannot decrease memory limits: %w", utilerrors.NewAggregate(errs))
+	}
+	return nil
 }
 
 // widest is the pod cgroup that admits both a and b: the larger quota and memory
