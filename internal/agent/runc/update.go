@@ -3,7 +3,6 @@ package runc
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -37,18 +36,4 @@ func UpdateCgroup(path string, res *specs.LinuxResources) error {
 		return fmt.Errorf("updating cgroup %s: %w", path, err)
 	}
 	return nil
-}
-
-// readCgroupFile reads one control file of the cgroup at path in the hierarchy of
-// controller ctl (tests compare what an update wrote).
-func readCgroupFile(path, ctl, name string) (string, error) {
-	hs, unified, err := hierarchies()
-	if err != nil {
-		return "", err
-	}
-	dir, err := controllerDir(hs, unified, ctl, path)
-	if err != nil {
-		return "", err
-	}
-	return readString(filepath.Join(dir, name))
 }
