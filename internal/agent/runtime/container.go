@@ -135,7 +135,7 @@ func (m *Manager) ensureRunning(ctx context.Context, ps *podState, c *container,
 	if c.inst != nil {
 		return
 	}
-	if c.term != nil {
+	if c.term != nil && !ps.resize.restarting[c.name] {
 		if policy == v1.RestartPolicyNever || (policy == v1.RestartPolicyOnFailure && c.term.ExitCode == 0) {
 			c.waiting = nil
 			return

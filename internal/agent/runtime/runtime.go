@@ -183,6 +183,8 @@ type Manager struct {
 	records map[types.UID]sandboxRecord
 	pods    map[types.UID]*podState
 	killed  map[types.UID]bool
+	// allocations are the pods' allocated requests, for resizes (resize.go).
+	allocations allocationBook
 }
 
 // New checks cfg, restores the persisted sandbox addresses and prepares the busybox
@@ -325,6 +327,8 @@ type podState struct {
 	// ephemerals are the debugging containers (pods/ephemeralcontainers), started
 	// once and never restarted.
 	ephemerals map[string]*container
+	// resize is the pod's allocation and in-place resize (resize.go).
+	resize resizeState
 }
 
 // groups are the pod's container maps: regular, init and ephemeral.
@@ -368,6 +372,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, volumes map[string]s
 	defer ps.mu.Unlock()
 	ps.pod = pod.DeepCopy()
 	ps.volumes = volumes
+	m.syncResize(ps)
 	if !ps.loaded {
 		ps.loaded = true
 		ps.adopted = m.adopt(ctx, ps)
@@ -490,6 +495,7 @@ func (m *Manager) view(ps *podState) status.PodView {
 	if ps.deadlineExceeded {
 		v.FailedReason, v.FailedMessage = reasonDeadlineExceeded, messageDeadlineExceeded
 	}
+	v.Resize = ps.resizeView()
 	if m.node.Underlay.IsValid() {
 		v.HostIPs = []string{m.node.Underlay.String()}
 	}

@@ -60,6 +60,9 @@ type PodView struct {
 	// eviction reasons, e.g. DeadlineExceeded): its phase is then Failed with this
 	// reason and FailedMessage, whatever its containers' exit codes.
 	FailedReason, FailedMessage string
+	// Resize is the pod's in-place resize: allocated and actual resources, and the
+	// resize conditions (resize.go).
+	Resize ResizeView
 }
 
 // ContainerView is the runtime state of one container.
@@ -153,6 +156,7 @@ func Compute(pod *v1.Pod, view PodView, now time.Time) v1.PodStatus {
 	}
 
 	s.Conditions = conditions(pod, &s, view.SandboxReady, now)
+	resizeStatus(pod, view.Resize, &s)
 	normalizeTimes(&s)
 	return s
 }

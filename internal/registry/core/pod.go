@@ -64,6 +64,7 @@ func PodResource() registry.Resource {
 				PrepareForUpdate: registry.HookUpdate(podEphemeralPrepareForUpdate),
 				ValidateUpdate:   registry.FuncUpdate(podValidateEphemeralContainersUpdate),
 			},
+			"resize": podResizeSubresource(),
 		},
 		Handlers: PodHandlers(),
 		Delete:   PodDeleteStrategy(),
