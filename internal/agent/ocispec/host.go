@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -41,4 +42,24 @@ func capNames(mask uint64) []string {
 		}
 	}
 	return out
+}
+
+// MinOOMScoreAdj is Input.MinOOMScoreAdj for containers of the calling process: nil
+// when its bounding set holds CAP_SYS_RESOURCE (kubelet's scores can all be set),
+// else its own oom_score_adj, the lowest it can be sure to set without that capability
+// (a process may always keep or raise its score; the kernel's hidden minimum is at
+// most the current score).
+func MinOOMScoreAdj(hostCaps []string) (*int, error) {
+	if slices.Contains(hostCaps, "CAP_SYS_RESOURCE") {
+		return nil, nil
+	}
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return nil, err
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("/proc/self/oom_score_adj %q: %w", b, err)
+	}
+	return &v, nil
 }

@@ -1,11 +1,16 @@
 package ocispec
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	crv1 "github.com/google/go-containerregistry/pkg/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 const nodeMemory = 8_000_000_000
@@ -180,5 +185,45 @@ func TestPodResources(t *testing.T) {
 				t.Errorf("PodResources (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestMinOOMScoreAdj: on a host where runc cannot lower a score (no CAP_SYS_RESOURCE),
+// a Guaranteed container's -997 is raised to the floor, so that runc can start it; a
+// score above the floor is kept, and without a floor kubelet's score stands.
+func TestMinOOMScoreAdj(t *testing.T) {
+	q := func(s string) v1.ResourceList {
+		return v1.ResourceList{v1.ResourceCPU: resource.MustParse(s), v1.ResourceMemory: resource.MustParse("64Mi")}
+	}
+	guaranteed := makePod(withResources(v1.ResourceRequirements{Requests: q("100m"), Limits: q("100m")}))
+	bestEffort := makePod()
+	for _, tc := range []struct {
+		name  string
+		pod   *v1.Pod
+		floor *int
+		want  int
+	}{
+		{"guaranteed, no floor", guaranteed, nil, -997},
+		{"guaranteed, floor 0", guaranteed, ptr(0), 0},
+		{"guaranteed, floor -500", guaranteed, ptr(-500), -500},
+		{"best effort, floor 0", bestEffort, ptr(0), 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := makeInput(t, tc.pod, crv1.Config{Cmd: []string{"sh"}})
+			in.NodeMemory = nodeMemory
+			in.MinOOMScoreAdj = tc.floor
+			got := mustSpec(t, in).Process.OOMScoreAdj
+			if got == nil || *got != tc.want {
+				t.Errorf("oomScoreAdj %v, want %d", got, tc.want)
+			}
+		})
+	}
+	if floor, err := MinOOMScoreAdj(allCaps); err != nil || floor != nil {
+		t.Errorf("MinOOMScoreAdj with CAP_SYS_RESOURCE = %v, %v; want no floor", floor, err)
+	}
+	floor, err := MinOOMScoreAdj([]string{"CAP_CHOWN"})
+	own, _ := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil || floor == nil || fmt.Sprint(*floor) != strings.TrimSpace(string(own)) {
+		t.Errorf("MinOOMScoreAdj without CAP_SYS_RESOURCE = %v, %v; want this process's score %s", floor, err, own)
 	}
 }

@@ -67,6 +67,12 @@ type Input struct {
 	// NodeMemory is the node's memory capacity in bytes, for a Burstable
 	// container's oom_score_adj.
 	NodeMemory int64
+	// MinOOMScoreAdj, when set, is the lowest oom_score_adj runc can give the
+	// container: without CAP_SYS_RESOURCE no process may lower a score below the
+	// minimum it inherited (proc(5)), and runc then fails the container with "can't
+	// get final child's PID from pipe". kubelet would fail every Guaranteed pod on
+	// such a host; the score is raised to this floor instead (see MinOOMScoreAdj()).
+	MinOOMScoreAdj *int
 	// SeccompDir is the directory of Localhost seccomp profiles (kubelet's
 	// <root-dir>/seccomp).
 	SeccompDir string
@@ -194,6 +200,9 @@ func build(in Input, goarch string) (*specs.Spec, error) {
 	}
 
 	adj := OOMScoreAdj(pod, c, in.NodeMemory)
+	if in.MinOOMScoreAdj != nil {
+		adj = max(adj, *in.MinOOMScoreAdj)
+	}
 	cwd := "/"
 	switch {
 	case c.WorkingDir != "":

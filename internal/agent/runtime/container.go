@@ -198,7 +198,7 @@ func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v
 		bundleDir: m.bundleDir(id), containerDir: filepath.Join(m.podDir(pod.UID), "containers", spec.Name),
 		etcDir: filepath.Join(m.podDir(pod.UID), "etc"), netNS: netns.Path(ps.netns), ipcNS: ps.ipcNS, utsNS: ps.utsNS,
 		pidNS: pidNS(ps), hostname: ps.hostname, podCgroup: m.podCgroup(pod.UID), nodeMemory: mem.Value(),
-		seccompDir: m.cfg.SeccompDir, hostCapabilities: m.hostCaps, cgroup2: runc.Cgroup2(), logs: m.cfg.Logs}
+		seccompDir: m.cfg.SeccompDir, hostCapabilities: m.hostCaps, minOOMScoreAdj: m.minOOMScoreAdj, cgroup2: runc.Cgroup2(), logs: m.cfg.Logs}
 	plan, err := m.prepare(ctx, ps, spec, img, &in, t)
 	if err != nil {
 		m.removeBundle(in.bundleDir)

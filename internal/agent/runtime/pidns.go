@@ -94,6 +94,7 @@ func (m *Manager) ensurePIDSandbox(ctx context.Context, ps *podState) error {
 		NodeMemory:       totalMemory(),
 		SeccompDir:       m.cfg.SeccompDir,
 		HostCapabilities: m.hostCaps,
+		MinOOMScoreAdj:   m.minOOMScoreAdj,
 		Cgroup2:          runc.Cgroup2(),
 	})
 	if err != nil {

@@ -177,6 +177,9 @@ type Manager struct {
 	run Runner
 	// hostCaps is the agent's capability bounding set: what privileged containers get.
 	hostCaps []string
+	// minOOMScoreAdj is the lowest oom_score_adj containers can get on this host
+	// (ocispec.Input.MinOOMScoreAdj), nil for any.
+	minOOMScoreAdj *int
 
 	mu      sync.Mutex
 	ips     *clusternet.PodIPs
@@ -269,6 +272,9 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	if m.hostCaps, err = ocispec.HostCapabilities(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	if m.minOOMScoreAdj, err = ocispec.MinOOMScoreAdj(m.hostCaps); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	return m, nil

@@ -52,6 +52,7 @@ type planInput struct {
 	nodeMemory       int64
 	seccompDir       string
 	hostCapabilities []string
+	minOOMScoreAdj   *int
 	cgroup2          bool
 	logs             shim.LogPolicy
 }
@@ -140,6 +141,7 @@ func planContainer(in planInput) *containerPlan {
 		NodeMemory:       in.nodeMemory,
 		SeccompDir:       in.seccompDir,
 		HostCapabilities: in.hostCapabilities,
+		MinOOMScoreAdj:   in.minOOMScoreAdj,
 		Cgroup2:          in.cgroup2,
 	}
 	p.request = shim.StartRequest{ID: in.id, Bundle: in.bundleDir, LogPath: p.logPath, Logs: in.logs,
