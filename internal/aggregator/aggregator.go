@@ -94,7 +94,13 @@ func Start(ctx context.Context, cfg Config) error {
 	if cfg.Dial != nil {
 		dial = &transport.DialHolder{Dial: cfg.Dial}
 	}
-	remoteAvail, err := remote.New(apiServices, services, slices, client.ApiregistrationV1(), dial, nil, resolver, metrics)
+	// The availability checks present the proxy's client certificate, as
+	// kube-aggregator's do, for servers that authenticate their discovery requests.
+	var proxyCert func() ([]byte, []byte)
+	if cfg.Proxy != nil {
+		proxyCert = func() ([]byte, []byte) { return cfg.Proxy.ClientCert, cfg.Proxy.ClientKey }
+	}
+	remoteAvail, err := remote.New(apiServices, services, slices, client.ApiregistrationV1(), dial, proxyCert, resolver, metrics)
 	if err != nil {
 		return fmt.Errorf("aggregator: %w", err)
 	}
