@@ -192,7 +192,8 @@ spec:
 // conformance spec does, waits for its APIService to turn Available (the aggregator
 // reaches it with the front-proxy certificate; it authenticates and authorizes by
 // delegation to the cluster), then creates, lists and deletes a Flunder through
-// kubectl, which reaches it through the aggregator's proxy as the admin.
+// kubectl, which reaches it through the aggregator's proxy as the admin, and lists
+// flunders as a user the sample API server authorizes by asking the cluster.
 func TestSampleAPIServer(t *testing.T) {
 	c := up(t)
 	s := c.srv
@@ -260,6 +261,21 @@ metadata: {name: test-flunder, labels: {sample-label: "true"}}
 	if out := s.must(t, "get", "flunder", "test-flunder", "-n", ns, "-o", "jsonpath={.metadata.labels.sample-label}"); out != "true" {
 		t.Errorf("the flunder's label: %q", out)
 	}
+
+	// Another user is authorized by the sample API server asking the cluster
+	// (SubjectAccessReview, as system:auth-delegator allows): denied, then allowed once a
+	// RoleBinding exists (its answers are cached 10 s).
+	_, errOut, err := s.kubectl(t, "", "get", "flunders", "-n", ns, "--as=bob")
+	if want := `flunders.wardle.example.com is forbidden: User "bob" cannot list resource "flunders" in API group "wardle.example.com" in the namespace "` + ns + `"`; err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("bob listing flunders: %v %s\nwant %s", err, errOut, want)
+	}
+	s.must(t, "create", "role", "flunder-reader", "-n", ns, "--verb=list", "--resource=flunders.wardle.example.com")
+	s.must(t, "create", "rolebinding", "bob-reads-flunders", "-n", ns, "--role=flunder-reader", "--user=bob")
+	eventually(t, 30*time.Second, "bob allowed to list flunders", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "get", "flunders", "-n", ns, "--as=bob", "-o", "name")
+		return err == nil && strings.TrimSpace(out) == "flunder.wardle.example.com/test-flunder", out + errOut
+	})
+
 	s.must(t, "delete", "flunder", "test-flunder", "-n", ns)
 	if out := s.must(t, "get", "flunders", "-n", ns, "-o", "name"); strings.TrimSpace(out) != "" {
 		t.Errorf("flunders after the delete: %q", out)
