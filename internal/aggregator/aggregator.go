@@ -3,7 +3,8 @@
 // version (once, at start) and for each served version of a CustomResourceDefinition
 // (continuously), and the controllers that keep the APIServices' Available condition,
 // for Local ones and for those backed by a Service (whose discovery document is fetched
-// over TLS with the APIService's caBundle). The controllers are kube-aggregator's own.
+// over TLS with the APIService's caBundle, presenting the front-proxy client
+// certificate). The controllers are kube-aggregator's own.
 package aggregator
 
 import (
