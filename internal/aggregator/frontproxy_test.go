@@ -28,10 +28,9 @@ func TestProxyFrontProxyIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	ext := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cn := r.TLS.PeerCertificates[0].Subject.CommonName
 		if r.URL.Path == "/apis/wardle.example.com/v1alpha1" {
 			_, _ = io.WriteString(w, `{"kind":"APIResourceList","groupVersion":"wardle.example.com/v1alpha1",`+
-				`"resources":[{"name":"flunders","singularName":"flunder","namespaced":true,"kind":"Flunder","verbs":["get"]}],"cn":"`+cn+`"}`)
+				`"resources":[{"name":"flunders","singularName":"flunder","namespaced":true,"kind":"Flunder","verbs":["get"]}]}`)
 			return
 		}
 		var lines []string
@@ -41,7 +40,7 @@ func TestProxyFrontProxyIdentity(t *testing.T) {
 			}
 		}
 		sort.Strings(lines)
-		_, _ = io.WriteString(w, "cn="+cn+"\n"+strings.Join(lines, "\n"))
+		_, _ = io.WriteString(w, "cn="+r.TLS.PeerCertificates[0].Subject.CommonName+"\n"+strings.Join(lines, "\n"))
 	}))
 	ext.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: fp.CA.Pool(), MinVersion: tls.VersionTLS12}
 	ext.StartTLS()

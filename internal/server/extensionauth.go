@@ -51,12 +51,13 @@ func extensionAuthInfo(clusterCA []byte, fp *pki.FrontProxy, h authn.RequestHead
 	}, nil
 }
 
-// startExtensionAuth publishes extensionAuthInfo of the server's CAs: it creates the roles extension API servers are bound to
-// (system:auth-delegator, kube-system's extension-apiserver-authentication-reader)
-// when missing, then keeps the extension-apiserver-authentication ConfigMap holding
-// that information until ctx ends, with kube-apiserver's own controller: it merges info into what
-// the ConfigMap has (the CAs and names of other API servers of the cluster stay, expired
-// CAs go), rewrites it when someone changes or deletes it and checks it every minute.
+// startExtensionAuth publishes extensionAuthInfo of the server's CAs. It creates the
+// roles extension API servers are bound to (system:auth-delegator, kube-system's
+// extension-apiserver-authentication-reader) when missing, then keeps the
+// extension-apiserver-authentication ConfigMap until ctx ends with kube-apiserver's own
+// controller: it merges the information into what the ConfigMap has (the CAs and names
+// of the cluster's other API servers stay, expired CAs go), writes it again when someone
+// changes or deletes it, and checks it every minute.
 func startExtensionAuth(ctx context.Context, client kubernetes.Interface, clusterCA []byte, fp *pki.FrontProxy, log *slog.Logger) error {
 	info, err := extensionAuthInfo(clusterCA, fp, frontProxyHeaders)
 	if err != nil {
