@@ -39,11 +39,12 @@ func DefaultRequestHeaders(allowedNames ...string) RequestHeaderConfig {
 
 // RequestHeader authenticates requests of a front proxy by the user its headers name,
 // with k8s.io/apiserver's request-header authenticator: the client certificate must
-// verify with Roots for client authentication and carry an allowed common name; the
-// user is the first username header's value (no answer without one), its groups every
-// group header's values, its extra the prefixed headers' (X-Remote-Extra-Scopes: a →
-// extra["scopes"]=["a"], keys unescaped). The headers are removed from the request
-// once read, so nothing after the authenticator sees them.
+// verify with a front-proxy CA for client authentication and carry an allowed common
+// name (any, when AllowedNames is empty); the user is the first username header's
+// value (no answer without one), its groups every group header's values, its extra the
+// prefixed headers' (X-Remote-Extra-Scopes: a → extra["scopes"]=["a"], keys unescaped).
+// The headers of an authenticated request are removed from it once read, so nothing
+// after the authenticator sees them.
 type RequestHeader struct {
 	auth authenticator.Request
 	cas  []*x509.Certificate
