@@ -3,7 +3,8 @@
 // version (once, at start) and for each served version of a CustomResourceDefinition
 // (continuously), and the controllers that keep the APIServices' Available condition,
 // for Local ones and for those backed by a Service (whose discovery document is fetched
-// over TLS with the APIService's caBundle). The controllers are kube-aggregator's own.
+// over TLS with the APIService's caBundle, presenting the front-proxy client
+// certificate). The controllers are kube-aggregator's own.
 package aggregator
 
 import (
@@ -94,7 +95,13 @@ func Start(ctx context.Context, cfg Config) error {
 	if cfg.Dial != nil {
 		dial = &transport.DialHolder{Dial: cfg.Dial}
 	}
-	remoteAvail, err := remote.New(apiServices, services, slices, client.ApiregistrationV1(), dial, nil, resolver, metrics)
+	// The availability checks present the proxy's client certificate, as
+	// kube-aggregator's do, for servers that authenticate their discovery requests.
+	var proxyCert func() ([]byte, []byte)
+	if cfg.Proxy != nil {
+		proxyCert = func() ([]byte, []byte) { return cfg.Proxy.ClientCert, cfg.Proxy.ClientKey }
+	}
+	remoteAvail, err := remote.New(apiServices, services, slices, client.ApiregistrationV1(), dial, proxyCert, resolver, metrics)
 	if err != nil {
 		return fmt.Errorf("aggregator: %w", err)
 	}

@@ -88,7 +88,7 @@ func (p *Proxy) resources(st *proxyState, a *apiregv1.APIService) *metav1.APIRes
 	if c, ok := p.discovery.entries[a.Name]; ok && c.resourceVersion == a.ResourceVersion && time.Since(c.at) < discoveryTTL {
 		return c.list
 	}
-	list, err := fetchResources(st, a)
+	list, err := fetchResources(st, a, p.ClientCert, p.ClientKey)
 	if err != nil {
 		list = nil
 	}
@@ -99,7 +99,7 @@ func (p *Proxy) resources(st *proxyState, a *apiregv1.APIService) *metav1.APIRes
 	return list
 }
 
-func fetchResources(st *proxyState, a *apiregv1.APIService) (*metav1.APIResourceList, error) {
+func fetchResources(st *proxyState, a *apiregv1.APIService, cert, key []byte) (*metav1.APIResourceList, error) {
 	svc := a.Spec.Service
 	port := int32(443)
 	if svc.Port != nil {
@@ -109,7 +109,7 @@ func fetchResources(st *proxyState, a *apiregv1.APIService) (*metav1.APIResource
 	if err != nil {
 		return nil, err
 	}
-	rt, err := transport.New(remote.BuildTransportConfig(st.dial, nil, nil, a))
+	rt, err := transport.New(remote.BuildTransportConfig(st.dial, cert, key, a))
 	if err != nil {
 		return nil, err
 	}

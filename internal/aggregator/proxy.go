@@ -20,8 +20,9 @@ import (
 // Proxy is the API server's apiserver.Aggregated: a request below /apis/GROUP/VERSION
 // whose APIService is backed by a Service goes to a ready endpoint of that Service over
 // TLS (verified with the APIService's caBundle for NAME.NAMESPACE.svc, unless
-// insecureSkipTLSVerify), with the requester's identity in the X-Remote-User and
-// X-Remote-Group headers and the client's credentials removed, as kube-aggregator
+// insecureSkipTLSVerify), presenting the front-proxy client certificate, with the
+// requester's identity in the X-Remote-User, X-Remote-Uid, X-Remote-Group and
+// X-Remote-Extra-* headers and the client's credentials removed, as kube-aggregator
 // proxies. An APIService that is not Available answers 503 "service unavailable". It
 // proxies nothing until Start has run.
 type Proxy struct {
@@ -29,6 +30,10 @@ type Proxy struct {
 	User func(ctx context.Context) user.Info
 	// Dial reaches cluster addresses; nil dials directly (tests on loopback).
 	Dial clusterdial.DialFunc
+	// ClientCert and ClientKey are the front-proxy client certificate and key (PEM),
+	// by which extension servers trust the X-Remote-* headers (kube-apiserver's
+	// --proxy-client-cert-file); without them the servers see an anonymous TLS client.
+	ClientCert, ClientKey []byte
 
 	state     atomic.Pointer[proxyState]
 	discovery discoveryCache
@@ -77,7 +82,7 @@ func (h *serviceProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
 		return
 	}
-	rt, err := transport.New(remote.BuildTransportConfig(h.st.dial, nil, nil, h.a))
+	rt, err := transport.New(remote.BuildTransportConfig(h.st.dial, h.p.ClientCert, h.p.ClientKey, h.a))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

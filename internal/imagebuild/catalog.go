@@ -40,6 +40,8 @@ func Catalog() []Entry {
 		{Pattern: "registry.k8s.io/e2e-test-images/kitten*", Name: kittenName},
 		{Pattern: "registry.k8s.io/e2e-test-images/glibc-dns-testing*", Name: glibcDNSTestingName},
 		{Pattern: "registry.k8s.io/e2e-test-images/nonewprivs*", Name: nonewprivsName},
+		{Pattern: "registry.k8s.io/e2e-test-images/sample-apiserver*", Name: sampleAPIServerName},
+		{Pattern: "registry.k8s.io/etcd*", Name: etcdName},
 	}
 }
 

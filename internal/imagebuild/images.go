@@ -179,6 +179,8 @@ func planFor(ctx context.Context, e Entry, src Source) (*plan, error) {
 		p, err = glibcDNSTestingPlan(ctx, src)
 	case nonewprivsName:
 		p, err = nonewprivsPlan(ctx, src)
+	case sampleAPIServerName, etcdName:
+		p, err = aggregatorPlan(ctx, src, e.Name)
 	default:
 		return nil, fmt.Errorf("image %s (pattern %q) is not one imagebuild can build: use an entry of Catalog()", e.Name, e.Pattern)
 	}

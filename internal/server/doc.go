@@ -11,6 +11,10 @@
 //     loopback listener and on the cluster network's listener. Its /metrics serves the
 //     request and storage metrics and, through client-go's workqueue metrics provider
 //     set in Run, the work queues of every controller (workqueue_*{name="<queue>"}).
+//   - beside the API, what extension API servers need (extensionauth.go): the
+//     front-proxy CA and client certificate the aggregator presents to them, the
+//     request-header authentication of that CA, and the kube-system ConfigMap
+//     extension-apiserver-authentication that tells them whom to trust.
 //   - the controller manager (internal/controller/manager), started by
 //     startControllers in controllers.go once the API server is ready. controllers.go
 //     is the list of descriptors: a name and a constructor per controller, given the

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -64,7 +65,7 @@ type security struct {
 
 var _ apiserver.Guard = (*security)(nil)
 
-func newSecurity(cfg Config, ca *pki.CA) (*security, error) {
+func newSecurity(cfg Config, ca *pki.CA, frontProxy *pki.FrontProxy) (*security, error) {
 	key, err := pki.EnsureSigningKey(cfg.pkiDir())
 	if err != nil {
 		return nil, err
@@ -75,6 +76,7 @@ func newSecurity(cfg Config, ca *pki.CA) (*security, error) {
 	}
 	s := &security{issuer: issuer, nodeGraph: authz.NewNodeGraph()}
 	chain := authn.Union{
+		authn.NewRequestHeader([]*x509.Certificate{frontProxy.CA.Cert}, frontProxyHeaders),
 		authn.ClientCert{Roots: ca.Pool()},
 		&authn.ServiceAccountTokens{Keys: []crypto.PublicKey{key.Public()}, Accounts: saGetter{s}, Pods: podGetter{s}, Nodes: nodeGetter{s}},
 	}

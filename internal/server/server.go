@@ -111,6 +111,10 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err != nil {
 		return err
 	}
+	frontProxy, err := pki.EnsureFrontProxy(cfg.pkiDir())
+	if err != nil {
+		return err
+	}
 	host, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", cfg.Listen, err)
@@ -143,7 +147,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 
 	var isReady atomic.Bool
-	sec, err := newSecurity(cfg, ca)
+	sec, err := newSecurity(cfg, ca, frontProxy)
 	if err != nil {
 		return err
 	}
@@ -170,7 +174,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	webhooks := newWebhooks(cfg)
 	crdOpenAPI := crd.NewOpenAPI(docs.Handler())
-	aggregated := &aggregator.Proxy{User: requestUserInfo, Dial: cfg.ClusterDial}
+	aggregated := &aggregator.Proxy{User: requestUserInfo, Dial: cfg.ClusterDial, ClientCert: frontProxy.CertPEM, ClientKey: frontProxy.KeyPEM}
 	api, err := apiserver.New(apiserver.Config{
 		Metrics:    reg,
 		Storage:    store,
@@ -205,7 +209,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	tlsConfig := &tls.Config{
 		Certificates: []tls.Certificate{pair},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    ca.Pool(),
+		ClientCAs:    clientCAs(ca, frontProxy),
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
@@ -265,6 +269,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	}
 	if err := startCRDs(ctx, api, loop, crdOpenAPI, cfg.ClusterDial, log.With("component", "crd")); err != nil {
 		return fmt.Errorf("customresourcedefinitions: %w", err)
+	}
+	if err := startExtensionAuth(ctx, client, ca.CertPEM, frontProxy, log.With("component", "extension-apiserver-authentication")); err != nil {
+		return fmt.Errorf("extension-apiserver-authentication: %w", err)
 	}
 	if err := aggregator.Start(ctx, aggregator.Config{Loopback: loop, Dial: cfg.ClusterDial, Log: log.With("component", "aggregator"), Proxy: aggregated}); err != nil {
 		return err

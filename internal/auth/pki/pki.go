@@ -75,20 +75,25 @@ type IssueRequest struct {
 // CA (ECDSA P-256, valid 10 years) when neither file exists. Having only one of the two
 // files is an error: silently replacing a CA would invalidate every issued credential.
 func EnsureCA(dir string) (*CA, error) {
-	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+	return ensureCA(dir, CACertFile, CAKeyFile, "tranche-ca")
+}
+
+// ensureCA is EnsureCA for the CA in dir/certFile and dir/keyFile, named cn when new.
+func ensureCA(dir, certFile, keyFile, cn string) (*CA, error) {
+	certPath, keyPath := filepath.Join(dir, certFile), filepath.Join(dir, keyFile)
 	certPEM, certErr := os.ReadFile(certPath)
 	keyPEM, keyErr := os.ReadFile(keyPath)
 	switch {
 	case certErr == nil && keyErr == nil:
 		return parseCA(certPEM, keyPEM)
 	case errors.Is(certErr, fs.ErrNotExist) && errors.Is(keyErr, fs.ErrNotExist):
-		return createCA(dir)
+		return createCA(dir, certFile, keyFile, cn)
 	case certErr != nil && !errors.Is(certErr, fs.ErrNotExist):
 		return nil, fmt.Errorf("reading CA certificate %s: %w", certPath, certErr)
 	case keyErr != nil && !errors.Is(keyErr, fs.ErrNotExist):
 		return nil, fmt.Errorf("reading CA key %s: %w", keyPath, keyErr)
 	default:
-		return nil, fmt.Errorf("CA in %s is incomplete: %s and %s must both exist or both be absent", dir, CACertFile, CAKeyFile)
+		return nil, fmt.Errorf("CA in %s is incomplete: %s and %s must both exist or both be absent", dir, certFile, keyFile)
 	}
 }
 
@@ -110,7 +115,7 @@ func parseCA(certPEM, keyPEM []byte) (*CA, error) {
 	return &CA{Cert: cert, CertPEM: certPEM, Key: key}, nil
 }
 
-func createCA(dir string) (*CA, error) {
+func createCA(dir, certFile, keyFile, cn string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating CA key: %w", err)
@@ -122,7 +127,7 @@ func createCA(dir string) (*CA, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "tranche-ca"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
@@ -144,10 +149,10 @@ func createCA(dir string) (*CA, error) {
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	// The key goes first: a crash in between leaves only the key, which EnsureCA
 	// reports instead of silently making a second CA.
-	if err := writeFile(filepath.Join(dir, CAKeyFile), keyPEM, 0o600); err != nil {
+	if err := writeFile(filepath.Join(dir, keyFile), keyPEM, 0o600); err != nil {
 		return nil, err
 	}
-	if err := writeFile(filepath.Join(dir, CACertFile), certPEM, 0o644); err != nil {
+	if err := writeFile(filepath.Join(dir, certFile), certPEM, 0o644); err != nil {
 		return nil, err
 	}
 	return &CA{Cert: cert, CertPEM: certPEM, Key: key}, nil

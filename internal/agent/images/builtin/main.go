@@ -42,6 +42,8 @@ func Main(ctx context.Context, argv []string, stdout, stderr io.Writer) (code in
 		return digMain(ctx, argv[1:], ResolvConf, stdout, stderr), true
 	case "getent":
 		return getentMain(ctx, argv[1:], stdout, stderr), true
+	case "sample-apiserver": // the e2e sample-apiserver image's program (sampleapiserver.go)
+		return sampleAPIServerMain(ctx, argv[1:], stdout, stderr), true
 	case "nnp": // the nonewprivs image's program
 		return agnhostMain(ctx, []string{"nonewprivs"}, stdout, stderr), true
 	case "pause":
