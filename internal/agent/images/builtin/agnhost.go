@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -19,6 +18,7 @@ import (
 	crdconvwebhook "k8s.io/kubernetes/test/images/agnhost/crd-conversion-webhook"
 	"k8s.io/kubernetes/test/images/agnhost/dns"
 	entrypoint "k8s.io/kubernetes/test/images/agnhost/entrypoint-tester"
+	externalmetrics "k8s.io/kubernetes/test/images/agnhost/external-metrics"
 	"k8s.io/kubernetes/test/images/agnhost/fakegitserver"
 	"k8s.io/kubernetes/test/images/agnhost/fakeregistryserver"
 	grpchealthchecking "k8s.io/kubernetes/test/images/agnhost/grpc-health-checking"
@@ -90,16 +90,7 @@ var upstreamCommands = []*cobra.Command{
 	mtlsclient.CmdMtlsClient,
 	mtlsserver.CmdMtlsServer,
 	nonewprivs.CmdNoNewPrivs,
-}
-
-// leftOut are upstream subcommands tranche's agnhost does not import, each with the
-// reason a pod that runs it is told.
-var leftOut = map[string]string{
-	// Measured for issue 14: external-metrics alone adds 345 packages (Kubernetes'
-	// generic API server), 11.6 MB to the tranche binary and ~20 ms of CPU to the
-	// start of every tranche process, for the HPA external-metrics tests only (not
-	// conformance).
-	"external-metrics": "it would link Kubernetes' generic API server into the tranche binary (345 packages, 11.6 MB) for the HPA external-metrics tests only",
+	externalmetrics.CmdExternalMetricsServer,
 }
 
 // ownCommands are the agnhost subcommands that only tranche has: echo, which upstream's
@@ -145,17 +136,6 @@ func agnhostMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	root.AddCommand(upstreamCommands...)
 	for _, name := range ownCommands {
 		root.AddCommand(ownCommand(ctx, name, stdout, stderr))
-	}
-	for name, why := range leftOut {
-		root.AddCommand(&cobra.Command{
-			Use:                name,
-			Short:              "Not in tranche's agnhost",
-			Hidden:             true,
-			DisableFlagParsing: true,
-			RunE: func(*cobra.Command, []string) error {
-				return fmt.Errorf("agnhost %s is not in tranche's agnhost: %s", name, why)
-			},
-		})
 	}
 	return exitStatus(cli.RunNoErrOutput(root), "agnhost", stderr)
 }
