@@ -101,7 +101,9 @@ func TestInFlightLimit(t *testing.T) {
 	// A controller's request may hold the place for a moment: then ours is refused and
 	// sent again.
 	var refused *http.Response
+	attempt := 0
 	eventually(t, 30*time.Second, "a held create and a refused one", func() (bool, string) {
+		attempt++
 		pr, pw := io.Pipe()
 		held := make(chan *http.Response, 1)
 		go func() {
@@ -133,8 +135,10 @@ func TestInFlightLimit(t *testing.T) {
 		}
 		refused = resp
 		t.Cleanup(func() { _ = pw.Close() })
-		// Admin requests are served over the limit.
-		s.must(t, "create", "configmap", "by-admin", "-n", ns)
+		// Admin requests are served over the limit. (A new name each attempt: the held
+		// create may still have been refused, its answer not yet read, when this one ran;
+		// the attempt is then made again.)
+		s.must(t, "create", "configmap", fmt.Sprintf("by-admin-%d", attempt), "-n", ns)
 		if _, err := pw.Write([]byte(`"metadata":{"name":"held"}}`)); err != nil {
 			return false, err.Error()
 		}
