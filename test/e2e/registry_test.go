@@ -277,6 +277,16 @@ func TestRegistryPull(t *testing.T) {
 			t.Errorf("%s pod's imageID %q, want the digest %s", tc.policy, got, tc.want)
 		}
 	}
+
+	// Never with an image the node does not have: ErrImageNeverPull, nothing pulled.
+	absent := reg.addr + "/e2e/absent:v1"
+	if _, errOut, err := s.kubectl(t, fmt.Sprintf(registryPod, "never", "", absent, "Never"), "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	eventually(t, 30*time.Second, "ErrImageNeverPull", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "pod", "never", "-n", ns, "-o", `jsonpath={.status.containerStatuses[0].state.waiting.reason}|{.status.containerStatuses[0].state.waiting.message}`)
+		return out == fmt.Sprintf("ErrImageNeverPull|Container image %q is not present with pull policy of Never", absent), out
+	})
 }
 
 // waitRunning waits for a pod's phase Running.
