@@ -84,6 +84,8 @@ type Pods struct {
 	// prepared is, per pod, the pod whose volumes were last prepared without error
 	// and their paths (see volumesFor).
 	prepared map[types.UID]preparedVolumes
+	// syncing cancels the runtime sync in progress of a key (see sync).
+	syncing map[string]context.CancelFunc
 	// admission keeps kubelet's host-port admission (admit.go).
 	admission admission
 }
@@ -113,21 +115,26 @@ func NewPods(cfg Config) *Pods {
 		cfg: cfg, log: cfg.Logger, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second)),
 		known: map[string]*v1.Pod{}, byUID: map[types.UID]string{}, queued: map[string]time.Time{},
-		prepared: map[types.UID]preparedVolumes{},
+		prepared: map[types.UID]preparedVolumes{}, syncing: map[string]context.CancelFunc{},
 	}
-	enqueue := func(obj interface{}) {
+	enqueue := func(obj interface{}, deleted bool) {
 		if pod := tombstone.As[*v1.Pod](obj); pod != nil {
 			key := pod.Namespace + "/" + pod.Name
 			p.mu.Lock()
 			if _, ok := p.queued[key]; !ok {
 				p.queued[key] = p.cfg.Clock.Now()
 			}
+			if cancel := p.syncing[key]; cancel != nil && (deleted || pod.DeletionTimestamp != nil) {
+				cancel()
+			}
 			p.mu.Unlock()
 			p.queue.Add(key)
 		}
 	}
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj interface{}) { enqueue(obj) }, DeleteFunc: enqueue,
+		AddFunc:    func(obj interface{}) { enqueue(obj, false) },
+		UpdateFunc: func(_, obj interface{}) { enqueue(obj, false) },
+		DeleteFunc: func(obj interface{}) { enqueue(obj, true) },
 	})
 	return p
 }
@@ -282,7 +289,22 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 		return 2 * time.Second, nil
 	}
 	prepared := p.cfg.Clock.Now()
-	view, err := p.cfg.Runtime.SyncPod(ctx, run, vols)
+	// A deletion of the pod cancels this sync (see cancelSync), as kubelet's pod workers
+	// cancel a sync when the pod is killed: a long image pull then does not hold up its
+	// deletion. The key is queued again by the update that cancelled it.
+	sctx, cancel := context.WithCancel(ctx)
+	p.mu.Lock()
+	p.syncing[key] = cancel
+	p.mu.Unlock()
+	view, err := p.cfg.Runtime.SyncPod(sctx, run, vols)
+	p.mu.Lock()
+	delete(p.syncing, key)
+	p.mu.Unlock()
+	cancelled := sctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	if cancelled {
+		return 0, nil
+	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "FailedSync", err.Error())
 	}

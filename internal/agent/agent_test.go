@@ -225,3 +225,56 @@ func TestSlowStopsDoNotHoldNewPods(t *testing.T) {
 		return rt.synced["new"] > 0
 	})
 }
+
+// blockingSyncRuntime's SyncPod blocks, as a long image pull does, until its context
+// ends.
+type blockingSyncRuntime struct {
+	*fakeRuntime
+	started chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingSyncRuntime) SyncPod(ctx context.Context, pod *v1.Pod, vols map[string]string) (status.PodView, error) {
+	if pod.DeletionTimestamp == nil {
+		b.once.Do(func() { close(b.started) })
+		<-ctx.Done()
+		return status.PodView{}, ctx.Err()
+	}
+	return b.fakeRuntime.SyncPod(ctx, pod, vols)
+}
+
+// TestDeletionCancelsSync: deleting a pod whose sync is stuck (a long image pull)
+// cancels that sync, as kubelet's pod workers do, and the pod is killed and its
+// deletion confirmed; no status is written for the cancelled sync.
+func TestDeletionCancelsSync(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: "d", UID: "slow"},
+		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "example.com/huge:1"}}}}
+	client := fake.NewClientset(pod)
+	rt := &blockingSyncRuntime{fakeRuntime: newFakeRuntime(), started: make(chan struct{})}
+	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: noVolumes{}, Resync: time.Hour})
+	go loop.Run(ctx, podWorkers)
+	select {
+	case <-rt.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the pod's sync never started")
+	}
+	now := metav1.Now()
+	deleting := pod.DeepCopy()
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, ptrInt64(30)
+	if _, err := client.CoreV1().Pods("d").Update(ctx, deleting, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the pod killed while its first sync was stuck", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		_, killed := rt.killed["slow"]
+		return killed
+	})
+	for _, a := range client.Actions() {
+		if a.GetSubresource() == "status" {
+			t.Errorf("a status was written for the cancelled sync: %v", a)
+		}
+	}
+}

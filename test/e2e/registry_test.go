@@ -61,7 +61,18 @@ func startE2ERegistry(t *testing.T, c *localCluster, port string) *e2eRegistry {
 		t.Fatal(err)
 	}
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	// Blobs of repositories under stall/ are never served to the nodes: a pull of
+	// them hangs until the agent gives up.
+	stall := make(chan struct{})
+	t.Cleanup(func() { close(stall) })
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v2/stall/") && strings.Contains(r.URL.Path, "/blobs/") && r.Method == http.MethodGet && r.Host != "" && !strings.HasPrefix(r.Host, "127.") {
+			select {
+			case <-r.Context().Done():
+			case <-stall:
+			}
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, "/v2/private/") {
 			if u, p, ok := r.BasicAuth(); !ok || u != "user" || p != "pass" {
 				w.Header().Set("WWW-Authenticate", `Basic realm="e2e"`)
@@ -277,6 +288,20 @@ func TestRegistryPull(t *testing.T) {
 			t.Errorf("%s pod's imageID %q, want the digest %s", tc.policy, got, tc.want)
 		}
 	}
+
+	// A pod deleted while its image pull hangs goes at once: the deletion cancels the
+	// agent's sync, as kubelet's pod workers do. (It used to wait for the pull, which
+	// gives up only after the transport's 30 s response-header timeout: hence 20 s.)
+	stalled := reg.addr + "/stall/web:v1"
+	reg.push(t, "stall/web:v1", "never served")
+	if _, errOut, err := s.kubectl(t, fmt.Sprintf(registryPod, "stalled", "terminationGracePeriodSeconds: 1", stalled, "Always"), "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s", err, errOut)
+	}
+	eventually(t, 30*time.Second, "the stalled pod's Pulling event", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "events", "-n", ns, "--field-selector", "involvedObject.name=stalled,reason=Pulling", "-o", "name")
+		return strings.TrimSpace(out) != "", out
+	})
+	s.must(t, "delete", "pod", "stalled", "-n", ns, "--wait=true", "--timeout=20s")
 
 	// Never with an image the node does not have: ErrImageNeverPull, nothing pulled.
 	absent := reg.addr + "/e2e/absent:v1"

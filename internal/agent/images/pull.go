@@ -254,6 +254,10 @@ func (s *Service) EnsurePulled(ctx context.Context, req PullRequest) (PullResult
 		return PullResult{}, err
 	}
 	img, d, err := s.pullShared(ctx, norm, creds, policy == corev1.PullAlways)
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up (its pod is being deleted): not a failed pull.
+		return PullResult{}, ctx.Err()
+	}
 	if err != nil {
 		s.backoff.Next(key, s.clock.Now())
 		s.prevErr.Store(key, ReasonErrImagePull+": "+err.Error())
@@ -296,44 +300,51 @@ func (s *Service) credentials(ctx context.Context, req PullRequest, norm string)
 
 // pullShared coalesces pulls of one image with the same credentials in this process,
 // and between the processes of the host through the store's lock on the image: unless
-// always, an image another agent stored meanwhile is taken as it is.
+// always, an image another agent stored meanwhile is taken as it is. The pull itself
+// does not end with its callers' contexts (its requests are bounded by the transport's
+// timeouts): a caller whose context ends (its pod was deleted) stops waiting at once,
+// and the others, and the store, still get the image.
 func (s *Service) pullShared(ctx context.Context, norm string, creds []authn.AuthConfig, always bool) (imagestore.Image, time.Duration, error) {
 	key := fmt.Sprint(norm, "\x00", always, "\x00", creds)
 	s.pmu.Lock()
-	if c, ok := s.pulls[key]; ok {
-		s.pmu.Unlock()
-		select {
-		case <-c.done:
-			return c.img, c.duration, c.err
-		case <-ctx.Done():
-			return imagestore.Image{}, 0, ctx.Err()
-		}
+	c, ok := s.pulls[key]
+	if !ok {
+		c = &pullCall{done: make(chan struct{})}
+		s.pulls[key] = c
+		go s.runPull(context.WithoutCancel(ctx), key, c, norm, creds, always)
 	}
-	c := &pullCall{done: make(chan struct{})}
-	s.pulls[key] = c
 	s.pmu.Unlock()
+	select {
+	case <-c.done:
+		return c.img, c.duration, c.err
+	case <-ctx.Done():
+		return imagestore.Image{}, 0, ctx.Err()
+	}
+}
+
+// runPull is the one pull of key that pullShared's callers wait for.
+func (s *Service) runPull(ctx context.Context, key string, c *pullCall, norm string, creds []authn.AuthConfig, always bool) {
 	defer func() {
-		close(c.done)
 		s.pmu.Lock()
 		delete(s.pulls, key)
 		s.pmu.Unlock()
+		close(c.done)
 	}()
 	unlock, err := s.store.Lock(ctx, "pull "+norm)
 	if err != nil {
 		c.err = err
-		return c.img, 0, err
+		return
 	}
 	defer unlock()
 	start := s.clock.Now()
 	if !always {
 		if img, err := s.store.Get(norm); err == nil {
 			c.img = img
-			return c.img, 0, nil
+			return
 		}
 	}
 	c.img, c.err = s.pullCreds(ctx, norm, creds)
 	c.duration = s.clock.Since(start)
-	return c.img, c.duration, c.err
 }
 
 // pullCreds tries each credential in turn, as kubelet does, and returns the last error.

@@ -614,3 +614,56 @@ func TestPullSurvivesSweep(t *testing.T) {
 		t.Fatalf("the pulled image is not whole after the sweep: %v", err)
 	}
 }
+
+// TestPullCallerGivesUp: a caller whose context ends (its pod was deleted) stops
+// waiting at once, without a back-off; the pull itself goes on, another caller waiting
+// for it gets the image, and the store keeps it.
+func TestPullCallerGivesUp(t *testing.T) {
+	tr := newTestRegistry(t)
+	ref := tr.host + "/slow:1"
+	tr.push(t, "slow:1", testImage(t, goruntime.GOARCH, "a", "b"))
+	fetching, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(unblock)
+	tr.setOverride(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "/blobs/") && r.Method == http.MethodGet {
+			once.Do(func() { close(fetching) })
+			<-resume
+		}
+		return false
+	})
+	s, store := newTestService(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := s.EnsurePulled(ctx, PullRequest{Image: ref, BackOffKey: "deleted"})
+		gaveUp <- err
+	}()
+	<-fetching
+	other := make(chan error, 1)
+	go func() {
+		_, err := s.EnsurePulled(context.Background(), PullRequest{Image: ref, BackOffKey: "other"})
+		other <- err
+	}()
+	cancel()
+	select {
+	case err := <-gaveUp:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled caller got %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled caller still waits for the pull")
+	}
+	unblock()
+	if err := <-other; err != nil {
+		t.Fatalf("the other caller: %v", err)
+	}
+	if _, err := store.Get(ref); err != nil {
+		t.Fatalf("the store lacks the image: %v", err)
+	}
+	// No back-off was recorded for the caller that gave up.
+	if _, err := s.EnsurePulled(context.Background(), PullRequest{Image: ref, Policy: corev1.PullAlways, BackOffKey: "deleted"}); err != nil {
+		t.Errorf("a new pull for the caller that gave up: %v", err)
+	}
+}

@@ -160,6 +160,10 @@ func (m *Manager) ensureRunning(ctx context.Context, ps *podState, c *container,
 // logged at debug level ("container started"). ps.mu is held.
 func (m *Manager) start(ctx context.Context, ps *podState, c *container, spec *v1.Container) {
 	pod := ps.pod
+	if ctx.Err() != nil {
+		// The sync was cancelled (the pod is being deleted): start nothing more.
+		return
+	}
 	t := newPhases(m.cfg.Clock)
 	if !m.ensureImageVolumes(ctx, ps, c, spec) {
 		return

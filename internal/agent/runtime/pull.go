@@ -27,6 +27,10 @@ func (m *Manager) ensureImage(ctx context.Context, ps *podState, c *container, s
 			m.event(pod, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", spec.Image))
 		},
 	})
+	if err != nil && ctx.Err() != nil {
+		// The sync was cancelled (the pod is being deleted): nothing to report.
+		return imagestore.Image{}, false
+	}
 	if err != nil {
 		m.imageFailed(ps, c, spec, err)
 		return imagestore.Image{}, false
