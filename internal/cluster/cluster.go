@@ -82,7 +82,8 @@ type Config struct {
 	AgentCommand func(Agent) *exec.Cmd
 	// AgentLogLevel is passed to agents as --log-level when not empty.
 	AgentLogLevel string
-	// ImageGC are the agents' image garbage collection thresholds.
+	// ImageGC are the agents' image garbage collection thresholds, recorded in
+	// cluster.json for agents started later (`tranche node add`, restarts).
 	ImageGC ImageGC
 	// Registries is the registries configuration file (`--registries`, absolute and
 	// already checked) passed to agents, empty for none; recorded in cluster.json for
@@ -271,7 +272,7 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 		// `tranche node add` run the cluster's mode.
 		ProxyMode:     s.ProxyMode,
 		IPVSScheduler: s.IPVSScheduler,
-		ImageGC:       cfg.ImageGC,
+		ImageGC:       s.ImageGC,
 		Registries:    s.Registries,
 	}
 	build := cfg.AgentCommand

@@ -9,8 +9,10 @@ import (
 // kubelet's --image-gc-high-threshold, --image-gc-low-threshold and
 // --minimum-image-ttl-duration, and --image-gc-period; nil leaves the agent's default.
 type ImageGC struct {
-	HighThresholdPercent, LowThresholdPercent *int
-	MinAge, Period                            *time.Duration
+	HighThresholdPercent *int           `json:"highThresholdPercent,omitempty"`
+	LowThresholdPercent  *int           `json:"lowThresholdPercent,omitempty"`
+	MinAge               *time.Duration `json:"minAge,omitempty"`
+	Period               *time.Duration `json:"period,omitempty"`
 }
 
 // args are the agent flags for g.

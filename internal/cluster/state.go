@@ -40,6 +40,9 @@ type State struct {
 	// Registries is the registries configuration file of this start (`--registries`),
 	// which agents started later (`tranche node add`, restarts) are given too.
 	Registries string `json:"registries,omitempty"`
+	// ImageGC are the agents' image garbage collection settings of this start, which
+	// agents started later are given too.
+	ImageGC ImageGC `json:"imageGC,omitzero"`
 }
 
 // NoPool is the LoadBalancerPool State records for a cluster without load balancers.

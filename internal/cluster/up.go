@@ -245,7 +245,7 @@ func (r *bringUp) restoreOrCreate() error {
 	state.Name, state.Listen = r.name, r.addr.listen
 	state.LoadBalancerPool = recordPool(r.addr.pool)
 	state.ProxyMode, state.IPVSScheduler = proxyModeOf(cfg, state)
-	state.Registries = cfg.Registries
+	state.Registries, state.ImageGC = cfg.Registries, cfg.ImageGC
 	fmt.Fprintf(out, "proxy mode: %s\n", state.ProxyMode)
 	if r.name != "" {
 		shown := state.LoadBalancerPool
