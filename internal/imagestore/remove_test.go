@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
 )
 
 // lease acquires a lease on img for pod in a fresh bundle directory and returns the directory.
@@ -229,4 +230,27 @@ func sorted(in []string) []string {
 		}
 	}
 	return out
+}
+
+// TestLeaseLiveWhileVolumeMounted: an image volume's lease (Mount set to the volume's
+// directory) is live past its grace while the image is mounted there, stale once not.
+func TestLeaseLiveWhileVolumeMounted(t *testing.T) {
+	requireRoot(t)
+	s := newStore(t)
+	img := put(t, s, makeImage(t, []v1.Layer{gzipLayer(t, file("a", "a"))}), "a:1")
+	vol := filepath.Join(t.TempDir(), "kubernetes.io~image", "img")
+	if err := s.Acquire(Lease{Digest: img.Digest, Pod: "ns/p", Container: "c", Node: "n1", Dir: vol, Mount: vol,
+		Created: time.Now().Add(-2 * LeaseGrace)}); err != nil {
+		t.Fatal(err)
+	}
+	if pods, _ := s.InUse(img.Digest); len(pods) != 0 {
+		t.Fatalf("a lease past its grace whose volume is not mounted is live; InUse = %v", pods)
+	}
+	if err := unix.Mount("tmpfs", vol, "tmpfs", unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(vol, unix.MNT_DETACH)
+	if pods, _ := s.InUse(img.Digest); len(pods) != 1 {
+		t.Fatalf("a lease past its grace whose volume is mounted is not live; InUse = %v", pods)
+	}
 }

@@ -40,6 +40,9 @@ type Lease struct {
 	Node      string `json:"node"`
 	// Dir is the instance's bundle directory, absolute; its root file system is Dir/rootfs.
 	Dir string `json:"dir"`
+	// Mount, when set, is the absolute mount point of the image that keeps the lease live
+	// instead of Dir/rootfs: an image volume's directory, where the image is mounted.
+	Mount string `json:"mount,omitempty"`
 	// Created is when the lease was acquired.
 	Created time.Time `json:"created"`
 }
@@ -171,8 +174,8 @@ func (s *Store) leases(now time.Time) (live []Lease, stale []string, err error) 
 	return live, stale, nil
 }
 
-// leaseLive: the bundle exists and its root file system is mounted, or the lease is younger
-// than LeaseGrace (the mount is yet to come).
+// leaseLive: the bundle exists and its root file system (or l.Mount) is mounted, or the
+// lease is younger than LeaseGrace (the mount is yet to come).
 func leaseLive(l Lease, now time.Time) bool {
 	var dir unix.Stat_t
 	if err := unix.Stat(l.Dir, &dir); err != nil {
@@ -181,8 +184,12 @@ func leaseLive(l Lease, now time.Time) bool {
 	if now.Sub(l.Created) < LeaseGrace {
 		return true
 	}
-	var root unix.Stat_t
-	return unix.Lstat(filepath.Join(l.Dir, "rootfs"), &root) == nil && root.Dev != dir.Dev
+	mount := filepath.Join(l.Dir, "rootfs")
+	if l.Mount != "" {
+		mount = l.Mount
+	}
+	var root, parent unix.Stat_t
+	return unix.Lstat(mount, &root) == nil && unix.Stat(filepath.Dir(mount), &parent) == nil && root.Dev != parent.Dev
 }
 
 func readLease(path string) (Lease, error) {

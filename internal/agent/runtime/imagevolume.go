@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tranche/tranche/internal/imagestore"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -44,9 +45,17 @@ func (m *Manager) ensureImageVolumes(ctx context.Context, ps *podState, c *conta
 		if !ok {
 			return false
 		}
-		lowers, err := m.cfg.Images.Store().Lowers(ctx, img)
+		// Leased before its layers are unpacked and mounted, as a container's image,
+		// so that neither image rm nor the image GC takes it; live while mounted.
+		dir := ps.volumes[vm.Name]
+		err := m.cfg.Images.Store().Acquire(imagestore.Lease{Digest: img.Digest, Pod: podID(ps.pod),
+			Container: spec.Name, Node: m.cfg.NodeName, Dir: dir, Mount: dir})
+		var lowers []string
 		if err == nil {
-			err = m.run.MountImage(lowers, ps.volumes[vm.Name])
+			lowers, err = m.cfg.Images.Store().Lowers(ctx, img)
+		}
+		if err == nil {
+			err = m.run.MountImage(lowers, dir)
 		}
 		if err != nil {
 			m.cfg.Logger.Warn("mounting an image volume", "pod", podID(ps.pod), "volume", vm.Name, "image", vol.Image.Reference, "err", err)

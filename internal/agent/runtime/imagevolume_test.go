@@ -100,6 +100,14 @@ func TestImageVolumeMount(t *testing.T) {
 		if ev := strings.Join(e.drain(), "\n"); !strings.Contains(ev, `Normal Pulled Container image "example.test/app:1" already present on machine`) {
 			t.Errorf("events:\n%s\nwant the volume image's Pulled", ev)
 		}
+		// The volume's image is leased, as a container's image is: image rm refuses it.
+		img, err := e.m.cfg.Images.Store().Get("example.test/app:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pods, err := e.m.cfg.Images.Store().InUse(img.Digest); err != nil || !slices.Contains(pods, podID(e.ps.pod)) {
+			t.Errorf("InUse = %v, %v; want the pod, whose image volume uses the image", pods, err)
+		}
 	})
 	t.Run("a subPath of the image", func(t *testing.T) {
 		e, dir := imageVolumeEnv(t, "example.test/app:1", v1.VolumeMount{MountPath: "/etc-of-image", SubPath: "etc"}, nil)
