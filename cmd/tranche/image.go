@@ -12,13 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/cluster"
 	"github.com/tranche/tranche/internal/imagestore"
 )
-
-// catalogNamePrefix starts the store names with which the agents remember the current build
-// of each catalog image: bookkeeping, not names a user gives, so `image ls` leaves them out.
-const catalogNamePrefix = "tranche.local/catalog/"
 
 // imageCmd is `tranche image load|ls|rm`, on the host's image store that the nodes of a local
 // cluster share (DATA/images).
@@ -111,10 +108,9 @@ func imageCmd() *cobra.Command {
 					errs = append(errs, err)
 					continue
 				}
-				for _, n := range img.Names {
-					if !strings.HasPrefix(n, catalogNamePrefix) {
-						fmt.Fprintf(cmd.OutOrStdout(), "Deleted: %s\n", n)
-					}
+				digests, tags := images.UserNames(img)
+				for _, n := range append(tags, digests...) {
+					fmt.Fprintf(cmd.OutOrStdout(), "Deleted: %s\n", n)
 				}
 				if err != nil {
 					errs = append(errs, err)
@@ -170,16 +166,7 @@ func listImages(w io.Writer, store *imagestore.Store) error {
 // userNames are an image's tags without the catalog's bookkeeping ones, or, for an image
 // known by digest only, its digest names.
 func userNames(img imagestore.Image) []string {
-	var tags, digests []string
-	for _, n := range img.Names {
-		switch {
-		case strings.HasPrefix(n, catalogNamePrefix):
-		case strings.Contains(n, "@"):
-			digests = append(digests, n)
-		default:
-			tags = append(tags, n)
-		}
-	}
+	digests, tags := images.UserNames(img)
 	if len(tags) > 0 {
 		return tags
 	}

@@ -551,22 +551,5 @@ func syncDir(dir string) error {
 // belong to the open file description, so goroutines of one process exclude each other as
 // processes do. Waiting polls so that a cancelled ctx ends it.
 func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		if err := waitLock(ctx); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-	}
+	return lockFileHow(ctx, path, unix.LOCK_EX)
 }

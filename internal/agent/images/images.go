@@ -30,10 +30,26 @@ func (e *InvalidNameError) Unwrap() error { return e.Err }
 // (kubelet's ErrImagePull).
 var ErrNotPresent = errors.New("image not present")
 
-// catalogRepo names the store entries that remember which build of a catalog image is
+// CatalogRepo names the store entries that remember which build of a catalog image is
 // current: its tag is the build's content key, so a changed source file (a new tranche
 // binary) means a new build under a new tag.
-const catalogRepo = "tranche.local/catalog/"
+const CatalogRepo = "tranche.local/catalog/"
+
+// UserNames splits img's names into digest names (repo@sha256:...) and tags, without the
+// catalog's bookkeeping names under CatalogRepo: the names users (`tranche image`) and
+// the node's status.images see.
+func UserNames(img imagestore.Image) (digests, tags []string) {
+	for _, n := range img.Names {
+		switch {
+		case strings.HasPrefix(n, CatalogRepo):
+		case strings.Contains(n, "@"):
+			digests = append(digests, n)
+		default:
+			tags = append(tags, n)
+		}
+	}
+	return digests, tags
+}
 
 // Service resolves image references to stored images, building catalog images on first
 // use. It is safe for concurrent use; builds of one image are coalesced in-process, and
@@ -136,7 +152,7 @@ func (s *Service) catalog(ctx context.Context, e imagebuild.Entry) (imagestore.I
 	if err != nil {
 		return imagestore.Image{}, err
 	}
-	name := catalogRepo + repoName(e.Name) + ":" + tag(key)
+	name := CatalogRepo + repoName(e.Name) + ":" + tag(key)
 	s.mu.Lock()
 	if b, ok := s.inflight[name]; ok {
 		s.mu.Unlock()

@@ -3,11 +3,11 @@ package node
 import (
 	"slices"
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
+	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/imagestore"
 )
 
@@ -17,10 +17,6 @@ const (
 	MaxImagesInNodeStatus        = 50
 	MaxNamesPerImageInNodeStatus = 5
 )
-
-// catalogNamePrefix starts the names under which the agents remember each catalog image's
-// current build: bookkeeping, which would only crowd the five names an image may show.
-const catalogNamePrefix = "tranche.local/catalog/"
 
 // ImageLister lists the node's images for status.images.
 type ImageLister func() ([]v1.ContainerImage, error)
@@ -39,8 +35,8 @@ func StoreImages(store *imagestore.Store) ImageLister {
 // ContainerImages is status.images as kubelet reports it: the largest images first, at most
 // MaxImagesInNodeStatus of them, each with its repository digests ("repo@sha256:...") and
 // then its tags ("repo:tag"), at most MaxNamesPerImageInNodeStatus names, and its size.
-func ContainerImages(images []imagestore.Image) []v1.ContainerImage {
-	sorted := slices.Clone(images)
+func ContainerImages(stored []imagestore.Image) []v1.ContainerImage {
+	sorted := slices.Clone(stored)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if sorted[i].Size != sorted[j].Size {
 			return sorted[i].Size > sorted[j].Size
@@ -52,16 +48,8 @@ func ContainerImages(images []imagestore.Image) []v1.ContainerImage {
 	}
 	out := []v1.ContainerImage{}
 	for _, img := range sorted {
-		var digests, tags []string
-		for _, n := range img.Names {
-			switch {
-			case strings.HasPrefix(n, catalogNamePrefix):
-			case strings.Contains(n, "@"):
-				digests = append(digests, n)
-			default:
-				tags = append(tags, n)
-			}
-		}
+		// The catalog's bookkeeping names would only crowd the five an image may show.
+		digests, tags := images.UserNames(img)
 		names := append(digests, tags...)
 		if len(names) > MaxNamesPerImageInNodeStatus {
 			names = names[:MaxNamesPerImageInNodeStatus]
