@@ -159,7 +159,7 @@ func (s *Store) Put(ctx context.Context, img v1.Image, names ...string) (Image, 
 		if err := ctx.Err(); err != nil {
 			return Image{}, fmt.Errorf("put image %s: %w", label, err)
 		}
-		if err := s.putLayer(ctx, img, desc); err != nil {
+		if err := s.PutLayer(ctx, img, desc); err != nil {
 			return Image{}, fmt.Errorf("put image %s: layer %d (%s): %w", label, i, desc.Digest, err)
 		}
 	}
@@ -186,8 +186,9 @@ func (s *Store) Put(ctx context.Context, img v1.Image, names ...string) (Image, 
 	return s.Get(digest.String())
 }
 
-// putLayer stores one layer's compressed blob unless it is already there.
-func (s *Store) putLayer(ctx context.Context, img v1.Image, desc v1.Descriptor) error {
+// PutLayer stores one layer's compressed blob of img (from a registry, a tarball), verified
+// against desc, unless it is already there. A caller other than Put holds HoldContent.
+func (s *Store) PutLayer(ctx context.Context, img v1.Image, desc v1.Descriptor) error {
 	if s.hasBlob(desc.Digest, desc.Size) {
 		return nil
 	}

@@ -478,10 +478,8 @@ func (s *Service) pullFrom(ctx context.Context, norm string, ref name.Reference,
 	g.SetLimit(parallelLayers)
 	for i, l := range manifest.Layers {
 		g.Go(func() error {
-			if !s.store.HasBlob(l.Digest, l.Size) {
-				if err := s.fetchLayer(gctx, img, l); err != nil {
-					return fmt.Errorf("layer %d: %w", i, err)
-				}
+			if err := s.store.PutLayer(gctx, img, l); err != nil {
+				return fmt.Errorf("layer %d: %w", i, err)
 			}
 			return s.store.UnpackLayer(gctx, l, config.RootFS.DiffIDs[i], norm)
 		})
@@ -505,20 +503,6 @@ func (s *Service) pullFrom(ctx context.Context, norm string, ref name.Reference,
 		return fail(err)
 	}
 	return stored, nil
-}
-
-// fetchLayer stores one layer's blob from the registry.
-func (s *Service) fetchLayer(ctx context.Context, img v1.Image, l v1.Descriptor) error {
-	layer, err := img.LayerByDigest(l.Digest)
-	if err != nil {
-		return err
-	}
-	rc, err := layer.Compressed()
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	return s.store.PutBlob(ctx, l.Digest, l.Size, rc)
 }
 
 // transport returns the HTTP transport to host: the registries configuration's TLS
