@@ -40,7 +40,7 @@ test-unit:
 	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v /test/e2e)
 
 test-e2e: build
-	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./test/e2e/...
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./test/e2e/...
 
 # Benchmarks print their figures beside a peer or limit measured in the same run (see each
 # bench/*/README.md). Most need root; `make bench` runs them all (about 20 minutes).
