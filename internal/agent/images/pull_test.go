@@ -571,17 +571,7 @@ func TestPullSurvivesSweep(t *testing.T) {
 	tr := newTestRegistry(t)
 	ref := tr.host + "/swept:1"
 	tr.push(t, "swept:1", testImage(t, goruntime.GOARCH, "a", "b"))
-	fetching, resume := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	unblock := sync.OnceFunc(func() { close(resume) })
-	t.Cleanup(unblock) // before the registry's server closes, on failure too
-	tr.setOverride(func(w http.ResponseWriter, r *http.Request) bool {
-		if strings.Contains(r.URL.Path, "/blobs/") && r.Method == http.MethodGet {
-			once.Do(func() { close(fetching) })
-			<-resume
-		}
-		return false
-	})
+	fetching, unblock := tr.holdBlobs(t)
 	s, store := newTestService(t)
 	pulled := make(chan error, 1)
 	go func() {
@@ -622,17 +612,7 @@ func TestPullCallerGivesUp(t *testing.T) {
 	tr := newTestRegistry(t)
 	ref := tr.host + "/slow:1"
 	tr.push(t, "slow:1", testImage(t, goruntime.GOARCH, "a", "b"))
-	fetching, resume := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	unblock := sync.OnceFunc(func() { close(resume) })
-	t.Cleanup(unblock)
-	tr.setOverride(func(w http.ResponseWriter, r *http.Request) bool {
-		if strings.Contains(r.URL.Path, "/blobs/") && r.Method == http.MethodGet {
-			once.Do(func() { close(fetching) })
-			<-resume
-		}
-		return false
-	})
+	fetching, unblock := tr.holdBlobs(t)
 	s, store := newTestService(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	gaveUp := make(chan error, 1)
@@ -666,4 +646,23 @@ func TestPullCallerGivesUp(t *testing.T) {
 	if _, err := s.EnsurePulled(context.Background(), PullRequest{Image: ref, Policy: corev1.PullAlways, BackOffKey: "deleted"}); err != nil {
 		t.Errorf("a new pull for the caller that gave up: %v", err)
 	}
+}
+
+// holdBlobs makes the registry hold every blob download until unblock is called (at the
+// end of the test at the latest, before the registry's server closes, failure or not);
+// fetching is closed when the first one arrives.
+func (tr *testRegistry) holdBlobs(t *testing.T) (fetching <-chan struct{}, unblock func()) {
+	t.Helper()
+	first, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock = sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(unblock)
+	tr.setOverride(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "/blobs/") && r.Method == http.MethodGet {
+			once.Do(func() { close(first) })
+			<-resume
+		}
+		return false
+	})
+	return first, unblock
 }

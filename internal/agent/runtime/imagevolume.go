@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tranche/tranche/internal/imagestore"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -48,8 +47,7 @@ func (m *Manager) ensureImageVolumes(ctx context.Context, ps *podState, c *conta
 		// Leased before its layers are unpacked and mounted, as a container's image,
 		// so that neither image rm nor the image GC takes it; live while mounted.
 		dir := ps.volumes[vm.Name]
-		err := m.cfg.Images.Store().Acquire(imagestore.Lease{Digest: img.Digest, Pod: podID(ps.pod),
-			Container: spec.Name, Node: m.cfg.NodeName, Dir: dir, Mount: dir})
+		err := m.leaseImageMounted(ps, spec.Name, img, dir, dir)
 		var lowers []string
 		if err == nil {
 			lowers, err = m.cfg.Images.Store().Lowers(ctx, img)
