@@ -164,4 +164,3 @@ func (e *Election) Run(ctx context.Context, work func(ctx context.Context)) erro
 	}
 	return nil
 }
-

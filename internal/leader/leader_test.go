@@ -189,4 +189,3 @@ func TestIdentity(t *testing.T) {
 		t.Fatalf("identities %q and %q: want <hostname>_<uuid>, unique per call", a, b)
 	}
 }
-
