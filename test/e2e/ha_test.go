@@ -321,6 +321,23 @@ func TestElectedControlPlane(t *testing.T) {
 	if limit := 2 * (15*time.Second + 2*time.Second); takeover > limit {
 		t.Fatalf("takeover took %s, beyond %s", takeover, limit)
 	}
+	// The new leader says so in an event on the lease, as upstream's components do.
+	eventually(t, 30*time.Second, "a LeaderElection event naming "+survivor.host, func() (bool, string) {
+		evs, err := sc.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Reason == "LeaderElection" && e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == "kube-controller-manager" {
+				if strings.HasPrefix(e.Message, survivor.host+"_") && strings.HasSuffix(e.Message, " became leader") {
+					return true, ""
+				}
+				seen = append(seen, e.Message)
+			}
+		}
+		return false, fmt.Sprint(seen)
+	})
 	eventually(t, 60*time.Second, "the scheduler's lease taken over", func() (bool, string) {
 		h := leaseHolder(sc, "kube-scheduler")
 		return strings.HasPrefix(h, survivor.host+"_"), h
