@@ -15,6 +15,7 @@ import (
 	"github.com/tranche/tranche/internal/cluster"
 	"github.com/tranche/tranche/internal/controller/hpa"
 	"github.com/tranche/tranche/internal/controller/servicelb"
+	"github.com/tranche/tranche/internal/leader"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/memtune"
 	"github.com/tranche/tranche/internal/podsecurity"
@@ -26,6 +27,7 @@ func serverCmd() *cobra.Command {
 	var etcdServers, extra, logLevel string
 	var net serviceNetFlags
 	var psa podSecurityFlags
+	var elect leaderElectFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API server and the control-plane controllers",
@@ -47,6 +49,9 @@ func serverCmd() *cobra.Command {
 			if err := psa.apply(&cfg); err != nil {
 				return err
 			}
+			if err := elect.apply(cmd, &cfg); err != nil {
+				return err
+			}
 			return server.Run(cmd.Context(), cfg, memtune.ReleaseWhenReady(cmd.Context(), cfg.Logger))
 		},
 	}
@@ -61,7 +66,42 @@ func serverCmd() *cobra.Command {
 	registerInFlightLimits(cmd, &cfg)
 	net.register(cmd)
 	psa.register(cmd)
+	elect.register(cmd)
 	return cmd
+}
+
+// leaderElectFlags are kube-controller-manager's leader election flags. Election is on
+// by default with --etcd-servers (other servers may share the store) and off with the
+// embedded etcd, which no other server can reach.
+type leaderElectFlags struct {
+	enabled bool
+	timing  leader.Timing
+}
+
+func (l *leaderElectFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&l.enabled, "leader-elect", false,
+		"run the controller manager and the scheduler only while this server holds their leases (kube-system/kube-controller-manager, kube-system/kube-scheduler); default true with --etcd-servers, false with the embedded etcd")
+	f.DurationVar(&l.timing.LeaseDuration, "leader-elect-lease-duration", leader.DefaultLeaseDuration,
+		"how long other servers wait after the leader's last renewal before taking its lease over")
+	f.DurationVar(&l.timing.RenewDeadline, "leader-elect-renew-deadline", leader.DefaultRenewDeadline,
+		"how long the leader retries renewing before it stops its controllers; less than the lease duration")
+	f.DurationVar(&l.timing.RetryPeriod, "leader-elect-retry-period", leader.DefaultRetryPeriod,
+		"the interval between attempts to acquire or renew a lease")
+}
+
+func (l *leaderElectFlags) apply(cmd *cobra.Command, cfg *server.Config) error {
+	enabled := l.enabled
+	if !cmd.Flags().Changed("leader-elect") {
+		enabled = len(cfg.EtcdServers) > 0
+	}
+	if enabled {
+		if err := l.timing.Validate(); err != nil {
+			return err
+		}
+	}
+	cfg.LeaderElection = server.LeaderElection{Enabled: enabled, Timing: l.timing}
+	return nil
 }
 
 // registerHPASyncPeriod adds the flag `server` and `up` share with kube-controller-manager.

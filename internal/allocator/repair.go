@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -52,8 +53,10 @@ func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
 			holders[ip] = o
 		}
 	}
+	// Allocations are read as of the Services' revision: keys written since (Services
+	// that other API servers create meanwhile) are not judged against an older list.
 	for _, prefix := range []string{IPPrefix, PortPrefix} {
-		res, err := a.Store.List(ctx, prefix, storage.ListOptions{})
+		res, err := a.Store.List(ctx, prefix, storage.ListOptions{Revision: svcs.Revision})
 		if err != nil {
 			return fmt.Errorf("repair: listing allocations: %w", err)
 		}
@@ -64,7 +67,9 @@ func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
 				delete(want, kv.Key)
 				continue
 			}
-			if _, err := a.Store.Delete(ctx, kv.Key, kv.ModRevision); err != nil {
+			if _, err := a.Store.Delete(ctx, kv.Key, kv.ModRevision); skipChanged(err) {
+				continue
+			} else if err != nil {
 				return fmt.Errorf("repair: freeing %s: %w", kv.Key, err)
 			}
 			log.Info("repair: freed an allocation no service holds", "allocation", kv.Key)
@@ -72,20 +77,28 @@ func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
 	}
 	for k, o := range want {
 		data, _ := json.Marshal(o)
-		if _, err := a.Store.Create(ctx, k, data); err != nil {
+		if _, err := a.Store.Create(ctx, k, data); skipChanged(err) {
+			continue
+		} else if err != nil {
 			return fmt.Errorf("repair: recording %s: %w", k, err)
 		}
 		log.Info("repair: recorded an allocation", "allocation", k, "service", o.Namespace+"/"+o.Name)
 	}
-	return a.repairIPAddresses(ctx, log, holders)
+	return a.repairIPAddresses(ctx, log, holders, svcs.Revision)
+}
+
+// skipChanged is true for errors saying that a key changed since the repair read it:
+// another API server wrote it meanwhile, and the repair leaves it to that server.
+func skipChanged(err error) bool {
+	return errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrExists)
 }
 
 // repairIPAddresses makes the allocator's IPAddress objects name exactly the ClusterIPs
 // held (holders: address → Service): one whose Service no longer holds its address is
 // deleted, a held address without one gets one. An IPAddress someone else made is left
 // alone.
-func (a *Services) repairIPAddresses(ctx context.Context, log *slog.Logger, holders map[string]owner) error {
-	res, err := a.Store.List(ctx, IPAddressPrefix, storage.ListOptions{})
+func (a *Services) repairIPAddresses(ctx context.Context, log *slog.Logger, holders map[string]owner, rev int64) error {
+	res, err := a.Store.List(ctx, IPAddressPrefix, storage.ListOptions{Revision: rev})
 	if err != nil {
 		return fmt.Errorf("repair: listing IPAddress objects: %w", err)
 	}
@@ -109,7 +122,9 @@ func (a *Services) repairIPAddresses(ctx context.Context, log *slog.Logger, hold
 			delete(holders, ip)
 			continue
 		}
-		if _, err := a.Store.Delete(ctx, kv.Key, kv.ModRevision); err != nil {
+		if _, err := a.Store.Delete(ctx, kv.Key, kv.ModRevision); skipChanged(err) {
+			continue
+		} else if err != nil {
 			return fmt.Errorf("repair: deleting IPAddress %s: %w", ip, err)
 		}
 		log.Info("repair: deleted an IPAddress no service holds", "ip", ip)
@@ -119,7 +134,9 @@ func (a *Services) repairIPAddresses(ctx context.Context, log *slog.Logger, hold
 		if err != nil {
 			return fmt.Errorf("repair: IPAddress %s: %w", ip, err)
 		}
-		if _, err := a.Store.Create(ctx, IPAddressPrefix+ip, data); err != nil {
+		if _, err := a.Store.Create(ctx, IPAddressPrefix+ip, data); skipChanged(err) {
+			continue
+		} else if err != nil {
 			return fmt.Errorf("repair: creating IPAddress %s: %w", ip, err)
 		}
 		log.Info("repair: created the IPAddress of a held ClusterIP", "ip", ip, "service", o.Namespace+"/"+o.Name)

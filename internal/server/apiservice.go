@@ -3,14 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
-	"reflect"
 	"strconv"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -45,24 +43,7 @@ func ensureAPIService(ctx context.Context, client kubernetes.Interface, cfg Conf
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("service default/kubernetes: %w", err)
 	}
-	return syncAPIEndpoints(ctx, client, cfg)
-}
-
-// keepAPIEndpoints rewrites the kubernetes Endpoints and EndpointSlice when someone
-// changes or deletes them, checking every 10 seconds as Kubernetes' reconciler does.
-func keepAPIEndpoints(ctx context.Context, client kubernetes.Interface, cfg Config, log *slog.Logger) {
-	t := time.NewTicker(10 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := syncAPIEndpoints(ctx, client, cfg); err != nil && ctx.Err() == nil {
-			log.Warn("keeping the kubernetes endpoints", "err", err)
-		}
-	}
+	return nil
 }
 
 // advertisedPort is the port the kubernetes Service's endpoints point at.
@@ -75,16 +56,24 @@ func advertisedPort(cfg Config) int {
 	return p
 }
 
-func syncAPIEndpoints(ctx context.Context, client kubernetes.Interface, cfg Config) error {
-	p := advertisedPort(cfg)
-	ip := cfg.AdvertiseAddress.String()
+// writeAPIEndpoints makes the kubernetes Endpoints and EndpointSlice list ips (sorted)
+// at port, leaving them alone when they already do.
+func writeAPIEndpoints(ctx context.Context, client kubernetes.Interface, ips []string, port int32) error {
+	addrs := make([]v1.EndpointAddress, 0, len(ips))
+	endpoints := make([]discoveryv1.Endpoint, 0, len(ips))
+	for _, ip := range ips {
+		addrs = append(addrs, v1.EndpointAddress{IP: ip})
+		endpoints = append(endpoints, discoveryv1.Endpoint{Addresses: []string{ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}})
+	}
+	var subsets []v1.EndpointSubset
+	if len(addrs) > 0 {
+		subsets = []v1.EndpointSubset{{Addresses: addrs, Ports: []v1.EndpointPort{{Name: apiPortName, Port: port, Protocol: v1.ProtocolTCP}}}}
+	}
 	ep := &v1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: apiServiceName, Namespace: metav1.NamespaceDefault,
 			Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
-		Subsets: []v1.EndpointSubset{{
-			Addresses: []v1.EndpointAddress{{IP: ip}},
-			Ports:     []v1.EndpointPort{{Name: apiPortName, Port: int32(p), Protocol: v1.ProtocolTCP}},
-		}},
+		Subsets: subsets,
 	}
 	eps := client.CoreV1().Endpoints(metav1.NamespaceDefault)
 	cur, err := eps.Get(ctx, apiServiceName, metav1.GetOptions{})
@@ -95,7 +84,7 @@ func syncAPIEndpoints(ctx context.Context, client kubernetes.Interface, cfg Conf
 		}
 	case err != nil:
 		return err
-	case !reflect.DeepEqual(cur.Subsets, ep.Subsets) || cur.Labels[discoveryv1.LabelSkipMirror] != "true":
+	case !apiequality.Semantic.DeepEqual(cur.Subsets, ep.Subsets) || cur.Labels[discoveryv1.LabelSkipMirror] != "true":
 		cur.Subsets, cur.Labels = ep.Subsets, ep.Labels
 		if _, err := eps.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 			return err
@@ -105,9 +94,8 @@ func syncAPIEndpoints(ctx context.Context, client kubernetes.Interface, cfg Conf
 		ObjectMeta: metav1.ObjectMeta{Name: apiServiceName, Namespace: metav1.NamespaceDefault,
 			Labels: map[string]string{discoveryv1.LabelServiceName: apiServiceName, discoveryv1.LabelManagedBy: apiSliceManager}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}},
-		Ports: []discoveryv1.EndpointPort{{Name: ptr.To(apiPortName), Port: ptr.To(int32(p)), Protocol: ptr.To(v1.ProtocolTCP)}},
+		Endpoints:   endpoints,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(apiPortName), Port: ptr.To(port), Protocol: ptr.To(v1.ProtocolTCP)}},
 	}
 	slices := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault)
 	curSlice, err := slices.Get(ctx, apiServiceName, metav1.GetOptions{})
@@ -118,7 +106,7 @@ func syncAPIEndpoints(ctx context.Context, client kubernetes.Interface, cfg Conf
 		}
 	case err != nil:
 		return err
-	case !reflect.DeepEqual(curSlice.Endpoints, slice.Endpoints) || !reflect.DeepEqual(curSlice.Ports, slice.Ports):
+	case !apiequality.Semantic.DeepEqual(curSlice.Endpoints, slice.Endpoints) || !apiequality.Semantic.DeepEqual(curSlice.Ports, slice.Ports):
 		curSlice.Endpoints, curSlice.Ports = slice.Endpoints, slice.Ports
 		if _, err := slices.Update(ctx, curSlice, metav1.UpdateOptions{}); err != nil {
 			return err

@@ -40,6 +40,7 @@ import (
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/controller/statefulset"
 	"github.com/tranche/tranche/internal/events"
+	"github.com/tranche/tranche/internal/leader"
 	"github.com/tranche/tranche/internal/scheduler"
 )
 
@@ -53,13 +54,14 @@ type controllerOptions struct {
 	hpaSyncPeriod time.Duration
 }
 
-// startControllers runs the controller manager in this process until ctx ends. It
-// returns once every controller is constructed and started, or with the error of the
-// first constructor that failed; stopped then yields the manager's end (after ctx ends,
-// once every controller's workers have returned). Metrics are registered on reg. An empty lbPool leaves
-// LoadBalancer Services to another implementation. HPAs are synced every hpaSyncPeriod
-// (0: 15s).
-func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.Prefix, lbPool servicelb.Pool, caPEM []byte, pvRoot string, hpaSyncPeriod time.Duration, reg prometheus.Registerer, log *slog.Logger) (stopped <-chan error, err error) {
+// startControllers runs the controller manager and the scheduler in this process until
+// ctx ends. Without leader election both start at once and it returns once every
+// controller is constructed and started, or with the error of the first constructor
+// that failed. With it, each runs only while this server holds its lease
+// (kube-system/kube-controller-manager, kube-system/kube-scheduler) and it returns at
+// once. stopped then yields the end: after ctx ends, once every controller's workers
+// have returned. Metrics are registered on reg.
+func startControllers(ctx context.Context, cfg *rest.Config, opts controllerOptions, election LeaderElection, reg prometheus.Registerer, log *slog.Logger) (stopped <-chan error, err error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -76,17 +78,26 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 	if err != nil {
 		return nil, err
 	}
-	opts := controllerOptions{clusterCIDR: clusterCIDR, lbPool: lbPool, caPEM: caPEM, pvRoot: pvRoot, hpaSyncPeriod: hpaSyncPeriod}
-	started := make(chan struct{})
-	m := &manager.Manager{Client: client, Logger: log, Metrics: reg,
-		Descriptors: controllerDescriptors(opts, meta, disc, resourceMetrics), Started: func() { close(started) }}
-	errc := make(chan error, 1)
-	go func() { errc <- m.Run(ctx) }()
-	select {
-	case <-started:
-		return errc, nil
-	case err := <-errc:
-		return nil, err
+	units := []electedUnit{
+		{lease: leader.ControllerManagerLease, component: "kube-controller-manager",
+			m: &manager.Manager{Client: client, Logger: log, Metrics: reg, Descriptors: controllerDescriptors(opts, meta, disc, resourceMetrics)}},
+		{lease: leader.SchedulerLease, component: "default-scheduler",
+			m: &manager.Manager{Client: client, Logger: log.With("component", "scheduler"), Descriptors: schedulerDescriptors()}},
+	}
+	if election.Enabled {
+		return runElected(ctx, client, units, election, log)
+	}
+	return runUnelected(ctx, units)
+}
+
+// schedulerDescriptors is the scheduler, run as a manager of its own: it is elected
+// through its own lease (kube-system/kube-scheduler), as kube-scheduler is.
+func schedulerDescriptors() []manager.Descriptor {
+	return []manager.Descriptor{
+		{Name: "scheduler", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return scheduler.New(scheduler.Config{Client: c.Client, Informers: c.Informers, Recorder: events.NewRecorder(ctx, c.Client, "default-scheduler"),
+				Logger: c.Logger}), nil
+		}},
 	}
 }
 
@@ -123,10 +134,6 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		{Name: "endpointslicemirroring", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(endpointslicemirroring.New(endpointslicemirroring.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger,
 				Recorder: recorder(ctx, c, "endpointslicemirroring-controller")}), 2), nil
-		}},
-		{Name: "scheduler", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
-			return scheduler.New(scheduler.Config{Client: c.Client, Informers: c.Informers, Recorder: recorder(ctx, c, "default-scheduler"),
-				Logger: c.Logger}), nil
 		}},
 		{Name: "nodeipam", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return nodeipam.New(nodeipam.Config{Client: c.Client, Informers: c.Informers, ClusterCIDR: o.clusterCIDR,

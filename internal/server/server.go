@@ -84,7 +84,10 @@ type Config struct {
 	// mutating requests served at once (kube-apiserver's --max-requests-inflight and
 	// --max-mutating-requests-inflight); 0 means no limit.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
-	Logger                                           *slog.Logger
+	// LeaderElection elects the controller manager and the scheduler among servers
+	// sharing an etcd cluster.
+	LeaderElection LeaderElection
+	Logger         *slog.Logger
 }
 
 // paths of files under DataDir.
@@ -276,6 +279,13 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err := aggregator.Start(ctx, aggregator.Config{Loopback: loop, Dial: cfg.ClusterDial, Log: log.With("component", "aggregator"), Proxy: aggregated}); err != nil {
 		return err
 	}
+	apiEndpoints := newAPIEndpoints(store, client, cfg, log.With("component", "apiserver-endpoints"))
+	if err := apiEndpoints.reconcile(ctx); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if err := startIdentityLease(ctx, client, log.With("component", "apiserver-identity")); err != nil {
+		return err
+	}
 	isReady.Store(true)
 	if ready != nil {
 		close(ready)
@@ -283,10 +293,11 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	log.Info("ready", "kubeconfig", cfg.kubeconfigPath())
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
-	go keepAPIEndpoints(ctx, client, cfg, log)
+	go apiEndpoints.run(ctx, apiLeaseInterval)
 	go servicecidr.KeepDefault(ctx, client, cfg.ServiceCIDR, 10*time.Second, log.With("component", "default-servicecidr"))
 	go flowcontrol.KeepBootstrap(ctx, client, time.Minute, log.With("component", "apf-bootstrap"))
-	controllersStopped, err := startControllers(ctx, loop, cfg.ClusterCIDR, cfg.LoadBalancerPool, ca.CertPEM, filepath.Join(cfg.DataDir, "pv"), cfg.HPASyncPeriod, reg, log)
+	controllersStopped, err := startControllers(ctx, loop, controllerOptions{clusterCIDR: cfg.ClusterCIDR, lbPool: cfg.LoadBalancerPool,
+		caPEM: ca.CertPEM, pvRoot: filepath.Join(cfg.DataDir, "pv"), hpaSyncPeriod: cfg.HPASyncPeriod}, cfg.LeaderElection, reg, log)
 	if err != nil {
 		return err
 	}
@@ -301,6 +312,12 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 			}
 		case <-time.After(30 * time.Second):
 			log.Warn("controller manager: workers still running 30s after the stop; stopping without them")
+		}
+		// Leave the kubernetes endpoints before going, as kube-apiserver does.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := apiEndpoints.remove(rctx); err != nil {
+			log.Warn("leaving the kubernetes endpoints", "err", err)
 		}
 		return nil
 	case err := <-errc:

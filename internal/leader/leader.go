@@ -1,0 +1,166 @@
+// Package leader runs a piece of work on one server of the cluster at a time, elected
+// through a coordination.k8s.io Lease with client-go's leaderelection, as
+// kube-controller-manager and kube-scheduler do. The work runs with a context that ends
+// when the lease is lost; Run waits for the work to return before it campaigns again,
+// so nothing the work started writes once another holder may have taken over.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+)
+
+// The lease names upstream's components elect themselves with, in kube-system.
+const (
+	ControllerManagerLease = "kube-controller-manager"
+	SchedulerLease         = "kube-scheduler"
+)
+
+// Defaults are kube-controller-manager's and kube-scheduler's (--leader-elect-*).
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// Timing is the election's three durations (--leader-elect-lease-duration,
+// --leader-elect-renew-deadline, --leader-elect-retry-period).
+type Timing struct {
+	// LeaseDuration is how long non-leaders wait after the last observed renewal
+	// before they take the lease over.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps retrying to renew before it gives
+	// the lease up and stops its work.
+	RenewDeadline time.Duration
+	// RetryPeriod is the interval between attempts to acquire or renew.
+	RetryPeriod time.Duration
+}
+
+// DefaultTiming returns kube-controller-manager's defaults: 15s, 10s, 2s.
+func DefaultTiming() Timing {
+	return Timing{LeaseDuration: DefaultLeaseDuration, RenewDeadline: DefaultRenewDeadline, RetryPeriod: DefaultRetryPeriod}
+}
+
+// Validate reports durations the election cannot work with, naming the flags, with
+// the rules client-go's leaderelection enforces.
+func (t Timing) Validate() error {
+	switch {
+	case t.LeaseDuration <= 0 || t.RenewDeadline <= 0 || t.RetryPeriod <= 0:
+		return errors.New("--leader-elect-lease-duration, --leader-elect-renew-deadline and --leader-elect-retry-period must be greater than zero")
+	case t.LeaseDuration <= t.RenewDeadline:
+		return fmt.Errorf("--leader-elect-lease-duration (%s) must be greater than --leader-elect-renew-deadline (%s)", t.LeaseDuration, t.RenewDeadline)
+	case float64(t.RenewDeadline) <= leaderelection.JitterFactor*float64(t.RetryPeriod):
+		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than %.1f × --leader-elect-retry-period (%s)",
+			t.RenewDeadline, leaderelection.JitterFactor, t.RetryPeriod)
+	}
+	return nil
+}
+
+// Identity returns a holder identity as upstream's components make it:
+// <hostname>_<uuid>, unique per process.
+func Identity() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("leader election identity: %w", err)
+	}
+	return host + "_" + string(uuid.NewUUID()), nil
+}
+
+// Election is one lease and who campaigns for it.
+type Election struct {
+	Client kubernetes.Interface
+	// Namespace and Name locate the Lease (kube-system/kube-controller-manager).
+	Namespace, Name string
+	// Identity is the holderIdentity written while leading.
+	Identity string
+	Timing   Timing
+	// Recorder, when not nil, records the LeaderElection events upstream emits
+	// ("<identity> became leader") on the Lease.
+	Recorder record.EventRecorder
+	Logger   *slog.Logger
+}
+
+// Run campaigns until ctx ends. Each time the lease is won, work runs with a context
+// that ends when ctx ends or the lease is lost (no renewal within RenewDeadline); Run
+// waits for work to return, then campaigns again. It returns once ctx ended and work,
+// if it was running, returned. The lease is not released on the way out: the next
+// holder takes it once LeaseDuration has passed since the last renewal.
+func (e *Election) Run(ctx context.Context, work func(ctx context.Context)) error {
+	if err := e.Timing.Validate(); err != nil {
+		return err
+	}
+	log := e.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("lease", e.Namespace+"/"+e.Name, "identity", e.Identity)
+	rlc := resourcelock.ResourceLockConfig{Identity: e.Identity}
+	if e.Recorder != nil {
+		rlc.EventRecorder = e.Recorder
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.Namespace, e.Name, e.Client.CoreV1(), e.Client.CoordinationV1(), rlc)
+	if err != nil {
+		return fmt.Errorf("lease %s/%s: %w", e.Namespace, e.Name, err)
+	}
+	for ctx.Err() == nil {
+		// client-go starts OnStartedLeading on a goroutine of its own; whether the work
+		// began is settled under mu, so that work never starts after le.Run returned.
+		var mu sync.Mutex
+		var began, over bool
+		done := make(chan struct{})
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:          lock,
+			LeaseDuration: e.Timing.LeaseDuration,
+			RenewDeadline: e.Timing.RenewDeadline,
+			RetryPeriod:   e.Timing.RetryPeriod,
+			Name:          e.Name,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) {
+					mu.Lock()
+					if over {
+						mu.Unlock()
+						return
+					}
+					began = true
+					mu.Unlock()
+					defer close(done)
+					log.Info("became leader")
+					work(lctx)
+				},
+				// Called when le.Run returns, after the work's context was cancelled.
+				OnStoppedLeading: func() {},
+				OnNewLeader: func(holder string) {
+					if holder != e.Identity {
+						log.Info("another server leads", "holder", holder)
+					}
+				},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("lease %s/%s: %w", e.Namespace, e.Name, err)
+		}
+		le.Run(ctx)
+		mu.Lock()
+		over = true
+		led := began
+		mu.Unlock()
+		if led {
+			<-done
+			if ctx.Err() == nil {
+				log.Warn("lost the lease: work stopped, campaigning again")
+			}
+		}
+	}
+	return nil
+}

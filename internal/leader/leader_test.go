@@ -1,0 +1,191 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+// fast keeps the tests short while keeping the rules' proportions.
+var fast = Timing{LeaseDuration: time.Second, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+
+// candidate runs one Election and counts its terms; active is true while its work runs.
+type candidate struct {
+	terms    atomic.Int32
+	active   atomic.Bool
+	returned chan struct{} // closed once Run returned, with err set
+	err      error
+	cancel   context.CancelFunc
+}
+
+func campaign(t *testing.T, client kubernetes.Interface, id string) *candidate {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &candidate{returned: make(chan struct{}), cancel: cancel}
+	e := &Election{Client: client, Namespace: "kube-system", Name: ControllerManagerLease, Identity: id, Timing: fast}
+	go func() {
+		defer close(c.returned)
+		c.err = e.Run(ctx, func(ctx context.Context) {
+			c.terms.Add(1)
+			c.active.Store(true)
+			<-ctx.Done()
+			// A worker finishing its last sync after the lease was lost.
+			time.Sleep(50 * time.Millisecond)
+			c.active.Store(false)
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-c.returned
+	})
+	return c
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func holder(t *testing.T, client kubernetes.Interface) string {
+	t.Helper()
+	l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), ControllerManagerLease, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// TestOneLeaderThenTakeOver: of two candidates only one works at a time and holds the
+// lease under its identity; when it stops, its work returns before Run does, and the
+// other takes over once the lease expired.
+func TestOneLeaderThenTakeOver(t *testing.T) {
+	client := fake.NewClientset()
+	a := campaign(t, client, "host-a_1")
+	eventually(t, "a leading", a.active.Load)
+	b := campaign(t, client, "host-b_2")
+	for range 20 {
+		time.Sleep(fast.RetryPeriod)
+		if b.active.Load() {
+			t.Fatal("b works while a holds the lease")
+		}
+	}
+	if h := holder(t, client); h != "host-a_1" {
+		t.Fatalf("holderIdentity = %q, want host-a_1", h)
+	}
+	a.cancel()
+	<-a.returned
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.active.Load() {
+		t.Fatal("a's Run returned while its work was still running")
+	}
+	eventually(t, "b taking over", b.active.Load)
+	if h := holder(t, client); h != "host-b_2" {
+		t.Fatalf("holderIdentity = %q, want host-b_2", h)
+	}
+}
+
+// TestLostLeaseStopsWorkThenRegains: when another holder takes the lease, the work's
+// context ends within the renew deadline and the work returns; once the other holder's
+// lease expires, the candidate wins again and its work restarts.
+func TestLostLeaseStopsWorkThenRegains(t *testing.T) {
+	client := withResourceVersions(fake.NewClientset())
+	a := campaign(t, client, "host-a_1")
+	eventually(t, "a leading", a.active.Load)
+	leases := client.CoordinationV1().Leases("kube-system")
+	l, err := leases.Get(context.Background(), ControllerManagerLease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("thief")
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a's work stopping after the lease was taken", func() bool { return !a.active.Load() })
+	if h := holder(t, client); h != "thief" {
+		t.Fatalf("a overwrote the thief's lease: holder %q", h)
+	}
+	// The thief never renews: a wins again after the lease duration.
+	eventually(t, "a leading again", func() bool { return a.terms.Load() == 2 && a.active.Load() })
+}
+
+// withResourceVersions makes the fake refuse a Lease update whose resourceVersion is
+// not the stored one, as the API server does; leaderelection's renewal relies on it to
+// notice that someone else wrote the lease.
+func withResourceVersions(client *fake.Clientset) *fake.Clientset {
+	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
+	client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		l := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+		cur, err := client.Tracker().Get(gvr, l.Namespace, l.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		rv := cur.(*coordinationv1.Lease).ResourceVersion
+		if l.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), l.Name, errors.New("the object has been modified"))
+		}
+		n, _ := strconv.Atoi(rv)
+		l.ResourceVersion = strconv.Itoa(n + 1)
+		return true, l, client.Tracker().Update(gvr, l, l.Namespace)
+	})
+	return client
+}
+
+func TestTimingValidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		t    Timing
+		want string
+	}{
+		{"defaults", DefaultTiming(), ""},
+		{"zero", Timing{}, "greater than zero"},
+		{"lease not above renew", Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}, "--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (10s)"},
+		{"renew too close to retry", Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 2 * time.Second}, "--leader-elect-renew-deadline (2s) must be greater than 1.2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.t.Validate()
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Validate() = %v, want it to say %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	a, err := Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Identity()
+	if a == b || !strings.Contains(a, "_") {
+		t.Fatalf("identities %q and %q: want <hostname>_<uuid>, unique per call", a, b)
+	}
+}
