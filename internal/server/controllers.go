@@ -79,7 +79,7 @@ func startControllers(ctx context.Context, cfg *rest.Config, clusterCIDR netip.P
 	opts := controllerOptions{clusterCIDR: clusterCIDR, lbPool: lbPool, caPEM: caPEM, pvRoot: pvRoot, hpaSyncPeriod: hpaSyncPeriod}
 	started := make(chan struct{})
 	m := &manager.Manager{Client: client, Logger: log, Metrics: reg,
-		Descriptors: controllerDescriptors(opts, meta, disc, resourceMetrics), Started: func() { close(started) }}
+		Descriptors: append(controllerDescriptors(opts, meta, disc, resourceMetrics), joinControllers(opts)...), Started: func() { close(started) }}
 	errc := make(chan error, 1)
 	go func() { errc <- m.Run(ctx) }()
 	select {
