@@ -9,10 +9,10 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
-	"k8s.io/cluster-bootstrap/token/jws"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	"k8s.io/cluster-bootstrap/token/jws"
 )
 
 // ClusterInfoKubeconfig is the kubeconfig kubeadm publishes in kube-public/cluster-info:
