@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
@@ -154,7 +155,7 @@ func printTokens(out io.Writer, infos []bootstraptoken.Info, now time.Time) erro
 		if t.Expires != nil {
 			expires = t.Expires.UTC().Format(time.RFC3339)
 			if d := t.Expires.Sub(now); d > 0 {
-				ttl = d.Round(time.Second).String()
+				ttl = duration.ShortHumanDuration(d)
 			} else {
 				ttl = "<invalid>"
 			}
