@@ -54,6 +54,9 @@ type Config struct {
 	// (the bootstrapsigner adds it shortly after the token is made).
 	DiscoveryTimeout time.Duration
 	Logger           *slog.Logger
+	// NewClient makes the clients of the rotation (kubernetes.NewForConfig when nil);
+	// tests give a fake.
+	NewClient func(*rest.Config) (kubernetes.Interface, error)
 }
 
 // KubeconfigPath is the kubeconfig Join writes under dir.
@@ -108,6 +111,9 @@ func Join(ctx context.Context, cfg Config) (string, certificate.Manager, error) 
 	m, err := certificate.NewManager(&certificate.Config{
 		ClientsetFn: func(current *tls.Certificate) (kubernetes.Interface, error) {
 			rc := &rest.Config{Host: server, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM, CertFile: pair, KeyFile: pair}}
+			if cfg.NewClient != nil {
+				return cfg.NewClient(rc)
+			}
 			return kubernetes.NewForConfig(rc)
 		},
 		Template:         nodeTemplate(cfg.NodeName),
