@@ -41,6 +41,22 @@ func TestJoinWithToken(t *testing.T) {
 	if got := s.must(t, "get", "secret", "-n", "kube-system", "bootstrap-token-"+id, "-o", "jsonpath={.type}"); got != "bootstrap.kubernetes.io/token" {
 		t.Fatalf("token secret type %q", got)
 	}
+	// A token given on the command line, deleted again by its id.
+	if out, err := exec.Command(trancheBin, "token", "create", "--kubeconfig", s.kubeconfig, "--ttl", "0", "del123.0123456789abcdef").CombinedOutput(); err != nil ||
+		string(out) != "del123.0123456789abcdef\n" {
+		t.Fatalf("tranche token create del123: %v\n%s", err, out)
+	}
+	if got := s.must(t, "get", "secret", "-n", "kube-system", "bootstrap-token-del123", "-o", "jsonpath={.data.expiration}"); got != "" {
+		t.Errorf("--ttl 0 token expires: %q", got)
+	}
+	if out, err := exec.Command(trancheBin, "token", "delete", "--kubeconfig", s.kubeconfig, "del123").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), `bootstrap token "del123" deleted`) {
+		t.Fatalf("tranche token delete: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(trancheBin, "token", "delete", "--kubeconfig", s.kubeconfig, "del123").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "token del123 not found") {
+		t.Errorf("deleting a deleted token: %v\n%s", err, out)
+	}
 	eventually(t, 30*time.Second, "cluster-info signed for the token", func() (bool, string) {
 		out, _, _ := s.kubectl(t, "", "get", "configmap", "-n", "kube-public", "cluster-info", "-o", "jsonpath={.data.jws-kubeconfig-"+id+"}")
 		return strings.Count(out, ".") == 2, out
