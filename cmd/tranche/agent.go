@@ -33,6 +33,14 @@ func agentCmd() *cobra.Command {
 			"--server, --token and --ca-cert-hash (from `tranche token create --print-join-command`).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.NodeName == "" && join.token != "" {
+				// kubelet's default node name: the host name, lower-cased.
+				host, err := os.Hostname()
+				if err != nil {
+					return fmt.Errorf("--node-name: %w", err)
+				}
+				cfg.NodeName = strings.ToLower(host)
+			}
 			if cfg.NodeName == "" || (kubeconfig == "") == (join.token == "") || clusterFile == "" || cfg.RootDir == "" {
 				return fmt.Errorf("--node-name, --cluster-file, --root-dir and either --kubeconfig or --server with --token are required")
 			}
@@ -105,7 +113,7 @@ func agentCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the node's identity")
 	join.register(f)
-	f.StringVar(&cfg.NodeName, "node-name", "", "name of this node")
+	f.StringVar(&cfg.NodeName, "node-name", "", "name of this node (joining with --token: the host name by default)")
 	f.StringVar(&clusterFile, "cluster-file", "", "the cluster's network layout (DATA/cluster.json)")
 	f.StringVar(&cfg.RootDir, "root-dir", "", "directory for this node's pods (DATA/nodes/NAME)")
 	f.StringVar(&cfg.PVRoot, "pv-root", "", "directory of local PersistentVolumes (default: DATA/pv, two levels above --root-dir)")

@@ -83,6 +83,12 @@ func Join(ctx context.Context, cfg Config) (string, certificate.Manager, error) 
 	caPEM, caErr := os.ReadFile(caPath)
 	cur, curErr := store.Current()
 	server := cfg.Server
+	if prev, err := clientcmd.LoadFromFile(KubeconfigPath(cfg.Dir)); err == nil {
+		// A node that joined before keeps the server cluster-info named then.
+		if ctx, ok := prev.Contexts[prev.CurrentContext]; ok && prev.Clusters[ctx.Cluster] != nil && prev.Clusters[ctx.Cluster].Server != "" {
+			server = prev.Clusters[ctx.Cluster].Server
+		}
+	}
 	if cfg.CAHash == "" {
 		cfg.Logger.Warn("joining without --ca-cert-hash: the CA is trusted on the token's signature alone")
 	}

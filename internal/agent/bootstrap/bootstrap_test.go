@@ -48,7 +48,7 @@ func issue(t *testing.T, ca *pki.CA, pub any, subject pkix.Name, notBefore time.
 // TestJoinResumesAndRotates: a node that joined before needs no discovery (the server
 // is unreachable here); its certificate, past 70-90% of its lifetime, is renewed at
 // once through a CSR for system:node:NAME with the kubelet client signer, and the
-// kubeconfig keeps pointing at the current pair.
+// kubeconfig keeps pointing at the current pair and at the server the node joined.
 func TestJoinResumesAndRotates(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := pki.EnsureCA(filepath.Join(t.TempDir(), "pki"))
@@ -73,6 +73,10 @@ func TestJoinResumesAndRotates(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pair := filepath.Join(dir, "pki", "kubelet-client-current.pem")
+	if err := writeKubeconfig(KubeconfigPath(dir), "https://10.0.0.9:6443", filepath.Join(dir, "ca.crt"), pair); err != nil {
 		t.Fatal(err)
 	}
 	client := kubefake.NewClientset()
@@ -123,8 +127,11 @@ func TestJoinResumesAndRotates(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
-	if auth.ClientCertificate != filepath.Join(dir, "pki", "kubelet-client-current.pem") || auth.ClientKey != auth.ClientCertificate {
+	if auth.ClientCertificate != pair || auth.ClientKey != auth.ClientCertificate {
 		t.Errorf("kubeconfig user %+v", auth)
+	}
+	if got := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server; got != "https://10.0.0.9:6443" {
+		t.Errorf("kubeconfig server %q, want the one the node joined (not --server)", got)
 	}
 }
 
