@@ -20,7 +20,7 @@ import (
 // signature appears in kube-public/cluster-info (readable anonymously); an agent started
 // with --server, --token and --ca-cert-hash in a node's namespace gets its certificate
 // through an auto-approved CSR and runs a pod, and its identity writes only its own
-// Node. Joins with a wrong, unknown, expired or non-signing token, or a CA hash that
+// Node and Lease. Joins with a wrong, unknown, expired or non-signing token, or a CA hash that
 // does not match, fail saying which.
 func TestJoinWithToken(t *testing.T) {
 	c := upOwn(t, "jn", 1)
@@ -172,14 +172,19 @@ spec:
 	if out, err := asNode("annotate", "node", "jn", "e2e.tranche.dev/joined=yes"); err != nil {
 		t.Fatalf("the node annotating itself: %v\n%s", err, out)
 	}
+	if out, err := asNode("annotate", "lease", "-n", "kube-node-lease", "jn", "e2e.tranche.dev/joined=yes"); err != nil {
+		t.Fatalf("the node annotating its own Lease: %v\n%s", err, out)
+	}
 	others := strings.Fields(s.must(t, "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"))
 	for _, other := range others {
 		if other == "jn" {
 			continue
 		}
-		out, err := asNode("annotate", "node", other, "e2e.tranche.dev/joined=yes")
-		if err == nil || !strings.Contains(out, "Forbidden") {
-			t.Errorf("the joined node annotating node %s: err %v, want Forbidden:\n%s", other, err, out)
+		for _, args := range [][]string{{"annotate", "node", other}, {"annotate", "lease", "-n", "kube-node-lease", other}} {
+			out, err := asNode(append(args, "e2e.tranche.dev/joined=yes")...)
+			if err == nil || !strings.Contains(out, "Forbidden") {
+				t.Errorf("the joined node: kubectl %s: err %v, want Forbidden:\n%s", strings.Join(args, " "), err, out)
+			}
 		}
 	}
 
