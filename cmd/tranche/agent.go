@@ -24,15 +24,25 @@ import (
 func agentCmd() *cobra.Command {
 	var cfg agent.NodeConfig
 	var kubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize, registriesFile string
+	var join joinFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node: register it, run its pods as OCI containers (runc), keep its status",
 		Long: "Run a node agent in the network namespace that is the node. `tranche up` starts one per node;\n" +
-			"on a real machine, run it with a kubeconfig for a node identity (system:node:NAME).",
+			"on a real machine, run it with a kubeconfig for a node identity (system:node:NAME), or join with\n" +
+			"--server, --token and --ca-cert-hash (from `tranche token create --print-join-command`).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.NodeName == "" || kubeconfig == "" || clusterFile == "" || cfg.RootDir == "" {
-				return fmt.Errorf("--node-name, --kubeconfig, --cluster-file and --root-dir are required")
+			if cfg.NodeName == "" && join.token != "" {
+				// kubelet's default node name: the host name, lower-cased.
+				host, err := os.Hostname()
+				if err != nil {
+					return fmt.Errorf("--node-name: %w", err)
+				}
+				cfg.NodeName = strings.ToLower(host)
+			}
+			if cfg.NodeName == "" || (kubeconfig == "") == (join.token == "") || clusterFile == "" || cfg.RootDir == "" {
+				return fmt.Errorf("--node-name, --cluster-file, --root-dir and either --kubeconfig or --server with --token are required")
 			}
 			if err := cfg.ImageGC.Validate(); err != nil {
 				return err
@@ -42,6 +52,14 @@ func agentCmd() *cobra.Command {
 				return err
 			}
 			cfg.Logger = log.With("node", cfg.NodeName)
+			if join.token != "" {
+				path, rotation, err := join.join(cmd.Context(), cfg.NodeName, cfg.RootDir, cfg.Logger)
+				if err != nil {
+					return err
+				}
+				defer rotation.Stop()
+				kubeconfig = path
+			}
 			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 			if err != nil {
 				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
@@ -94,7 +112,8 @@ func agentCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the node's identity")
-	f.StringVar(&cfg.NodeName, "node-name", "", "name of this node")
+	join.register(f)
+	f.StringVar(&cfg.NodeName, "node-name", "", "name of this node (joining with --token: the host name by default)")
 	f.StringVar(&clusterFile, "cluster-file", "", "the cluster's network layout (DATA/cluster.json)")
 	f.StringVar(&cfg.RootDir, "root-dir", "", "directory for this node's pods (DATA/nodes/NAME)")
 	f.StringVar(&cfg.PVRoot, "pv-root", "", "directory of local PersistentVolumes (default: DATA/pv, two levels above --root-dir)")

@@ -32,7 +32,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), serverCmd(), upCmd(), downCmd(), lsCmd(), nodeCmd(), agentCmd(), shimCmd(), builtinCmd(), dnsCmd(), ingressCmd(), explainCmd(), imageCmd())
+	root.AddCommand(versionCmd(), serverCmd(), upCmd(), downCmd(), lsCmd(), nodeCmd(), agentCmd(), shimCmd(), builtinCmd(), dnsCmd(), ingressCmd(), explainCmd(), imageCmd(), tokenCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "tranche:", err)
 		os.Exit(1)

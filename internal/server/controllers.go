@@ -80,7 +80,7 @@ func startControllers(ctx context.Context, cfg *rest.Config, opts controllerOpti
 	}
 	units := []electedUnit{
 		{lease: leader.ControllerManagerLease, component: "kube-controller-manager",
-			m: &manager.Manager{Client: client, Logger: log, Metrics: reg, Descriptors: controllerDescriptors(opts, meta, disc, resourceMetrics)}},
+			m: &manager.Manager{Client: client, Logger: log, Metrics: reg, Descriptors: append(controllerDescriptors(opts, meta, disc, resourceMetrics), joinControllers(opts)...)}},
 		{lease: leader.SchedulerLease, component: "default-scheduler",
 			m: &manager.Manager{Client: client, Logger: log.With("component", "scheduler"), Descriptors: schedulerDescriptors()}},
 	}

@@ -61,6 +61,7 @@ type security struct {
 	// nodeRestriction is the NodeRestriction admission for nodes' writes.
 	nodeRestriction *noderestriction.Plugin
 	caches          atomic.Pointer[listers]
+	bootstrapTokens bootstrapTokenAuth
 }
 
 var _ apiserver.Guard = (*security)(nil)
@@ -79,6 +80,7 @@ func newSecurity(cfg Config, ca *pki.CA, frontProxy *pki.FrontProxy) (*security,
 		authn.NewRequestHeader([]*x509.Certificate{frontProxy.CA.Cert}, frontProxyHeaders),
 		authn.ClientCert{Roots: ca.Pool()},
 		&authn.ServiceAccountTokens{Keys: []crypto.PublicKey{key.Public()}, Accounts: saGetter{s}, Pods: podGetter{s}, Nodes: nodeGetter{s}},
+		&s.bootstrapTokens,
 	}
 	// Node join tokens (and any static token) come from DATA/tokens.csv when present.
 	if tokens, err := authn.LoadStaticTokens(filepath.Join(cfg.DataDir, "tokens.csv")); err == nil {
@@ -143,7 +145,10 @@ func (s *security) Check(r *http.Request, req apiserver.Request) (*http.Request,
 		if publicPaths[r.URL.Path] {
 			return r.WithContext(context.WithValue(r.Context(), userKey{}, authn.Anonymous())), nil
 		}
-		return nil, apierrors.NewUnauthorized("Unauthorized")
+		if !anonymousAllowed(req) {
+			return nil, apierrors.NewUnauthorized("Unauthorized")
+		}
+		user = authn.Anonymous()
 	}
 	user, err = authn.Impersonate(r, user, func(a authn.Attributes) (bool, string, error) {
 		d, reason, err := s.authorizer.Authorize(r.Context(), a)

@@ -264,6 +264,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	if err := sec.watchCaches(ctx, informers.NewSharedInformerFactory(client, 0)); err != nil {
 		return fmt.Errorf("authorization caches: %w", err)
 	}
+	if err := sec.watchBootstrapTokens(ctx, client); err != nil {
+		return err
+	}
 	if err := startWebhooks(ctx, webhooks, loop, client, sec); err != nil {
 		return fmt.Errorf("admission webhooks: %w", err)
 	}
@@ -294,6 +297,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 
 	go compactLoop(ctx, store, cfg.CompactInterval, log)
 	go apiEndpoints.run(ctx, apiLeaseInterval)
+	go keepJoinObjects(ctx, client, cfg, ca.CertPEM, log.With("component", "join"))
 	go servicecidr.KeepDefault(ctx, client, cfg.ServiceCIDR, 10*time.Second, log.With("component", "default-servicecidr"))
 	go flowcontrol.KeepBootstrap(ctx, client, time.Minute, log.With("component", "apf-bootstrap"))
 	controllersStopped, err := startControllers(ctx, loop, controllerOptions{clusterCIDR: cfg.ClusterCIDR, lbPool: cfg.LoadBalancerPool,
