@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 	"github.com/tranche/tranche/internal/apilookup"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/memtune"
+	"github.com/tranche/tranche/internal/overlay"
 	"github.com/tranche/tranche/internal/proxy"
 	"github.com/tranche/tranche/internal/registries"
 )
@@ -33,6 +35,9 @@ func agentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.NodeName == "" || kubeconfig == "" || clusterFile == "" || cfg.RootDir == "" {
 				return fmt.Errorf("--node-name, --kubeconfig, --cluster-file and --root-dir are required")
+			}
+			if !slices.Contains(overlay.Backends(), cfg.Backend) {
+				return fmt.Errorf("--backend %q: want one of %s", cfg.Backend, strings.Join(overlay.Backends(), ", "))
 			}
 			if err := cfg.ImageGC.Validate(); err != nil {
 				return err
@@ -112,6 +117,8 @@ func agentCmd() *cobra.Command {
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")
 	f.Int64Var(&cfg.PodMaxPids, "pod-max-pids", 4096, "pids.max of each pod's cgroup (kubelet's --pod-max-pids); -1 for none. "+
 		"kubelet's default is none, which lets one pod's fork bomb exhaust the machine")
+	f.StringVar(&cfg.Backend, "backend", overlay.BackendVXLAN, "how this node routes the other nodes' pod subnets: "+strings.Join(overlay.Backends(), ", ")+
+		" (vxlan: flannel's VXLAN overlay, UDP 8472; host-gw: routes via the other nodes' addresses, which must share this node's link; none: `tranche up` routes them)")
 	registerImageGC(f, &cfg.ImageGC, &cfg.ImageGCPeriod)
 	cmd.PreRun = func(*cobra.Command, []string) {
 		data := filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir)))
