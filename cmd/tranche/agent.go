@@ -25,7 +25,7 @@ import (
 
 func agentCmd() *cobra.Command {
 	var cfg agent.NodeConfig
-	var kubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize, registriesFile string
+	var kubeconfig, networkKubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize, registriesFile string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node: register it, run its pods as OCI containers (runc), keep its status",
@@ -90,6 +90,16 @@ func agentCmd() *cobra.Command {
 			if cfg.Registries, err = registries.Load(registriesFile); err != nil {
 				return fmt.Errorf("--registries: %w", err)
 			}
+			if networkKubeconfig != "" {
+				nc, err := clientcmd.BuildConfigFromFlags("", networkKubeconfig)
+				if err != nil {
+					return fmt.Errorf("--network-kubeconfig %s: %w", networkKubeconfig, err)
+				}
+				logging.QuietWarnings(nc, cfg.Logger)
+				if cfg.NetworkClient, err = kubernetes.NewForConfig(nc); err != nil {
+					return err
+				}
+			}
 			cfg.ClusterFile = clusterFile
 			cfg.Client = client
 			cfg.Lookup = apilookup.New(client)
@@ -119,6 +129,8 @@ func agentCmd() *cobra.Command {
 		"kubelet's default is none, which lets one pod's fork bomb exhaust the machine")
 	f.StringVar(&cfg.Backend, "backend", overlay.BackendVXLAN, "how this node routes the other nodes' pod subnets: "+strings.Join(overlay.Backends(), ", ")+
 		" (vxlan: flannel's VXLAN overlay, UDP 8472; host-gw: routes via the other nodes' addresses, which must share this node's link; none: `tranche up` routes them)")
+	f.StringVar(&networkKubeconfig, "network-kubeconfig", "", "kubeconfig of the pod network's identity (user system:tranche:node-network), which reads every Node "+
+		"as flannel's service account does; a node identity may read only its own Node (default: --kubeconfig)")
 	registerImageGC(f, &cfg.ImageGC, &cfg.ImageGCPeriod)
 	cmd.PreRun = func(*cobra.Command, []string) {
 		data := filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir)))

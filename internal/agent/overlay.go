@@ -16,7 +16,8 @@ import (
 // machines with backend (internal/overlay) and keeps it in sync with the Nodes until ctx
 // ends. It returns the topology with the pod MTU the backend needs. With
 // overlay.BackendNone it does nothing: `tranche up` routes its nodes itself.
-func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me clusternet.Node, client kubernetes.Interface, log *slog.Logger) (clusternet.Topology, error) {
+// network (may be client) reads every Node.
+func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me clusternet.Node, client, network kubernetes.Interface, log *slog.Logger) (clusternet.Topology, error) {
 	if backend == "" || backend == overlay.BackendNone {
 		return t, nil
 	}
@@ -28,7 +29,7 @@ func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me
 		return t, err
 	}
 	ov, err := overlay.Prepare(overlay.Config{Backend: backend, NodeName: me.Name, PublicIP: me.Underlay, PodCIDR: me.PodCIDR,
-		Dataplane: dp, Client: client, Logger: log})
+		Dataplane: dp, Client: client, Watch: network, Logger: log})
 	if err != nil {
 		dp.Close()
 		return t, fmt.Errorf("--backend %s: %w", backend, err)

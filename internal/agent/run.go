@@ -76,9 +76,11 @@ type NodeConfig struct {
 	// pulls every image from its own registry.
 	Registries *registries.Config
 	// Backend routes the other nodes' pod subnets (internal/overlay): vxlan, host-gw,
-	// or none (empty) when `tranche up` does.
-	Backend string
-	Logger  *slog.Logger
+	// or none (empty) when `tranche up` does. NetworkClient (nil: Client) is its
+	// identity, which may read every Node (bootstrap.NodeNetworkUser).
+	Backend       string
+	NetworkClient kubernetes.Interface
+	Logger        *slog.Logger
 	// Ready (may be nil) is closed once the node is registered, its caches are filled
 	// and its pod loop is about to start.
 	Ready chan<- struct{}
@@ -106,7 +108,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return fmt.Errorf("node %q is not in %s", cfg.NodeName, cfg.ClusterFile)
 	}
 	log := cfg.Logger
-	if st.Topology, err = startOverlay(ctx, cfg.Backend, st.Topology, me, cfg.Client, log); err != nil {
+	if st.Topology, err = startOverlay(ctx, cfg.Backend, st.Topology, me, cfg.Client, cfg.NetworkClient, log); err != nil {
 		return err
 	}
 	nodeAgent := node.New(node.Config{Name: cfg.NodeName, InternalIP: me.Underlay.String(), Zone: cfg.Zone,

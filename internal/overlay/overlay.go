@@ -29,8 +29,11 @@ type Config struct {
 	PodCIDR  netip.Prefix
 	// Dataplane is the node's namespace.
 	Dataplane Dataplane
-	Client    kubernetes.Interface
-	Logger    *slog.Logger
+	// Client publishes this node's annotations (a node identity may patch its own Node);
+	// Watch, which may be Client when that may read every Node, lists and watches the
+	// Nodes (a node identity may read only its own: Kubernetes' node authorizer).
+	Client, Watch kubernetes.Interface
+	Logger        *slog.Logger
 	// Resync is how often a full sync runs without any Node event (a minute when 0),
 	// repairing entries someone else removed.
 	Resync time.Duration
@@ -134,7 +137,11 @@ func (o *Overlay) Annotations() map[string]string {
 // Run publishes this node's annotations and syncs on every Node change and every Resync
 // until ctx ends. A failed sync is retried with a growing delay (up to Resync).
 func (o *Overlay) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactory(o.cfg.Client, 0)
+	watch := o.cfg.Watch
+	if watch == nil {
+		watch = o.cfg.Client
+	}
+	f := informers.NewSharedInformerFactory(watch, 0)
 	inf := f.Core().V1().Nodes()
 	wake := make(chan struct{}, 1)
 	poke := func(any) {
