@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -234,4 +235,49 @@ func (m *machine) startAgent(t *testing.T, c *localCluster, podCIDR netip.Prefix
 	cmd := exec.Command(trancheBin, "agent", "--kubeconfig", kubeconfig, "--network-kubeconfig", networkKubeconfig,
 		"--node-name", m.name, "--cluster-file", clusterFile, "--root-dir", dir, "--backend", backend)
 	return m.start(t, cmd, filepath.Join(dir, "agent.log"))
+}
+
+// TestSimulatedLAN checks the helper itself, without a cluster: three machines on a LAN
+// of their own reach each other by address and nothing else, and a process started on
+// a machine sees the machine's network as its own.
+func TestSimulatedLAN(t *testing.T) {
+	prefix := fmt.Sprintf("sl%d-", os.Getpid()%1000)
+	l := newLAN(t, prefix+"lan", netip.MustParsePrefix("192.168.90.0/24"), netip.Addr{})
+	var ms []*machine
+	for i, name := range []string{"a", "b", "c"} {
+		ms = append(ms, l.addMachine(t, name, prefix+name, netip.AddrFrom4([4]byte{192, 168, 90, byte(10 + i)})))
+	}
+	ln, err := netns.Listen(ms[2].ns, "tcp", "192.168.90.12:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(c.RemoteAddr().String()))
+			c.Close()
+		}
+	}()
+	for _, from := range ms[:2] {
+		conn, err := netns.Dial(from.ns, "tcp", "192.168.90.12:7000", 2*time.Second)
+		if err != nil {
+			t.Fatalf("machine %s to c: %v", from.name, err)
+		}
+		b := make([]byte, 64)
+		n, _ := conn.Read(b)
+		conn.Close()
+		if got, _, _ := strings.Cut(string(b[:n]), ":"); got != from.addr.String() {
+			t.Errorf("c saw machine %s as %q, want %s", from.name, got, from.addr)
+		}
+	}
+	logPath := filepath.Join(t.TempDir(), "ip.log")
+	ms[0].start(t, exec.Command("ip", "-brief", "addr", "show", "eth0"), logPath)
+	eventually(t, 10*time.Second, "a process on machine a sees a's eth0", func() (bool, string) {
+		out, _ := os.ReadFile(logPath)
+		return strings.Contains(string(out), "192.168.90.10/24"), string(out)
+	})
 }

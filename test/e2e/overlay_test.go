@@ -49,7 +49,17 @@ spec:
 // other by pod IP and through a ClusterIP Service; deleting a machine's Node removes its
 // route, ARP and FDB entries from the other.
 func TestMachinesOverlay(t *testing.T) {
-	c := upOwn(t, "ov", 1)
+	machinesOverlay(t, "ov", "vxlan")
+}
+
+// TestMachinesHostGW is TestMachinesOverlay with --backend host-gw: plain routes via the
+// other machine's LAN address, no vxlan device, pods keep the link's MTU.
+func TestMachinesHostGW(t *testing.T) {
+	machinesOverlay(t, "ovh", "host-gw")
+}
+
+func machinesOverlay(t *testing.T, tag, backend string) {
+	c := upOwn(t, tag, 1)
 	s := c.srv
 	l := underlayLAN(c)
 	type spec struct {
@@ -61,14 +71,18 @@ func TestMachinesOverlay(t *testing.T) {
 	for _, sp := range specs {
 		m := l.addMachine(t, sp.name, c.prefix+sp.name, netip.MustParseAddr(sp.addr))
 		ms[sp.name] = m
-		stops[sp.name] = m.startAgent(t, c, netip.MustParsePrefix(sp.podCIDR), "vxlan")
+		stops[sp.name] = m.startAgent(t, c, netip.MustParsePrefix(sp.podCIDR), backend)
 	}
 	eventually(t, 90*time.Second, "m1 and m2 Ready with flannel's annotations", func() (bool, string) {
 		out, _, _ := s.kubectl(t, "", "get", "nodes", "m1", "m2", "-o",
 			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.metadata.annotations.flannel\.alpha\.coreos\.com/backend-type} {.metadata.annotations.flannel\.alpha\.coreos\.com/public-ip}{"\n"}{end}`)
-		return out == "m1 True vxlan 10.240.0.101\nm2 True vxlan 10.240.0.102\n", out
+		want := fmt.Sprintf("m1 True %[1]s 10.240.0.101\nm2 True %[1]s 10.240.0.102\n", backend)
+		return out == want, out
 	})
 	vtep := func(node string) string {
+		if backend != "vxlan" {
+			return "no VTEP"
+		}
 		data := s.must(t, "get", "node", node, "-o", `jsonpath={.metadata.annotations.flannel\.alpha\.coreos\.com/backend-data}`)
 		i := strings.Index(data, `"VtepMAC":"`)
 		if i < 0 {
@@ -86,15 +100,24 @@ func TestMachinesOverlay(t *testing.T) {
 		return string(out)
 	}
 	m1 := ms["m1"].ns
-	eventually(t, 30*time.Second, "m1 routes m2's pod subnet over VXLAN", func() (bool, string) {
-		got := ip(m1, "route") + ip(m1, "neigh", "show", "dev", "flannel.1") + fdb(m1) + ip(m1, "-d", "link", "show", "flannel.1")
-		ok := strings.Contains(got, "10.244.12.0/24 via 10.244.12.0 dev flannel.1 proto 84 onlink") &&
-			strings.Contains(got, "10.244.12.0 lladdr "+m2MAC+" PERMANENT") &&
-			strings.Contains(got, m2MAC+" dst 10.240.0.102 self permanent") &&
-			strings.Contains(got, "mtu 1450") && strings.Contains(got, "vxlan id 1 local 10.240.0.101 dev eth0") &&
-			strings.Contains(got, "dstport 8472")
-		return ok, got
-	})
+	podMTU := "mtu 1500"
+	if backend == "vxlan" {
+		podMTU = "mtu 1450"
+		eventually(t, 30*time.Second, "m1 routes m2's pod subnet over VXLAN", func() (bool, string) {
+			got := ip(m1, "route") + ip(m1, "neigh", "show", "dev", "flannel.1") + fdb(m1) + ip(m1, "-d", "link", "show", "flannel.1")
+			ok := strings.Contains(got, "10.244.12.0/24 via 10.244.12.0 dev flannel.1 proto 84 onlink") &&
+				strings.Contains(got, "10.244.12.0 lladdr "+m2MAC+" PERMANENT") &&
+				strings.Contains(got, m2MAC+" dst 10.240.0.102 self permanent") &&
+				strings.Contains(got, "mtu 1450") && strings.Contains(got, "vxlan id 1 local 10.240.0.101 dev eth0") &&
+				strings.Contains(got, "dstport 8472")
+			return ok, got
+		})
+	} else {
+		eventually(t, 30*time.Second, "m1 routes m2's pod subnet via m2's address", func() (bool, string) {
+			got := ip(m1, "route") + ip(m1, "link")
+			return strings.Contains(got, "10.244.12.0/24 via 10.240.0.102 dev eth0 proto 84") && !strings.Contains(got, "flannel.1"), got
+		})
+	}
 
 	ns := s.namespace(t)
 	t.Cleanup(func() {
@@ -117,8 +140,8 @@ func TestMachinesOverlay(t *testing.T) {
 		t.Fatalf("pod IPs %s, %s: want them from m1's and m2's subnets", web1, web2)
 	}
 	pns1, pns2 := c.podNS(t, ns, "web-1"), c.podNS(t, ns, "web-2")
-	if got := ip(pns1, "link", "show", "eth0"); !strings.Contains(got, "mtu 1450") {
-		t.Errorf("web-1's eth0 does not have the VXLAN MTU 1450:\n%s", got)
+	if got := ip(pns1, "link", "show", "eth0"); !strings.Contains(got, podMTU) {
+		t.Errorf("web-1's eth0 does not have the %s backend's %s:\n%s", backend, podMTU, got)
 	}
 	get := func(fromNS, url string) (string, error) {
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
@@ -154,8 +177,8 @@ func TestMachinesOverlay(t *testing.T) {
 	// m2 leaves: its agent stops and its Node is deleted; m1 forgets it.
 	stops["m2"]()
 	s.must(t, "delete", "node", "m2")
-	eventually(t, 30*time.Second, "m2's route, ARP and FDB entries gone from m1", func() (bool, string) {
-		got := ip(m1, "route") + ip(m1, "neigh", "show", "dev", "flannel.1") + fdb(m1)
+	eventually(t, 30*time.Second, "m2's route (and ARP and FDB entries) gone from m1", func() (bool, string) {
+		got := ip(m1, "route") + ip(m1, "neigh") + fdb(m1)
 		return !strings.Contains(got, "10.244.12.0") && !strings.Contains(got, m2MAC), got
 	})
 }
