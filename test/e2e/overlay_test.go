@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +175,28 @@ func machinesOverlay(t *testing.T, tag, backend string) {
 		got, err := get(pns1, "http://"+web2+":8080/echo?msg="+big)
 		return err == nil && got == big, fmt.Sprintf("%d bytes %v", len(got), err)
 	})
+
+	// m1's agent restarts: it finds its device and entries as they should be and writes
+	// nothing, and its pod keeps reaching m2's.
+	logPath := filepath.Join(c.dataDir, "nodes", "m1", "agent.log")
+	count := func(msg string) int {
+		b, _ := os.ReadFile(logPath)
+		return strings.Count(string(b), `msg="`+msg+`"`)
+	}
+	writes := count("overlay sync")
+	stops["m1"]()
+	stops["m1"] = ms["m1"].startAgent(t, c, netip.MustParsePrefix(specs[0].podCIDR), backend)
+	eventually(t, 60*time.Second, "m1's restarted overlay running", func() (bool, string) {
+		n := count("overlay running")
+		return n == 2, fmt.Sprintf("%d starts", n)
+	})
+	eventually(t, 30*time.Second, "web-1 reaching web-2 after m1's agent restarted", func() (bool, string) {
+		got, err := get(pns1, "http://"+web2+":8080/hostname")
+		return err == nil && got == "web-2", fmt.Sprintf("%q %v", got, err)
+	})
+	if n := count("overlay sync"); n != writes {
+		t.Errorf("m1's restarted overlay wrote to the kernel %d times, want none (all was in place)", n-writes)
+	}
 
 	// m2 leaves: its agent stops and its Node is deleted; m1 forgets it.
 	stops["m2"]()
