@@ -37,6 +37,7 @@ kind: Service
 metadata:
   name: %[1]s
 spec:
+  type: NodePort
   selector: {app: %[1]s}
   ports:
   - port: 80
@@ -48,7 +49,8 @@ spec:
 // cluster listener) with the default VXLAN backend: each publishes flannel's
 // annotations, routes the other's pod subnet through flannel.1 with ARP and FDB
 // entries, gives its pods the MTU less 50, and pods on the two machines reach each
-// other by pod IP and through a ClusterIP Service; deleting a machine's Node removes its
+// other by pod IP, through a ClusterIP Service and a NodePort on the other machine's
+// address; a restarted agent writes nothing; deleting a machine's Node removes its
 // route, ARP and FDB entries from the other.
 func TestMachinesOverlay(t *testing.T) {
 	machinesOverlay(t, "ov", "vxlan")
@@ -169,6 +171,13 @@ func machinesOverlay(t *testing.T, tag, backend string) {
 			return err == nil && got == tc.want, fmt.Sprintf("%q %v", got, err)
 		})
 	}
+	// web-2's NodePort answers on m1's address too, from the LAN (the underlay
+	// namespace): m1 forwards to m2 across the machines.
+	nodePort := s.must(t, "get", "svc", "web-2", "-n", ns, "-o", "jsonpath={.spec.ports[0].nodePort}")
+	eventually(t, 30*time.Second, "web-2's NodePort on m1's address", func() (bool, string) {
+		got, err := get(l.ns, "http://10.240.0.101:"+nodePort+"/hostname")
+		return err == nil && got == "web-2", fmt.Sprintf("%q %v", got, err)
+	})
 	// A request larger than the MTU crosses the tunnel whole.
 	big := strings.Repeat("x", 20000)
 	eventually(t, 10*time.Second, "a 20 kB echo across machines", func() (bool, string) {
