@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 )
 
-// Fake is an in-memory Dataplane for tests. Like the kernel, it refuses a route, ARP or
+// Fake is an in-memory Dataplane for tests, safe for concurrent use (read its fields
+// only when nothing runs, or through State). Like the kernel, it refuses a route, ARP or
 // FDB entry on a device that does not exist, and the vxlan device's entries (and routes)
 // go with it.
 type Fake struct {
+	mu sync.Mutex
 	// Links are the links and their MTUs; Addrs the address each uplink holds.
 	Links map[string]int
 	Addrs map[string]netip.Prefix
@@ -28,6 +31,8 @@ var _ Dataplane = (*Fake)(nil)
 
 // Uplink implements Dataplane.
 func (f *Fake) Uplink(addr netip.Addr) (string, netip.Prefix, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for name, p := range f.Addrs {
 		if p.Addr() == addr {
 			return name, p, f.Links[name], nil
@@ -38,6 +43,8 @@ func (f *Fake) Uplink(addr netip.Addr) (string, netip.Prefix, int, error) {
 
 // EnsureVXLAN implements Dataplane.
 func (f *Fake) EnsureVXLAN(local netip.Addr, uplink string, mtu int, addr netip.Prefix) (net.HardwareAddr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if _, ok := f.Links[uplink]; !ok {
 		return nil, fmt.Errorf("uplink %q: link not found", uplink)
 	}
@@ -50,6 +57,8 @@ func (f *Fake) EnsureVXLAN(local netip.Addr, uplink string, mtu int, addr netip.
 
 // DeleteVXLAN implements Dataplane.
 func (f *Fake) DeleteVXLAN() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	delete(f.Links, VXLANDevice)
 	f.Current.Routes = slices.DeleteFunc(f.Current.Routes, func(r Route) bool { return r.Dev == VXLANDevice })
 	f.Current.Neighs, f.Current.FDB = nil, nil
@@ -58,6 +67,8 @@ func (f *Fake) DeleteVXLAN() error {
 
 // State implements Dataplane.
 func (f *Fake) State() (State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	s := State{Routes: slices.Clone(f.Current.Routes), Neighs: slices.Clone(f.Current.Neighs), FDB: slices.Clone(f.Current.FDB)}
 	s.sort()
 	return s, nil
@@ -65,6 +76,8 @@ func (f *Fake) State() (State, error) {
 
 // Apply implements Dataplane.
 func (f *Fake) Apply(c Changes) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if c.Empty() {
 		return nil
 	}

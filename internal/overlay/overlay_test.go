@@ -1,9 +1,11 @@
 package overlay
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -243,4 +245,64 @@ func TestPrepareRejects(t *testing.T) {
 	if err == nil || err.Error() != `overlay of node "a": no link holds 192.168.50.99` {
 		t.Errorf("err = %v", err)
 	}
+}
+
+// TestRunFollowsTheInformer runs the overlay against a fake API: it publishes this
+// node's annotations, routes a node that appears, and unroutes it when it is deleted.
+func TestRunFollowsTheInformer(t *testing.T) {
+	me := makeNode("a", "10.244.0.0/24", "192.168.50.10", nil)
+	b := vxlanNode("b", "10.244.1.0/24", "192.168.50.11", "0a:00:00:00:00:0b")
+	client := fake.NewClientset(me)
+	dp := newFake()
+	o, err := Prepare(Config{Backend: BackendVXLAN, NodeName: "a", PublicIP: netip.MustParseAddr("192.168.50.10"),
+		PodCIDR: netip.MustParsePrefix("10.244.0.0/24"), Dataplane: dp, Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- o.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	wait("this node's annotations", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{})
+		return err == nil && n.Annotations[AnnotationBackendData] == `{"VNI":1,"VtepMAC":"0a:00:00:00:00:0a"}` &&
+			n.Annotations[AnnotationPublicIP] == "192.168.50.10" && n.Annotations[AnnotationBackendType] == "vxlan"
+	})
+	routes := func() []Route { s, _ := dp.State(); return s.Routes }
+	if _, err := client.CoreV1().Nodes().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("a route to b's pod subnet", func() bool { r := routes(); return len(r) == 1 && r[0].Dst.String() == "10.244.1.0/24" })
+	// c registers first and publishes its annotations later (an update).
+	c := makeNode("c", "10.244.2.0/24", "192.168.50.12", nil)
+	if _, err := client.CoreV1().Nodes().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Annotations = Annotations(BackendVXLAN, netip.MustParseAddr("192.168.50.12"), mac("0a:00:00:00:00:0c"))
+	if _, err := client.CoreV1().Nodes().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("a route to c's pod subnet once c published its VTEP", func() bool { return len(routes()) == 2 })
+	if err := client.CoreV1().Nodes().Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Nodes().Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("b's route gone", func() bool { s, _ := dp.State(); return len(s.Routes)+len(s.Neighs)+len(s.FDB) == 0 })
 }
