@@ -29,71 +29,13 @@ type machine struct {
 // veth, as two machines on one link: a packet from one pod subnet reaches the other
 // through the VXLAN tunnel, a second sync writes nothing, and a removed node's entries go.
 func TestNetlinkVXLANBetweenNamespaces(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	prefix := fmt.Sprintf("ovt%d-", os.Getpid()%100000)
-	ms := []*machine{
-		{name: "a", ip: netip.MustParseAddr("192.168.77.1"), podCIDR: netip.MustParsePrefix("10.244.0.0/24")},
-		{name: "b", ip: netip.MustParseAddr("192.168.77.2"), podCIDR: netip.MustParsePrefix("10.244.1.0/24")},
-	}
+	ms := twoMachines(t, "ovt")
 	for _, m := range ms {
-		m.ns = prefix + m.name
-		if err := netns.Create(m.ns); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := netns.Delete(m.ns); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	la, err := netns.OpenLinks(ms[0].ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Close()
-	if err := la.AddVeth("eth0", "eth0", ms[1].ns); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		l, err := netns.OpenLinks(m.ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		if err := l.LoUp(); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.AddAddr("eth0", netip.PrefixFrom(m.ip, 24)); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.SetUp("eth0"); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.AddBridge("cbr0", netip.PrefixFrom(m.podCIDR.Addr().Next(), 24), nil); err != nil {
-			t.Fatal(err)
-		}
-		if m.dp, err = OpenNetlink(m.ns); err != nil {
-			t.Fatal(err)
-		}
-		defer m.dp.Close()
-		if m.o, err = Prepare(Config{Backend: BackendVXLAN, NodeName: m.name, PublicIP: m.ip, PodCIDR: m.podCIDR, Dataplane: m.dp}); err != nil {
-			t.Fatal(err)
-		}
 		if got := m.o.PodMTU(); got != 1450 {
 			t.Errorf("%s: pod MTU %d, want 1450", m.name, got)
 		}
 	}
-	var nodes []*v1.Node
-	for _, m := range ms {
-		nodes = append(nodes, makeNode(m.name, m.podCIDR.String(), m.ip.String(), func(n *v1.Node) { n.Annotations = m.o.Annotations() }))
-	}
-	for _, m := range ms {
-		if err := m.o.Sync(nodes); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nodes := connect(t, ms)
 	ln, err := netns.Listen(ms[1].ns, "tcp", "10.244.1.1:8080")
 	if err != nil {
 		t.Fatal(err)
@@ -154,4 +96,78 @@ func ipShow(ns string) string {
 	out, _ := exec.Command("ip", "netns", "exec", ns, "bridge", "fdb", "show", "dev", VXLANDevice).CombinedOutput()
 	b.Write(out)
 	return b.String()
+}
+
+// twoMachines makes two namespaces joined by a veth (192.168.77.1 and .2), each with a
+// bridge holding its pod gateway (10.244.0.1, 10.244.1.1) and a prepared vxlan overlay;
+// they are removed when tb ends.
+func twoMachines(t testing.TB, tag string) []*machine {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	prefix := fmt.Sprintf("%s%d-", tag, os.Getpid()%100000)
+	ms := []*machine{
+		{name: "a", ip: netip.MustParseAddr("192.168.77.1"), podCIDR: netip.MustParsePrefix("10.244.0.0/24")},
+		{name: "b", ip: netip.MustParseAddr("192.168.77.2"), podCIDR: netip.MustParsePrefix("10.244.1.0/24")},
+	}
+	for _, m := range ms {
+		m.ns = prefix + m.name
+		if err := netns.Create(m.ns); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := netns.Delete(m.ns); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	la, err := netns.OpenLinks(ms[0].ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(la.Close)
+	if err := la.AddVeth("eth0", "eth0", ms[1].ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		l, err := netns.OpenLinks(m.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		if err := l.LoUp(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.AddAddr("eth0", netip.PrefixFrom(m.ip, 24)); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SetUp("eth0"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.AddBridge("cbr0", netip.PrefixFrom(m.podCIDR.Addr().Next(), 24), nil); err != nil {
+			t.Fatal(err)
+		}
+		if m.dp, err = OpenNetlink(m.ns); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.dp.Close)
+		if m.o, err = Prepare(Config{Backend: BackendVXLAN, NodeName: m.name, PublicIP: m.ip, PodCIDR: m.podCIDR, Dataplane: m.dp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ms
+}
+
+// connect gives each machine the other's Node (with its annotations) and syncs both.
+func connect(t testing.TB, ms []*machine) []*v1.Node {
+	var nodes []*v1.Node
+	for _, m := range ms {
+		nodes = append(nodes, makeNode(m.name, m.podCIDR.String(), m.ip.String(), func(n *v1.Node) { n.Annotations = m.o.Annotations() }))
+	}
+	for _, m := range ms {
+		if err := m.o.Sync(nodes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
 }
