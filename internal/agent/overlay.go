@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tranche/tranche/internal/clusternet"
@@ -20,6 +22,15 @@ import (
 func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me clusternet.Node, client, network kubernetes.Interface, log *slog.Logger) (clusternet.Topology, error) {
 	if backend == "" || backend == overlay.BackendNone {
 		return t, nil
+	}
+	if network == nil {
+		network = client
+	}
+	// Refused at once rather than a network that never routes: a node identity may read
+	// only its own Node (other errors, such as an API server not up yet, are retried by
+	// the informer).
+	if _, err := network.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); apierrors.IsForbidden(err) {
+		return t, fmt.Errorf("--backend %s reads every Node; give it an identity that may (--network-kubeconfig, user system:tranche:node-network): %w", backend, err)
 	}
 	if err := clusternet.PrepareNode(t, me.Name); err != nil {
 		return t, err
