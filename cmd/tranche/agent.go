@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,13 +18,14 @@ import (
 	"github.com/tranche/tranche/internal/apilookup"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/memtune"
+	"github.com/tranche/tranche/internal/overlay"
 	"github.com/tranche/tranche/internal/proxy"
 	"github.com/tranche/tranche/internal/registries"
 )
 
 func agentCmd() *cobra.Command {
 	var cfg agent.NodeConfig
-	var kubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize, registriesFile string
+	var kubeconfig, networkKubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize, registriesFile string
 	var join joinFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -43,6 +45,9 @@ func agentCmd() *cobra.Command {
 			}
 			if cfg.NodeName == "" || (kubeconfig == "") == (join.token == "") || clusterFile == "" || cfg.RootDir == "" {
 				return fmt.Errorf("--node-name, --cluster-file, --root-dir and either --kubeconfig or --server with --token are required")
+			}
+			if !slices.Contains(overlay.Backends(), cfg.Backend) {
+				return fmt.Errorf("--backend %q: want one of %s", cfg.Backend, strings.Join(overlay.Backends(), ", "))
 			}
 			if err := cfg.ImageGC.Validate(); err != nil {
 				return err
@@ -103,6 +108,16 @@ func agentCmd() *cobra.Command {
 			if cfg.Registries, err = registries.Load(registriesFile); err != nil {
 				return fmt.Errorf("--registries: %w", err)
 			}
+			if networkKubeconfig != "" {
+				nc, err := clientcmd.BuildConfigFromFlags("", networkKubeconfig)
+				if err != nil {
+					return fmt.Errorf("--network-kubeconfig %s: %w", networkKubeconfig, err)
+				}
+				logging.QuietWarnings(nc, cfg.Logger)
+				if cfg.NetworkClient, err = kubernetes.NewForConfig(nc); err != nil {
+					return err
+				}
+			}
 			cfg.ClusterFile = clusterFile
 			cfg.Client = client
 			cfg.Lookup = apilookup.New(client)
@@ -131,6 +146,10 @@ func agentCmd() *cobra.Command {
 	f.IntVar(&cfg.Logs.MaxFiles, "container-log-max-files", 5, "log files kept per container instance, the current one included (kubelet's containerLogMaxFiles)")
 	f.Int64Var(&cfg.PodMaxPids, "pod-max-pids", 4096, "pids.max of each pod's cgroup (kubelet's --pod-max-pids); -1 for none. "+
 		"kubelet's default is none, which lets one pod's fork bomb exhaust the machine")
+	f.StringVar(&cfg.Backend, "backend", overlay.BackendVXLAN, "how this node routes the other nodes' pod subnets: "+strings.Join(overlay.Backends(), ", ")+
+		" (vxlan: flannel's VXLAN overlay, UDP 8472; host-gw: routes via the other nodes' addresses, which must share this node's link; none: `tranche up` routes them)")
+	f.StringVar(&networkKubeconfig, "network-kubeconfig", "", "kubeconfig of the pod network's identity (user system:tranche:node-network), which reads every Node "+
+		"as flannel's service account does; a node identity may read only its own Node (default: --kubeconfig)")
 	registerImageGC(f, &cfg.ImageGC, &cfg.ImageGCPeriod)
 	cmd.PreRun = func(*cobra.Command, []string) {
 		data := filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir)))

@@ -75,7 +75,12 @@ type NodeConfig struct {
 	// Registries is the registries configuration (mirrors, TLS, credentials); nil
 	// pulls every image from its own registry.
 	Registries *registries.Config
-	Logger     *slog.Logger
+	// Backend routes the other nodes' pod subnets (internal/overlay): vxlan, host-gw,
+	// or none (empty) when `tranche up` does. NetworkClient (nil: Client) is its
+	// identity, which may read every Node (bootstrap.NodeNetworkUser).
+	Backend       string
+	NetworkClient kubernetes.Interface
+	Logger        *slog.Logger
 	// Ready (may be nil) is closed once the node is registered, its caches are filled
 	// and its pod loop is about to start.
 	Ready chan<- struct{}
@@ -103,6 +108,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return fmt.Errorf("node %q is not in %s", cfg.NodeName, cfg.ClusterFile)
 	}
 	log := cfg.Logger
+	if st.Topology, err = startOverlay(ctx, cfg.Backend, st.Topology, me, cfg.Client, cfg.NetworkClient, log); err != nil {
+		return err
+	}
 	nodeAgent := node.New(node.Config{Name: cfg.NodeName, InternalIP: me.Underlay.String(), Zone: cfg.Zone,
 		PodCIDR: me.PodCIDR.String(), Logger: log}, cfg.Client)
 	// One registry for the proxy and the policy enforcement: the proxy's metrics

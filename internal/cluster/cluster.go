@@ -179,7 +179,7 @@ type Agent struct {
 // Args returns the arguments of `tranche agent` for a (without the program name).
 func (a Agent) Args() []string {
 	args := []string{"agent", "--kubeconfig", a.Kubeconfig, "--node-name", a.Node,
-		"--cluster-file", a.ClusterFile, "--root-dir", a.RootDir}
+		"--cluster-file", a.ClusterFile, "--root-dir", a.RootDir, "--backend", "none"} // up's cluster network routes its nodes
 	if a.Zone != "" {
 		args = append(args, "--zone", a.Zone)
 	}

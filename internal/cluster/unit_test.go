@@ -127,7 +127,7 @@ func TestStateRoundTrip(t *testing.T) {
 
 func TestAgentArgs(t *testing.T) {
 	a := Agent{Node: "n1", Kubeconfig: "/d/nodes/n1/kubeconfig", ClusterFile: "/d/cluster.json", RootDir: "/d/nodes/n1"}
-	want := "agent --kubeconfig /d/nodes/n1/kubeconfig --node-name n1 --cluster-file /d/cluster.json --root-dir /d/nodes/n1"
+	want := "agent --kubeconfig /d/nodes/n1/kubeconfig --node-name n1 --cluster-file /d/cluster.json --root-dir /d/nodes/n1 --backend none"
 	if got := strings.Join(a.Args(), " "); got != want {
 		t.Errorf("Args = %q, want %q", got, want)
 	}

@@ -92,6 +92,13 @@ func (a applier) apply(s Step) error {
 		return l.DelRoute(s.Dst)
 	case OpDelLink:
 		return l.DelLink(s.Link)
+	case OpMTU:
+		return l.SetMTU(s.Link, s.MTU)
+	case OpBridgeIfMissing:
+		if ok, err := l.LinkExists(s.Link); err != nil || ok {
+			return err
+		}
+		return l.AddBridge(s.Link, s.Addr, s.MAC)
 	}
 	return fmt.Errorf("unknown op %d", int(s.Op))
 }
@@ -165,6 +172,18 @@ func DetachPod(t Topology, node, podNS string) error {
 	}
 	if err := Apply(steps); err != nil {
 		return fmt.Errorf("detaching pod namespace %q from node %q: %w", podNS, node, err)
+	}
+	return nil
+}
+
+// PrepareNode makes the existing namespace of node name a node (see PlanPrepareNode).
+func PrepareNode(t Topology, name string) error {
+	steps, err := PlanPrepareNode(t, name)
+	if err != nil {
+		return err
+	}
+	if err := Apply(steps); err != nil {
+		return fmt.Errorf("preparing node %q: %w", name, err)
 	}
 	return nil
 }

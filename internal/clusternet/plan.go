@@ -36,6 +36,10 @@ const (
 	OpDelRoute
 	// OpDelLink deletes Link (idempotent; a veth's peer goes with it).
 	OpDelLink
+	// OpMTU sets Link's MTU to MTU.
+	OpMTU
+	// OpBridgeIfMissing is OpBridge when no link named Link exists, else nothing.
+	OpBridgeIfMissing
 )
 
 // Step is one change to one namespace. Plans are lists of Steps in the order they must be
@@ -58,6 +62,8 @@ type Step struct {
 	// Dst and Via are a route's destination and gateway.
 	Dst netip.Prefix
 	Via netip.Addr
+	// MTU is an OpMTU's MTU.
+	MTU int
 	// Key and Value are an OpSysctl's sysctl.
 	Key, Value string
 	// IfExists makes an OpSysctl skip a key the kernel does not have.
@@ -101,6 +107,10 @@ func (s Step) String() string {
 		return fmt.Sprintf("%s: ip route del %s", n, routeDst(s.Dst))
 	case OpDelLink:
 		return fmt.Sprintf("%s: ip link del %s", n, s.Link)
+	case OpMTU:
+		return fmt.Sprintf("%s: ip link set %s mtu %d", n, s.Link, s.MTU)
+	case OpBridgeIfMissing:
+		return fmt.Sprintf("%s: ip link show %s || { ip link add %s address %s type bridge; ip addr add %s dev %s; ip link set %s up; }", n, s.Link, s.Link, s.MAC, s.Addr, s.Link, s.Link)
 	}
 	return fmt.Sprintf("%s: unknown op %d", n, int(s.Op))
 }
@@ -219,6 +229,25 @@ func nodeSteps(t Topology, n Node) []Step {
 	return steps
 }
 
+// PlanPrepareNode returns the steps that make the existing namespace of node name, which
+// tranche did not build (a machine's, holding its own uplink and address), a node: the
+// node sysctls, lo up and the pod bridge when it is missing. Applying it again changes
+// nothing; routes to other nodes are the overlay's (internal/overlay).
+func PlanPrepareNode(t Topology, name string) ([]Step, error) {
+	n, ok := t.Node(name)
+	if !ok {
+		return nil, fmt.Errorf("preparing node %q: it is not in the cluster", name)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	ns := t.NodeNamespace(name)
+	return append(sysctlSteps(ns, nodeSysctls),
+		Step{Op: OpLoUp, Namespace: ns},
+		Step{Op: OpBridgeIfMissing, Namespace: ns, Link: PodBridge, Addr: netip.PrefixFrom(n.Gateway(), n.PodCIDR.Bits()), MAC: bridgeMAC(n.Gateway())},
+	), nil
+}
+
 // underlayRoute lets the underlay namespace (the API server's cluster listener) answer
 // pods of node n.
 func underlayRoute(t Topology, n Node) Step {
@@ -288,8 +317,13 @@ func PlanAttachPod(t Topology, node, podNS string, ip netip.Addr) ([]Step, error
 	ns := t.NodeNamespace(node)
 	veth := PodVeth(podNS)
 	steps := append([]Step{{Op: OpLoUp, Namespace: podNS}}, sysctlSteps(podNS, podSysctls)...)
+	steps = append(steps, Step{Op: OpVeth, Namespace: ns, Link: veth, Peer: PodInterface, PeerNamespace: podNS})
+	if t.PodMTU != 0 {
+		steps = append(steps,
+			Step{Op: OpMTU, Namespace: ns, Link: veth, MTU: t.PodMTU},
+			Step{Op: OpMTU, Namespace: podNS, Link: PodInterface, MTU: t.PodMTU})
+	}
 	return append(steps,
-		Step{Op: OpVeth, Namespace: ns, Link: veth, Peer: PodInterface, PeerNamespace: podNS},
 		Step{Op: OpAttach, Namespace: ns, Link: veth, Bridge: PodBridge},
 		Step{Op: OpAddr, Namespace: podNS, Link: PodInterface, Addr: netip.PrefixFrom(ip, n.PodCIDR.Bits()), NoPrefixRoute: true},
 		Step{Op: OpRoute, Namespace: podNS, Dst: netip.PrefixFrom(n.Gateway(), 32), Link: PodInterface},

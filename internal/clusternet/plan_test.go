@@ -272,3 +272,47 @@ func TestTeardownRefusesEmptyPrefix(t *testing.T) {
 		t.Errorf("Teardown(\"\") succeeded")
 	}
 }
+
+func TestPlanAttachPodWithMTU(t *testing.T) {
+	topo := makeTopology(t, nil)
+	topo.PodMTU = 1450
+	steps, err := PlanAttachPod(topo, "b", "x-pod1", netip.MustParseAddr("10.244.1.7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	veth := PodVeth("x-pod1")
+	got := render(steps)[3:6]
+	want := []string{
+		"x-b: ip link add " + veth + " type veth peer eth0 netns x-pod1",
+		"x-b: ip link set " + veth + " mtu 1450",
+		"x-pod1: ip link set eth0 mtu 1450",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("attach plan with a pod MTU (-want +got):\n%s", diff)
+	}
+	topo.PodMTU = 100
+	if err := topo.Validate(); err == nil || !strings.Contains(err.Error(), "pod MTU 100 must be 0 (the default) or from 576 to 65535") {
+		t.Errorf("Validate with MTU 100: %v", err)
+	}
+}
+
+func TestPlanPrepareNode(t *testing.T) {
+	topo := makeTopology(t, nil)
+	steps, err := PlanPrepareNode(topo, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := render(steps)
+	want := "x-b: ip link show cbr0 || { ip link add cbr0 address 0a:58:0a:f4:01:01 type bridge; ip addr add 10.244.1.1/24 dev cbr0; ip link set cbr0 up; }"
+	if got[len(got)-1] != want || got[len(got)-2] != "x-b: ip link set lo up" || got[0] != "x-b: sysctl -w net.ipv4.ip_forward=1" {
+		t.Errorf("prepare plan:\n%s", strings.Join(got, "\n"))
+	}
+	for _, s := range got {
+		if strings.Contains(s, "route") || strings.Contains(s, "veth") || strings.Contains(s, "netns add") {
+			t.Errorf("prepare plan touches more than the node's own namespace: %s", s)
+		}
+	}
+	if _, err := PlanPrepareNode(topo, "zz"); err == nil {
+		t.Error("PlanPrepareNode of an unknown node succeeded")
+	}
+}

@@ -60,6 +60,10 @@ type Topology struct {
 	ClusterCIDR netip.Prefix
 	// Nodes are the cluster's nodes, in no particular order.
 	Nodes []Node
+	// PodMTU, when not 0, is the MTU of pods' veths (both ends): an overlay's agent sets
+	// it to its uplink's MTU less the encapsulation (internal/overlay). `tranche up`
+	// leaves it 0: its nodes share one link and route without encapsulation.
+	PodMTU int `json:",omitempty"`
 }
 
 // Node is one node of a Topology.
@@ -236,6 +240,9 @@ func (t Topology) Validate() error {
 	}
 	if !isHost(t.UnderlayCIDR, t.APIAddress) {
 		errs = append(errs, fmt.Errorf("API address %s must be a host address of the underlay %s", t.APIAddress, t.UnderlayCIDR))
+	}
+	if t.PodMTU != 0 && (t.PodMTU < 576 || t.PodMTU > 65535) {
+		errs = append(errs, fmt.Errorf("pod MTU %d must be 0 (the default) or from 576 to 65535", t.PodMTU))
 	}
 	names := map[string]bool{}
 	links := map[string]string{}

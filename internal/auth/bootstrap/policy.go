@@ -43,6 +43,10 @@ const (
 	ProxyUser             = componentRolePrefix + "proxy"
 	DNSUser               = componentRolePrefix + "dns"
 	IngressUser           = componentRolePrefix + "ingress"
+	// NodeNetworkUser is the identity of the agents' pod network (internal/overlay,
+	// `tranche agent --network-kubeconfig`), which reads every Node as flannel's service
+	// account does; a node identity may read only its own Node.
+	NodeNetworkUser = componentRolePrefix + "node-network"
 )
 
 var (
@@ -155,6 +159,7 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			eventsRule,
 			rule(listWatch, groups("discovery.k8s.io"), "endpointslices"),
 		),
+		clusterRole(NodeNetworkUser, nil, rule(read, core, "nodes")),
 		clusterRole(ControllerManagerUser, nil,
 			rule([]string{"*"}, groups("*"), "*"),
 		),
@@ -221,6 +226,7 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		binding("system:monitoring", group(groupMonitoring)),
 		binding("system:service-account-issuer-discovery", group(authn.GroupServiceAccounts)),
 		binding("system:node-proxier", user(kubeProxyUser)),
+		binding(NodeNetworkUser, user(NodeNetworkUser)),
 		binding(ControllerManagerUser, user(ControllerManagerUser)),
 		binding(SchedulerUser, user(SchedulerUser)),
 		binding(ProxyUser, user(ProxyUser)),

@@ -157,6 +157,9 @@ func TestPolicyGrants(t *testing.T) {
 		{name: "ingress updates ingress status", attrs: res(authenticated(IngressUser), "update", "networking.k8s.io", "ingresses", "status", "t1", "i"), want: true},
 		{name: "ingress reads TLS secrets", attrs: res(authenticated(IngressUser), "get", "", "secrets", "", "t1", "tls"), want: true},
 		{name: "ingress may not update ingresses", attrs: res(authenticated(IngressUser), "update", "networking.k8s.io", "ingresses", "", "t1", "i"), want: false},
+		{name: "the pod network watches every node", attrs: res(authenticated(NodeNetworkUser), "watch", "", "nodes", "", "", ""), want: true},
+		{name: "the pod network may not change nodes", attrs: res(authenticated(NodeNetworkUser), "patch", "", "nodes", "", "", "n"), want: false},
+		{name: "nodes are not granted every node by RBAC", attrs: res(authenticated("system:node:a", "system:nodes"), "list", "", "nodes", "", "", ""), want: false},
 	}
 	rbac := authz.NewRBAC(bootstrapSource())
 	for _, tc := range cases {

@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/overlay"
+)
+
+// startOverlay makes the node's namespace a node when something other than `tranche up`
+// built it (a machine: sysctls, lo, the pod bridge), prepares the pod network across
+// machines with backend (internal/overlay) and keeps it in sync with the Nodes until ctx
+// ends. It returns the topology with the pod MTU the backend needs. With
+// overlay.BackendNone it does nothing: `tranche up` routes its nodes itself.
+// network (may be client) reads every Node.
+func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me clusternet.Node, client, network kubernetes.Interface, log *slog.Logger) (clusternet.Topology, error) {
+	if backend == "" || backend == overlay.BackendNone {
+		return t, nil
+	}
+	if network == nil {
+		network = client
+	}
+	// Refused at once rather than a network that never routes: a node identity may read
+	// only its own Node (other errors, such as an API server not up yet, are retried by
+	// the informer).
+	if _, err := network.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); apierrors.IsForbidden(err) {
+		return t, fmt.Errorf("--backend %s reads every Node; give it an identity that may (--network-kubeconfig, user system:tranche:node-network): %w", backend, err)
+	}
+	if err := clusternet.PrepareNode(t, me.Name); err != nil {
+		return t, err
+	}
+	dp, err := overlay.OpenNetlink(t.NodeNamespace(me.Name))
+	if err != nil {
+		return t, err
+	}
+	ov, err := overlay.Prepare(overlay.Config{Backend: backend, NodeName: me.Name, PublicIP: me.Underlay, PodCIDR: me.PodCIDR,
+		Dataplane: dp, Client: client, Watch: network, Logger: log})
+	if err != nil {
+		dp.Close()
+		return t, fmt.Errorf("--backend %s: %w", backend, err)
+	}
+	t.PodMTU = ov.PodMTU()
+	go func() {
+		defer dp.Close()
+		if err := ov.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("pod network across machines stopped", "err", err)
+		}
+	}()
+	return t, nil
+}
