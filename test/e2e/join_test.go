@@ -76,9 +76,11 @@ func TestJoinWithToken(t *testing.T) {
 	netns := c.prefix + "jn"
 	// nsenter enters the network namespace alone (ip netns exec would also remount
 	// /sys, hiding the cgroup file system the agent needs), as `tranche up` starts agents.
+	// The node joins a `tranche up` cluster, whose nodes share one bridge: --backend none,
+	// as `tranche up` runs its own agents.
 	agentArgs := func(root string, args ...string) []string {
 		return append([]string{"--net=/run/netns/" + netns, "--", trancheBin, "agent", "--node-name", "jn", "--cluster-file",
-			filepath.Join(c.dataDir, "cluster.json"), "--root-dir", root}, args...)
+			filepath.Join(c.dataDir, "cluster.json"), "--root-dir", root, "--backend", "none"}, args...)
 	}
 
 	t.Run("faults", func(t *testing.T) {
