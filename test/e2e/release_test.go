@@ -62,22 +62,9 @@ func TestLeaseReleasedOnSIGTERM(t *testing.T) {
 	before := map[string]int32{}
 	watches := map[string]watch.Interface{}
 	for _, lease := range watched {
-		l, err := sc.CoordinationV1().Leases("kube-system").Get(context.Background(), lease, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[lease] = ptr.Deref(l.Spec.LeaseTransitions, 0)
-		// A retrying watch: a watch the server ends resumes where it was.
-		w, err := watchtools.NewRetryWatcherWithContext(context.Background(), l.ResourceVersion, &cache.ListWatch{
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", lease).String()
-				return sc.CoordinationV1().Leases("kube-system").Watch(ctx, o)
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, l := followLease(t, sc, lease, leader.host)
 		defer w.Stop()
-		watches[lease] = w
+		watches[lease], before[lease] = w, ptr.Deref(l.Spec.LeaseTransitions, 0)
 	}
 
 	stopped := time.Now()
@@ -106,6 +93,7 @@ func TestLeaseReleasedOnSIGTERM(t *testing.T) {
 				}
 				l, isLease := ev.Object.(*coordinationv1.Lease)
 				if !isLease {
+					t.Logf("lease %s: %s event %v", lease, ev.Type, ev.Object)
 					continue
 				}
 				h := ptr.Deref(l.Spec.HolderIdentity, "")
@@ -122,7 +110,10 @@ func TestLeaseReleasedOnSIGTERM(t *testing.T) {
 					if got, want := ptr.Deref(l.Spec.LeaseTransitions, 0), before[lease]+1; got != want {
 						t.Fatalf("lease %s: leaseTransitions %d after the takeover, want %d", lease, got, want)
 					}
-					took = time.Since(stopped)
+					// The survivor's acquireTime, stamped on this host's clock.
+					if at := l.Spec.AcquireTime; at != nil {
+						took = at.Sub(stopped)
+					}
 					break follow
 				case strings.HasPrefix(h, leader.host+"_"):
 					// A last renewal before the stop.
@@ -150,4 +141,46 @@ func TestLeaseReleasedOnSIGTERM(t *testing.T) {
 	if out := leader.logText(); !strings.Contains(out, `msg="stopped leading"`) {
 		t.Errorf("%s's log does not say it stopped leading:\n%s", leader.host, tail(out, 2000))
 	}
+}
+
+// followLease watches kube-system/lease through c from its current version, and returns
+// once the watch delivered a renewal by holder (every retry period): from then on it
+// sees every change. A retrying watch resumes where it was if the server ends it; a
+// watch refused at once as too old (410: the server's watch cache began after the
+// version read) is opened again from a fresh read.
+func followLease(t *testing.T, c kubernetes.Interface, lease, holder string) (watch.Interface, *coordinationv1.Lease) {
+	t.Helper()
+	for range 5 {
+		l, err := c.CoordinationV1().Leases("kube-system").Get(context.Background(), lease, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := watchtools.NewRetryWatcherWithContext(context.Background(), l.ResourceVersion, &cache.ListWatch{
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", lease).String()
+				return c.CoordinationV1().Leases("kube-system").Watch(ctx, o)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		timeout := time.After(30 * time.Second)
+	renewal:
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					break renewal
+				}
+				if r, isLease := ev.Object.(*coordinationv1.Lease); isLease && strings.HasPrefix(ptr.Deref(r.Spec.HolderIdentity, ""), holder+"_") {
+					return w, r
+				}
+				t.Logf("lease %s: %s event %v", lease, ev.Type, ev.Object)
+			case <-timeout:
+				t.Fatalf("lease %s: no renewal by %s seen within 30s", lease, holder)
+			}
+		}
+		w.Stop()
+	}
+	t.Fatalf("lease %s: the watch ended five times before a renewal", lease)
+	return nil, nil
 }
