@@ -85,6 +85,13 @@ bench-datapath: deps build
 bench-netpol: deps build
 	TRANCHE_BIN=$(CURDIR)/$(BIN) $(BENCH) -timeout 30m ./bench/netpol/
 
+# Issue 22: five simulated machines over VXLAN (network programming, pod to pod across
+# machines vs within one) and the elected server's failover; see bench/machines/README.md.
+.PHONY: bench-machines
+bench: bench-machines
+bench-machines: deps build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Machines -benchtime 1x -timeout 20m ./test/e2e/
+
 # Issue 20: Kubernetes' own [Conformance] e2e specs (v1.37.2) against a fresh `tranche up`;
 # writes conformance/README.md. Not part of `make test`: the first run builds e2e.test
 # (~30 minutes on 2 cores, cached after). AREAS=... and CONFORMANCE_FOCUS=... run a subset.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -94,8 +95,14 @@ type Election struct {
 // Run campaigns until ctx ends. Each time the lease is won, work runs with a context
 // that ends when ctx ends or the lease is lost (no renewal within RenewDeadline); Run
 // waits for work to return, then campaigns again. It returns once ctx ended and work,
-// if it was running, returned. The lease is not released on the way out: the next
-// holder takes it once LeaseDuration has passed since the last renewal.
+// if it was running, returned.
+//
+// On the way out the lease is released (client-go's ReleaseOnCancel: holder cleared,
+// leaseDurationSeconds 1), so that another candidate takes over at its next retry
+// instead of after LeaseDuration. The release is written only after work returned:
+// the elector's own context is cancelled then and not when ctx ends, and a release
+// attempted while work may still run (the elector gives up after a failed renewal,
+// before it cancels the work) is withheld, leaving the lease to expire as without it.
 func (e *Election) Run(ctx context.Context, work func(ctx context.Context)) error {
 	if err := e.Timing.Validate(); err != nil {
 		return err
@@ -114,53 +121,104 @@ func (e *Election) Run(ctx context.Context, work func(ctx context.Context)) erro
 		return fmt.Errorf("lease %s/%s: %w", e.Namespace, e.Name, err)
 	}
 	for ctx.Err() == nil {
-		// client-go starts OnStartedLeading on a goroutine of its own; whether the work
-		// began is settled under mu, so that work never starts after le.Run returned.
-		var mu sync.Mutex
-		var began, over bool
-		done := make(chan struct{})
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:          lock,
-			LeaseDuration: e.Timing.LeaseDuration,
-			RenewDeadline: e.Timing.RenewDeadline,
-			RetryPeriod:   e.Timing.RetryPeriod,
-			Name:          e.Name,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(lctx context.Context) {
-					mu.Lock()
-					if over {
-						mu.Unlock()
-						return
-					}
-					began = true
-					mu.Unlock()
-					defer close(done)
-					log.Info("became leader")
-					work(lctx)
-				},
-				// Called when le.Run returns, after the work's context was cancelled.
-				OnStoppedLeading: func() {},
-				OnNewLeader: func(holder string) {
-					if holder != e.Identity {
-						log.Info("another server leads", "holder", holder)
-					}
-				},
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("lease %s/%s: %w", e.Namespace, e.Name, err)
-		}
-		le.Run(ctx)
-		mu.Lock()
-		over = true
-		led := began
-		mu.Unlock()
-		if led {
-			<-done
-			if ctx.Err() == nil {
-				log.Warn("lost the lease: work stopped, campaigning again")
-			}
+		if err := e.term(ctx, &gatedLock{Interface: lock}, work, log); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// term is one campaign: it returns once the lease was lost, or once ctx ended and the
+// lease was given up.
+func (e *Election) term(ctx context.Context, lock *gatedLock, work func(ctx context.Context), log *slog.Logger) error {
+	// The elector runs under its own context, cancelled only once no work runs: then
+	// it stops renewing and releases the lease.
+	electorCtx, stopElector := context.WithCancel(context.Background())
+	defer stopElector()
+	// client-go starts OnStartedLeading on a goroutine of its own; whether the work
+	// began is settled under mu, so that work never starts after the term ended.
+	var mu sync.Mutex
+	var began, over bool
+	done := make(chan struct{})
+	stopWatching := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !began {
+			// No work runs and none will start: give the lease up if it was won.
+			over = true
+			lock.mayRelease.Store(true)
+			stopElector()
+		}
+	})
+	defer stopWatching()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   e.Timing.LeaseDuration,
+		RenewDeadline:   e.Timing.RenewDeadline,
+		RetryPeriod:     e.Timing.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            e.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				mu.Lock()
+				if over {
+					mu.Unlock()
+					return
+				}
+				began = true
+				mu.Unlock()
+				defer close(done)
+				log.Info("became leader")
+				wctx, cancel := context.WithCancel(lctx)
+				stop := context.AfterFunc(ctx, cancel)
+				work(wctx)
+				stop()
+				cancel()
+				// Every write of the work is done: only now may the lease go.
+				lock.mayRelease.Store(true)
+				stopElector()
+			},
+			// Called when le.Run returns, after the work's context was cancelled.
+			OnStoppedLeading: func() {},
+			OnNewLeader: func(holder string) {
+				if holder != e.Identity {
+					log.Info("another server leads", "holder", holder)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("lease %s/%s: %w", e.Namespace, e.Name, err)
+	}
+	le.Run(electorCtx)
+	mu.Lock()
+	over = true
+	led := began
+	mu.Unlock()
+	if led {
+		<-done
+		if ctx.Err() == nil {
+			log.Warn("lost the lease: work stopped, campaigning again")
+		} else {
+			log.Info("stopped leading")
+		}
+	}
+	return nil
+}
+
+// errReleaseWithheld refuses a release while the lease's work may still write.
+var errReleaseWithheld = errors.New("release withheld: the work of this term has not returned yet")
+
+// gatedLock is the election's lock for one term: it refuses the release record (an
+// update clearing the holder) until mayRelease is set, once the term's work returned.
+type gatedLock struct {
+	resourcelock.Interface
+	mayRelease atomic.Bool
+}
+
+func (l *gatedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	if r.HolderIdentity == "" && !l.mayRelease.Load() {
+		return errReleaseWithheld
+	}
+	return l.Interface.Update(ctx, r)
 }

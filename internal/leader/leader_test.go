@@ -33,9 +33,14 @@ type candidate struct {
 
 func campaign(t *testing.T, client kubernetes.Interface, id string) *candidate {
 	t.Helper()
+	return campaignWith(t, client, id, fast)
+}
+
+func campaignWith(t *testing.T, client kubernetes.Interface, id string, timing Timing) *candidate {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &candidate{returned: make(chan struct{}), cancel: cancel}
-	e := &Election{Client: client, Namespace: "kube-system", Name: ControllerManagerLease, Identity: id, Timing: fast}
+	e := &Election{Client: client, Namespace: "kube-system", Name: ControllerManagerLease, Identity: id, Timing: timing}
 	go func() {
 		defer close(c.returned)
 		c.err = e.Run(ctx, func(ctx context.Context) {
@@ -103,6 +108,95 @@ func TestOneLeaderThenTakeOver(t *testing.T) {
 	if h := holder(t, client); h != "host-b_2" {
 		t.Fatalf("holderIdentity = %q, want host-b_2", h)
 	}
+}
+
+// releases watches the Lease's updates: each one that clears the holder (a release)
+// is counted, and noted when it came while work was still active.
+type releases struct {
+	count, whileActive atomic.Int32
+}
+
+func watchReleases(client *fake.Clientset, active func() bool) *releases {
+	r := &releases{}
+	client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		l := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+			r.count.Add(1)
+			if active() {
+				r.whileActive.Add(1)
+			}
+		}
+		return false, nil, nil
+	})
+	return r
+}
+
+// TestReleaseOnStop: a leader that stops gives its lease up once its work returned, and
+// the other candidate takes it over at its next retry, long before the lease duration
+// (a minute here, beyond the wait) would let it: the holder changes and
+// leaseTransitions counts the change.
+func TestReleaseOnStop(t *testing.T) {
+	slow := Timing{LeaseDuration: time.Minute, RenewDeadline: 40 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	client := withResourceVersions(fake.NewClientset())
+	var a *candidate
+	rel := watchReleases(client, func() bool { return a.active.Load() })
+	a = campaignWith(t, client, "host-a_1", slow)
+	eventually(t, "a leading", a.active.Load)
+	b := campaignWith(t, client, "host-b_2", slow)
+	time.Sleep(5 * slow.RetryPeriod)
+	if b.active.Load() {
+		t.Fatal("b works while a holds the lease")
+	}
+	a.cancel()
+	<-a.returned
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if n := rel.count.Load(); n != 1 {
+		t.Fatalf("a released its lease %d times on stopping, want once", n)
+	}
+	if rel.whileActive.Load() != 0 {
+		t.Fatal("a released its lease while its work was still running")
+	}
+	eventually(t, "b taking over the released lease", b.active.Load)
+	l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), ControllerManagerLease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "host-b_2" {
+		t.Fatalf("holderIdentity = %q, want host-b_2", h)
+	}
+	if n := ptr.Deref(l.Spec.LeaseTransitions, 0); n != 1 {
+		t.Fatalf("leaseTransitions = %d, want 1 (a, then b)", n)
+	}
+}
+
+// TestNoReleaseWhileWorkRuns: when renewals fail (the API server does not answer
+// updates), client-go gives up leading and, with ReleaseOnCancel, tries to release
+// before it cancels the work; that release is withheld, so no other candidate can take
+// over while the work may still write. The lease then expires as it would without
+// releases, and the candidate leads again once updates go through.
+func TestNoReleaseWhileWorkRuns(t *testing.T) {
+	client := withResourceVersions(fake.NewClientset())
+	var failing atomic.Bool
+	client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		l := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if failing.Load() && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+			return true, nil, apierrors.NewServiceUnavailable("etcd does not answer")
+		}
+		return false, nil, nil
+	})
+	var a *candidate
+	rel := watchReleases(client, func() bool { return a.active.Load() })
+	a = campaign(t, client, "host-a_1")
+	eventually(t, "a leading", a.active.Load)
+	failing.Store(true)
+	eventually(t, "a's work stopping after its renewals failed", func() bool { return !a.active.Load() })
+	if rel.whileActive.Load() != 0 {
+		t.Fatal("a released its lease while its work was still running")
+	}
+	failing.Store(false)
+	eventually(t, "a leading again", func() bool { return a.terms.Load() == 2 && a.active.Load() })
 }
 
 // TestLostLeaseStopsWorkThenRegains: when another holder takes the lease, the work's

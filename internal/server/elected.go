@@ -59,6 +59,9 @@ func runUnelected(ctx context.Context, units []electedUnit) (<-chan error, error
 // runElected campaigns for every unit's lease; a unit's manager runs while its lease is
 // held and has stopped every worker before the next campaign. A manager that fails to
 // start (a constructor error) is retried every retry period while the lease is held.
+// When ctx ends, each lease is released once its manager's workers have returned (see
+// leader.Election.Run), so that another server takes over at once; the caller keeps
+// the API server up until stopped yields, for that last write.
 func runElected(ctx context.Context, client kubernetes.Interface, units []electedUnit, election LeaderElection, log *slog.Logger) (<-chan error, error) {
 	if err := election.Validate(); err != nil {
 		return nil, err
