@@ -275,6 +275,25 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 	if rejected, err := p.admit(ctx, pod); rejected || err != nil {
 		return 0, err
 	}
+	if len(pod.Status.ContainerStatuses) == 0 && len(pod.Status.InitContainerStatuses) == 0 {
+		// Kubelet reports a pod it admitted at once, before its volumes, sandbox and
+		// images: Pending, its containers waiting with ContainerCreating (PodInitializing
+		// behind init containers). `kubectl get pods` then shows ContainerCreating during
+		// a long pull, not a bare Pending. The sync goes on with the object the API
+		// server returned, so that its own status write does not conflict.
+		written, err := p.writeStatus(ctx, pod, status.PodView{})
+		if err != nil {
+			return 0, err
+		}
+		if written != nil {
+			pod = written
+			p.mu.Lock()
+			if p.known[key] != nil && p.known[key].UID == pod.UID {
+				p.known[key] = pod
+			}
+			p.mu.Unlock()
+		}
+	}
 	run := pod
 	if p.cfg.Effective != nil {
 		run = p.cfg.Effective(pod)
@@ -316,7 +335,7 @@ func (p *Pods) sync(ctx context.Context, key string) (time.Duration, error) {
 	if written != nil {
 		// Where a status change's time went: waiting in the queue (from the informer
 		// event), volumes, the runtime, the status write.
-		p.log.Debug("pod status written", "pod", key, "phase", written.Phase, "ready", podReady(written), "queued", start.Sub(queuedAt),
+		p.log.Debug("pod status written", "pod", key, "phase", written.Status.Phase, "ready", podReady(&written.Status), "queued", start.Sub(queuedAt),
 			"volumes", prepared.Sub(start), "runtime", synced.Sub(prepared), "write", p.cfg.Clock.Since(synced))
 	}
 	if err != nil {
@@ -371,15 +390,15 @@ func (p *Pods) volumesFor(ctx context.Context, pod *v1.Pod) (map[string]string, 
 }
 
 // writeStatus computes the pod's status and writes it when it differs; written is the
-// status the API server took, nil when none was written.
-func (p *Pods) writeStatus(ctx context.Context, pod *v1.Pod, view status.PodView) (written *v1.PodStatus, err error) {
+// pod as the API server returned it, nil when none was written.
+func (p *Pods) writeStatus(ctx context.Context, pod *v1.Pod, view status.PodView) (written *v1.Pod, err error) {
 	st := status.Compute(pod, view, p.cfg.Clock.Now())
 	if apiequality.Semantic.DeepEqual(st, pod.Status) {
 		return nil, nil
 	}
 	next := pod.DeepCopy()
 	next.Status = st
-	_, err = p.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	written, err = p.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// The informer brings the newer object; the sync runs again then.
 		return nil, nil
@@ -387,7 +406,7 @@ func (p *Pods) writeStatus(ctx context.Context, pod *v1.Pod, view status.PodView
 	if err != nil {
 		return nil, err
 	}
-	return &next.Status, nil
+	return written, nil
 }
 
 // podReady reports whether st's Ready condition is True.

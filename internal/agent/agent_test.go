@@ -245,7 +245,8 @@ func (b *blockingSyncRuntime) SyncPod(ctx context.Context, pod *v1.Pod, vols map
 
 // TestDeletionCancelsSync: deleting a pod whose sync is stuck (a long image pull)
 // cancels that sync, as kubelet's pod workers do, and the pod is killed and its
-// deletion confirmed; no status is written for the cancelled sync.
+// deletion confirmed; no status is written for the cancelled sync (the one written
+// before it, ContainerCreating, is the only one).
 func TestDeletionCancelsSync(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -272,9 +273,45 @@ func TestDeletionCancelsSync(t *testing.T) {
 		_, killed := rt.killed["slow"]
 		return killed
 	})
+	statuses := 0
 	for _, a := range client.Actions() {
-		if a.GetSubresource() == "status" {
-			t.Errorf("a status was written for the cancelled sync: %v", a)
+		if a.GetSubresource() != "status" {
+			continue
 		}
+		statuses++
+		written := a.(k8stesting.UpdateAction).GetObject().(*v1.Pod)
+		if cs := written.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "ContainerCreating" {
+			t.Errorf("a status other than the first sync's ContainerCreating was written: %+v", written.Status)
+		}
+	}
+	if statuses != 1 {
+		t.Errorf("%d status writes, want the one before the sync", statuses)
+	}
+}
+
+// TestFirstSyncReportsContainerCreating: while a pod's first sync is stuck (a long image
+// pull), the pod already reports what kubelet reports then: Pending, its containers
+// waiting with ContainerCreating, or PodInitializing behind init containers.
+func TestFirstSyncReportsContainerCreating(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plain := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "d", UID: "plain"},
+		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "example.com/huge:1"}}}}
+	withInit := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "init", Namespace: "d", UID: "init"},
+		Spec: v1.PodSpec{NodeName: "n1", InitContainers: []v1.Container{{Name: "i", Image: "example.com/huge:1"}},
+			Containers: []v1.Container{{Name: "c", Image: "example.com/huge:1"}}}}
+	client := fake.NewClientset(plain, withInit)
+	rt := &blockingSyncRuntime{fakeRuntime: newFakeRuntime(), started: make(chan struct{})}
+	loop := NewPods(Config{NodeName: "n1", Client: client, Runtime: rt, Volumes: noVolumes{}, Resync: time.Hour})
+	go loop.Run(ctx, podWorkers)
+	for name, want := range map[string]string{"plain": "ContainerCreating", "init": "PodInitializing"} {
+		testutil.Eventually(t, 20*time.Second, name+" reports "+want+" during its first sync", func() bool {
+			got, err := client.CoreV1().Pods("d").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || got.Status.Phase != v1.PodPending {
+				return false
+			}
+			cs := got.Status.ContainerStatuses
+			return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == want
+		})
 	}
 }

@@ -192,6 +192,16 @@ func (s *Store) PutLayer(ctx context.Context, img v1.Image, desc v1.Descriptor) 
 	if s.hasBlob(desc.Digest, desc.Size) {
 		return nil
 	}
+	// Two images sharing a layer, pulled at once in this process or another, fetch it
+	// once: the second waits for the first under the blob's lock and finds it stored.
+	unlock, err := lockFile(ctx, filepath.Join(s.dir, "locks", "blob-"+desc.Digest.Hex))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if s.hasBlob(desc.Digest, desc.Size) {
+		return nil
+	}
 	layer, err := img.LayerByDigest(desc.Digest)
 	if err != nil {
 		return err

@@ -301,6 +301,11 @@ func TestRegistryPull(t *testing.T) {
 		out, _, _ := s.kubectl(t, "", "get", "events", "-n", ns, "--field-selector", "involvedObject.name=stalled,reason=Pulling", "-o", "name")
 		return strings.TrimSpace(out) != "", out
 	})
+	// Meanwhile kubectl shows what a kubelet's node shows during a pull.
+	eventually(t, 10*time.Second, "the stalled pod shown ContainerCreating", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "pod", "stalled", "-n", ns, "--no-headers")
+		return strings.Contains(out, "ContainerCreating"), out
+	})
 	s.must(t, "delete", "pod", "stalled", "-n", ns, "--wait=true", "--timeout=20s")
 
 	// Never with an image the node does not have: ErrImageNeverPull, nothing pulled.

@@ -666,3 +666,53 @@ func (tr *testRegistry) holdBlobs(t *testing.T) (fetching <-chan struct{}, unblo
 	})
 	return first, unblock
 }
+
+// TestSharedLayerFetchedOnce: two images sharing a layer, pulled at the same moment by
+// two agents of one store, fetch that layer once.
+func TestSharedLayerFetchedOnce(t *testing.T) {
+	tr := newTestRegistry(t)
+	a, b := testImage(t, goruntime.GOARCH, "shared", "only-a"), testImage(t, goruntime.GOARCH, "shared", "only-b")
+	tr.push(t, "a:1", a)
+	tr.push(t, "b:1", b)
+	la, _ := a.Layers()
+	lb, _ := b.Layers()
+	shared, _ := la[0].Digest()
+	if d, _ := lb[0].Digest(); d != shared {
+		t.Fatalf("the images do not share their first layer: %s, %s", shared, d)
+	}
+	// The shared layer is slow, so that both pulls ask for it while the other fetches it.
+	var sharedGets atomic.Int64
+	tr.setOverride(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+shared.String()) {
+			sharedGets.Add(1)
+			time.Sleep(300 * time.Millisecond)
+		}
+		return false
+	})
+	s, store := newTestService(t)
+	other := New(store, imagebuild.Source{}, WithTransport(loopbackOnly()))
+	blobs := tr.blobs.Load()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for i, ref := range []string{"a:1", "b:1"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := []*Service{s, other}[i].EnsurePulled(context.Background(), PullRequest{Image: tr.host + "/" + ref, BackOffKey: "u"})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sharedGets.Load(); n != 1 {
+		t.Errorf("the shared layer was fetched %d times, want once", n)
+	}
+	if n := tr.blobs.Load() - blobs; n != 5 { // two configs, the shared layer, one layer each
+		t.Errorf("the two pulls fetched %d blobs, want 5", n)
+	}
+}
