@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tranche/tranche/internal/apiserver"
+	authbootstrap "github.com/tranche/tranche/internal/auth/bootstrap"
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/bootstraptoken"
 	"github.com/tranche/tranche/internal/controller/manager"
@@ -163,6 +164,9 @@ func TestJoinControllersApproveAndSign(t *testing.T) {
 			[]string{"system:nodes", "system:authenticated"}),
 		csrFor(t, "not-a-node", pkix.Name{CommonName: "alice", Organization: []string{"system:nodes"}}, "system:bootstrap:abcdef",
 			[]string{"system:bootstrappers", bootstraptoken.DefaultGroup}),
+		networkCSR(t, "network", "n2", "system:node:n2"),
+		networkCSR(t, "network-other-node", "n3", "system:node:n2"),
+		networkCSR(t, "network-bootstrapper", "n2", "system:bootstrap:abcdef"),
 	)
 	// RBAC as kubeadm binds it: bootstrappers may ask for nodeclient, nodes for selfnodeclient.
 	client.PrependReactor("create", "subjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -206,7 +210,7 @@ func TestJoinControllersApproveAndSign(t *testing.T) {
 		}
 		return csr
 	}
-	for _, name := range []string{"bootstrap", "renewal"} {
+	for _, name := range []string{"bootstrap", "renewal", "network"} {
 		testutil.EventuallyEvery(t, 20*time.Second, 50*time.Millisecond, name+" approved and signed", func() (bool, string) {
 			csr := get(name)
 			return len(csr.Status.Certificate) > 0, csr.Status.String()
@@ -232,9 +236,55 @@ func TestJoinControllersApproveAndSign(t *testing.T) {
 		}
 	}
 	// The refused ones stay pending (checked after the approved ones went through).
-	for _, name := range []string{"other-node", "not-a-node"} {
+	for _, name := range []string{"other-node", "not-a-node", "network-other-node", "network-bootstrapper"} {
 		if csr := get(name); len(csr.Status.Conditions) != 0 || len(csr.Status.Certificate) != 0 {
 			t.Errorf("%s: %+v", name, csr.Status)
 		}
+	}
+}
+
+// networkCSR is a request for node's pod-network client certificate made by user.
+func networkCSR(t *testing.T, name, node, user string) *certificatesv1.CertificateSigningRequest {
+	groups := []string{"system:nodes", "system:authenticated"}
+	if strings.HasPrefix(user, "system:bootstrap:") {
+		groups = []string{"system:bootstrappers", bootstraptoken.DefaultGroup, "system:authenticated"}
+	}
+	csr := csrFor(t, name, pkix.Name{CommonName: NodeNetworkCommonNamePrefix + node, Organization: []string{authbootstrap.NodeNetworkUser}}, user, groups)
+	csr.Spec.SignerName = certificatesv1.KubeAPIServerClientSignerName
+	return csr
+}
+
+// TestNodeNetworkRequest: the node-network approver takes only a node's request for its
+// own pod-network client certificate.
+func TestNodeNetworkRequest(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mutate func(*certificatesv1.CertificateSigningRequest)
+		csr    *certificatesv1.CertificateSigningRequest
+		want   string
+	}{
+		{name: "own", csr: networkCSR(t, "a", "n1", "system:node:n1")},
+		{name: "another node's", csr: networkCSR(t, "a", "n2", "system:node:n1"), want: `common name "system:tranche:node-network:n2" is not system:tranche:node-network:n1`},
+		{name: "bootstrapper", csr: networkCSR(t, "a", "n1", "system:bootstrap:abcdef"), want: "requester is not a node"},
+		{name: "kubelet signer", csr: networkCSR(t, "a", "n1", "system:node:n1"), mutate: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = certificatesv1.KubeAPIServerClientKubeletSignerName
+		}, want: "signer is not kubernetes.io/kube-apiserver-client"},
+		{name: "server usage", csr: networkCSR(t, "a", "n1", "system:node:n1"), mutate: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = append(c.Spec.Usages, certificatesv1.UsageServerAuth)
+		}, want: `usage "server auth" is not for a client`},
+		{name: "masters", csr: csrFor(t, "a", pkix.Name{CommonName: NodeNetworkCommonNamePrefix + "n1", Organization: []string{"system:masters"}}, "system:node:n1",
+			[]string{"system:nodes"}), mutate: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = certificatesv1.KubeAPIServerClientSignerName
+		}, want: `organization ["system:masters"] is not [system:tranche:node-network]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.mutate != nil {
+				c.mutate(c.csr)
+			}
+			ok, why := nodeNetworkRequest(c.csr)
+			if ok != (c.want == "") || why != c.want {
+				t.Errorf("nodeNetworkRequest = %v, %q; want %q", ok, why, c.want)
+			}
+		})
 	}
 }
