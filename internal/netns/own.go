@@ -61,7 +61,8 @@ func Adopt(name string, allowRoot bool) error {
 		if err := prepareRunDir(); err != nil {
 			return fmt.Errorf("naming network namespace %q: %w", name, err)
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		// A file left by an earlier run whose namespace is gone (a reboot) is reused.
+		f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE, 0o444)
 		if err != nil {
 			return fmt.Errorf("naming network namespace %q: %w", name, err)
 		}

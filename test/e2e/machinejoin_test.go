@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche/tranche/internal/agent"
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/netns"
 )
 
@@ -54,7 +56,10 @@ func TestMachineJoin(t *testing.T) {
 	}
 	// The agent names its namespace tranche-NODE and its pods' tranche-p-*: remove what
 	// it left (its shim and pods outlive it on purpose) once it has stopped.
-	t.Cleanup(func() { removeMachineNamespaces(t, before) })
+	t.Cleanup(func() {
+		removeMachineNamespaces(t, before)
+		killNodeCgroup(t, runc.NodeCgroup(agent.MachinePrefix+node))
+	})
 	root := filepath.Join(t.TempDir(), "agent")
 	mach.start(t, exec.Command(trancheBin, "agent", "--server", server, "--token", token, "--ca-cert-hash", hash,
 		"--node-name", node, "--root-dir", root), filepath.Join(t.TempDir(), "agent.log"))
