@@ -176,7 +176,8 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.Backend, "backend", overlay.BackendVXLAN, "how this node routes the other nodes' pod subnets: "+strings.Join(overlay.Backends(), ", ")+
 		" (vxlan: flannel's VXLAN overlay, UDP 8472; host-gw: routes via the other nodes' addresses, which must share this node's link; none: `tranche up` routes them)")
 	f.StringVar(&networkKubeconfig, "network-kubeconfig", "", "kubeconfig of the pod network's identity (user system:tranche:node-network), which reads every Node "+
-		"as flannel's service account does; a node identity may read only its own Node (default: --kubeconfig)")
+		"as flannel's service account does; a node identity may read only its own Node (default: --kubeconfig; joining with --token: "+
+		"a certificate the agent requests through a CertificateSigningRequest, below --root-dir)")
 	registerImageGC(f, &cfg.ImageGC, &cfg.ImageGCPeriod)
 	cmd.PreRun = func(*cobra.Command, []string) {
 		if cfg.RootDir == "" && join.token != "" {

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/bootstraptoken"
 	"github.com/tranche/tranche/internal/controller/manager"
+	"github.com/tranche/tranche/internal/nodeconfig"
 	"github.com/tranche/tranche/internal/testutil"
 )
 
@@ -286,5 +288,57 @@ func TestNodeNetworkRequest(t *testing.T) {
 				t.Errorf("nodeNetworkRequest = %v, %q; want %q", ok, why, c.want)
 			}
 		})
+	}
+}
+
+// TestEnsureNodeSettings: the settings joined nodes read are published in kube-system
+// with a Role each that nodes and bootstrappers may use, the node-network role is bound
+// to the group of the nodes' pod-network certificates, and a changed setting is written
+// again.
+func TestEnsureNodeSettings(t *testing.T) {
+	ctx := context.Background()
+	client := kubefake.NewClientset()
+	s := nodeconfig.Settings{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"}
+	for range 2 {
+		if err := ensureNodeSettings(ctx, client, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := nodeconfig.Read(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ClusterCIDR != s.ClusterCIDR || !slices.Equal(got.ClusterDNS, s.ClusterDNS) || got.ClusterDomain != s.ClusterDomain {
+		t.Errorf("published %+v, want %+v", got, s)
+	}
+	for _, name := range []string{"tranche:kubelet-config", "tranche:kube-proxy"} {
+		rb, err := client.RbacV1().RoleBindings("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rb.Subjects) != 2 || rb.Subjects[0].Name != "system:nodes" || rb.Subjects[1].Name != bootstraptoken.DefaultGroup {
+			t.Errorf("rolebinding %s subjects %+v", name, rb.Subjects)
+		}
+		role, err := client.RbacV1().Roles("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := role.Rules; len(r) != 1 || !slices.Equal(r[0].Verbs, []string{"get"}) || len(r[0].ResourceNames) != 1 {
+			t.Errorf("role %s rules %+v", name, r)
+		}
+	}
+	crb, err := client.RbacV1().ClusterRoleBindings().Get(ctx, "tranche:node-network-certificates", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crb.RoleRef.Name != authbootstrap.NodeNetworkUser || len(crb.Subjects) != 1 || crb.Subjects[0].Kind != "Group" || crb.Subjects[0].Name != authbootstrap.NodeNetworkUser {
+		t.Errorf("clusterrolebinding %+v", crb)
+	}
+	s.ClusterCIDR = netip.MustParsePrefix("10.200.0.0/16")
+	if err := ensureNodeSettings(ctx, client, s); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := nodeconfig.Read(ctx, client); err != nil || got.ClusterCIDR != s.ClusterCIDR {
+		t.Errorf("after a change: %+v, %v", got, err)
 	}
 }
