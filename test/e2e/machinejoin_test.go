@@ -24,8 +24,9 @@ import (
 // its podCIDR from node IPAM and the machine's address, the cluster's settings come from
 // kube-system/kubelet-config and kube-proxy, and the pod network's identity comes from
 // an auto-approved kube-apiserver-client CSR: it reads Nodes and nothing else. A pod
-// runs there with an address of that podCIDR. In the host's root namespace the agent
-// refuses to start, naming --take-host-network.
+// runs there with an address of that podCIDR and survives a restart of the agent, which
+// resumes with its certificates. In the host's root namespace the agent refuses to
+// start, naming --take-host-network.
 func TestMachineJoin(t *testing.T) {
 	t.Parallel()
 	c := upOwn(t, "mj", 1)
@@ -61,8 +62,12 @@ func TestMachineJoin(t *testing.T) {
 		killNodeCgroup(t, runc.NodeCgroup(agent.MachinePrefix+node))
 	})
 	root := filepath.Join(t.TempDir(), "agent")
-	mach.start(t, exec.Command(trancheBin, "agent", "--server", server, "--token", token, "--ca-cert-hash", hash,
-		"--node-name", node, "--root-dir", root), filepath.Join(t.TempDir(), "agent.log"))
+	agentLog := filepath.Join(t.TempDir(), "agent.log")
+	startAgent := func() func() {
+		return mach.start(t, exec.Command(trancheBin, "agent", "--server", server, "--token", token, "--ca-cert-hash", hash,
+			"--node-name", node, "--root-dir", root), agentLog)
+	}
+	stopAgent := startAgent()
 
 	var podCIDR netip.Prefix
 	eventually(t, 90*time.Second, "the machine's Node Ready with a podCIDR, its address and flannel's annotations", func() (bool, string) {
@@ -124,6 +129,23 @@ func TestMachineJoin(t *testing.T) {
 		a, err := netip.ParseAddr(ip)
 		return err == nil && podCIDR.Contains(a) && ready == "True", out
 	})
+
+	// A restarted agent finds its namespace under its name, keeps its pod and resumes
+	// with the pod network's certificate it has: no second request.
+	uid := s.must(t, "get", "pod", "-n", ns, "mjweb", "-o", "jsonpath={.metadata.uid}")
+	stopAgent()
+	startAgent()
+	eventually(t, 60*time.Second, "the restarted agent running", func() (bool, string) {
+		out, _ := os.ReadFile(agentLog)
+		return strings.Count(string(out), `msg="node running"`) == 2, tail(string(out), 2000)
+	})
+	if got := s.must(t, "get", "pod", "-n", ns, "mjweb", "-o", `jsonpath={.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}`); got != uid+" True" {
+		t.Errorf("after the restart the pod is %q, want %s True", got, uid)
+	}
+	csrs = s.must(t, "get", "csr", "-o", `jsonpath={range .items[*]}{.spec.signerName} {.spec.username}{"\n"}{end}`)
+	if n := strings.Count(csrs, "kubernetes.io/kube-apiserver-client system:node:"+node+"\n"); n != 1 {
+		t.Errorf("%d pod-network CSRs of the node after a restart, want 1:\n%s", n, csrs)
+	}
 	s.must(t, "delete", "pod", "-n", ns, "mjweb", "--grace-period=1", "--wait=true", "--timeout=60s")
 }
 
