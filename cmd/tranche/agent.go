@@ -15,9 +15,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/agent"
+	"github.com/tranche/tranche/internal/agent/bootstrap"
 	"github.com/tranche/tranche/internal/apilookup"
 	"github.com/tranche/tranche/internal/logging"
 	"github.com/tranche/tranche/internal/memtune"
+	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/nodeconfig"
 	"github.com/tranche/tranche/internal/overlay"
 	"github.com/tranche/tranche/internal/proxy"
 	"github.com/tranche/tranche/internal/registries"
@@ -25,14 +28,17 @@ import (
 
 func agentCmd() *cobra.Command {
 	var cfg agent.NodeConfig
-	var kubeconfig, networkKubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize, registriesFile string
+	var kubeconfig, networkKubeconfig, clusterFile, logLevel, dns, serviceCIDR, logMaxSize, registriesFile, nodeIP string
 	var join joinFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node: register it, run its pods as OCI containers (runc), keep its status",
 		Long: "Run a node agent in the network namespace that is the node. `tranche up` starts one per node;\n" +
 			"on a real machine, run it with a kubeconfig for a node identity (system:node:NAME), or join with\n" +
-			"--server, --token and --ca-cert-hash (from `tranche token create --print-join-command`).",
+			"--server, --token and --ca-cert-hash (from `tranche token create --print-join-command`). Without\n" +
+			"--cluster-file, the network namespace the agent runs in is the node (its pod bridge, routes, nftables\n" +
+			"rules), its pod subnet comes from the Node's spec.podCIDR and the cluster's settings from\n" +
+			"kube-system/kubelet-config and kube-proxy; the host's root namespace only with " + agent.TakeHostNetworkFlag + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.NodeName == "" && join.token != "" {
@@ -43,8 +49,13 @@ func agentCmd() *cobra.Command {
 				}
 				cfg.NodeName = strings.ToLower(host)
 			}
-			if cfg.NodeName == "" || (kubeconfig == "") == (join.token == "") || clusterFile == "" || cfg.RootDir == "" {
-				return fmt.Errorf("--node-name, --cluster-file, --root-dir and either --kubeconfig or --server with --token are required")
+			if cfg.NodeName == "" || (kubeconfig == "") == (join.token == "") || (clusterFile == "" && join.token == "") || cfg.RootDir == "" {
+				return fmt.Errorf("--node-name, --cluster-file, --root-dir and --kubeconfig, or --server with --token, are required")
+			}
+			if clusterFile == "" && !cfg.TakeHostNetwork && netns.IsRootNamespace() {
+				// Said before joining, so a refused machine leaves nothing behind.
+				return fmt.Errorf("%w: the agent makes the network namespace it runs in its node (pod bridge, veths, routes, nftables rules); "+
+					"pass %s on a machine that is to be the node, or run the agent in a network namespace of its own", netns.ErrRootNamespace, agent.TakeHostNetworkFlag)
 			}
 			if !slices.Contains(overlay.Backends(), cfg.Backend) {
 				return fmt.Errorf("--backend %q: want one of %s", cfg.Backend, strings.Join(overlay.Backends(), ", "))
@@ -64,6 +75,14 @@ func agentCmd() *cobra.Command {
 				}
 				defer rotation.Stop()
 				kubeconfig = path
+				if networkKubeconfig == "" && cfg.Backend != overlay.BackendNone {
+					path, rotation, err := bootstrap.NetworkIdentity(cmd.Context(), bootstrap.Config{NodeName: cfg.NodeName, Dir: cfg.RootDir, Logger: cfg.Logger})
+					if err != nil {
+						return err
+					}
+					defer rotation.Stop()
+					networkKubeconfig = path
+				}
 			}
 			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 			if err != nil {
@@ -74,6 +93,11 @@ func agentCmd() *cobra.Command {
 			client, err := kubernetes.NewForConfig(rc)
 			if err != nil {
 				return err
+			}
+			if clusterFile == "" {
+				if err := machineSettings(cmd, &cfg, client, rc.Host, nodeIP, &dns); err != nil {
+					return err
+				}
 			}
 			for _, s := range strings.Split(dns, ",") {
 				if _, err := netip.ParseAddr(s); err != nil {
@@ -130,9 +154,12 @@ func agentCmd() *cobra.Command {
 	join.register(f)
 	f.StringVar(&cfg.NodeName, "node-name", "", "name of this node (joining with --token: the host name by default)")
 	f.StringVar(&clusterFile, "cluster-file", "", "the cluster's network layout (DATA/cluster.json)")
-	f.StringVar(&cfg.RootDir, "root-dir", "", "directory for this node's pods (DATA/nodes/NAME)")
-	f.StringVar(&cfg.PVRoot, "pv-root", "", "directory of local PersistentVolumes (default: DATA/pv, two levels above --root-dir)")
-	f.StringVar(&cfg.ImageDir, "image-dir", "", "the host's image store, shared by its nodes (default: DATA/images, two levels above --root-dir)")
+	f.StringVar(&cfg.RootDir, "root-dir", "", "directory for this node's pods (DATA/nodes/NAME; joining with --token: "+defaultMachineRootDir+", as kubelet's /var/lib/kubelet)")
+	f.StringVar(&nodeIP, "node-ip", "", "the node's address (without --cluster-file; default: this machine's address on the route to the API server, as kubelet)")
+	f.BoolVar(&cfg.TakeHostNetwork, strings.TrimPrefix(agent.TakeHostNetworkFlag, "--"), false, "let the agent make the host's root network namespace its node (a real machine): "+
+		"pod bridge, veths, routes and nftables rules as kubelet, kube-proxy and flannel add them; without it the agent refuses to run there")
+	f.StringVar(&cfg.PVRoot, "pv-root", "", "directory of local PersistentVolumes (default: DATA/pv, two levels above --root-dir; without --cluster-file: --root-dir/pv)")
+	f.StringVar(&cfg.ImageDir, "image-dir", "", "the host's image store, shared by its nodes (default: DATA/images, two levels above --root-dir; without --cluster-file: --root-dir/images)")
 	f.StringVar(&cfg.Zone, "zone", "", "zone of this node (label topology.kubernetes.io/zone)")
 	f.StringVar(&dns, "cluster-dns", "10.96.0.10", "DNS Service address(es) written into pods' resolv.conf, comma-separated")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster domain")
@@ -149,10 +176,18 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.Backend, "backend", overlay.BackendVXLAN, "how this node routes the other nodes' pod subnets: "+strings.Join(overlay.Backends(), ", ")+
 		" (vxlan: flannel's VXLAN overlay, UDP 8472; host-gw: routes via the other nodes' addresses, which must share this node's link; none: `tranche up` routes them)")
 	f.StringVar(&networkKubeconfig, "network-kubeconfig", "", "kubeconfig of the pod network's identity (user system:tranche:node-network), which reads every Node "+
-		"as flannel's service account does; a node identity may read only its own Node (default: --kubeconfig)")
+		"as flannel's service account does; a node identity may read only its own Node (default: --kubeconfig; joining with --token: "+
+		"a certificate the agent requests through a CertificateSigningRequest, below --root-dir)")
 	registerImageGC(f, &cfg.ImageGC, &cfg.ImageGCPeriod)
 	cmd.PreRun = func(*cobra.Command, []string) {
+		if cfg.RootDir == "" && join.token != "" {
+			cfg.RootDir = defaultMachineRootDir
+		}
 		data := filepath.Dir(filepath.Dir(filepath.Clean(cfg.RootDir)))
+		if clusterFile == "" {
+			// A machine of its own keeps everything below its root directory.
+			data = cfg.RootDir
+		}
 		if cfg.PVRoot == "" && cfg.RootDir != "" {
 			cfg.PVRoot = filepath.Join(data, "pv")
 		}
@@ -161,4 +196,33 @@ func agentCmd() *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// defaultMachineRootDir is a joined agent's --root-dir, as kubelet's /var/lib/kubelet.
+const defaultMachineRootDir = "/var/lib/tranche/agent"
+
+// machineSettings fills what --cluster-file carries for `tranche up`'s agents from the
+// server, for an agent that is a machine of its own: the cluster CIDR, DNS and domain
+// (internal/nodeconfig; --cluster-dns and --cluster-domain given on the command line
+// win) and the node's address (--node-ip, else the address on the route to server).
+func machineSettings(cmd *cobra.Command, cfg *agent.NodeConfig, client kubernetes.Interface, server, nodeIP string, dns *string) error {
+	s, err := nodeconfig.Read(cmd.Context(), client)
+	if err != nil {
+		return err
+	}
+	cfg.ClusterCIDR = s.ClusterCIDR
+	if !cmd.Flags().Changed("cluster-dns") && len(s.ClusterDNS) > 0 {
+		*dns = strings.Join(s.ClusterDNS, ",")
+	}
+	if !cmd.Flags().Changed("cluster-domain") && s.ClusterDomain != "" {
+		cfg.ClusterDomain = s.ClusterDomain
+	}
+	if nodeIP != "" {
+		if cfg.NodeIP, err = netip.ParseAddr(nodeIP); err != nil || !cfg.NodeIP.Is4() {
+			return fmt.Errorf("--node-ip %q: want an IPv4 address", nodeIP)
+		}
+		return nil
+	}
+	cfg.NodeIP, err = agent.NodeIPFor(server)
+	return err
 }

@@ -8,13 +8,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/knftables"
 
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/overlay"
 )
 
 // startOverlay makes the node's namespace a node when something other than `tranche up`
-// built it (a machine: sysctls, lo, the pod bridge), prepares the pod network across
+// built it (a machine: sysctls, lo, the pod bridge, flannel's ip-masq), prepares the pod network across
 // machines with backend (internal/overlay) and keeps it in sync with the Nodes until ctx
 // ends. It returns the topology with the pod MTU the backend needs. With
 // overlay.BackendNone it does nothing: `tranche up` routes its nodes itself.
@@ -33,6 +34,13 @@ func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me
 		return t, fmt.Errorf("--backend %s reads every Node; give it an identity that may (--network-kubeconfig, user system:tranche:node-network): %w", backend, err)
 	}
 	if err := clusternet.PrepareNode(t, me.Name); err != nil {
+		return t, err
+	}
+	nft, err := knftables.New(knftables.IPv4Family, MasqTable)
+	if err != nil {
+		return t, fmt.Errorf("nftables: %w", err)
+	}
+	if err := ensureIPMasq(ctx, nft, t.ClusterCIDR); err != nil {
 		return t, err
 	}
 	dp, err := overlay.OpenNetlink(t.NodeNamespace(me.Name))

@@ -42,8 +42,14 @@ import (
 // NodeConfig is what `tranche agent` runs with.
 type NodeConfig struct {
 	NodeName, Zone string
-	// ClusterFile is the cluster state `tranche up` writes (DATA/cluster.json).
-	ClusterFile string
+	// ClusterFile is the cluster state `tranche up` writes (DATA/cluster.json). Empty
+	// means a machine of its own (machineTopology): the network namespace the agent runs
+	// in is the node, at NodeIP, with the podCIDR node IPAM gives it from ClusterCIDR;
+	// the host's root namespace only with TakeHostNetwork.
+	ClusterFile     string
+	NodeIP          netip.Addr
+	ClusterCIDR     netip.Prefix
+	TakeHostNetwork bool
 	// RootDir holds this node's pods; PVRoot the local PersistentVolumes; ImageDir the
 	// host's image store, shared by the nodes of a local cluster.
 	RootDir, PVRoot, ImageDir string
@@ -95,19 +101,28 @@ type clusterState struct {
 // cluster network gave it), keeps its Lease, removes sandboxes left by an earlier run,
 // and runs the pods bound to it.
 func RunNode(ctx context.Context, cfg NodeConfig) error {
-	data, err := os.ReadFile(cfg.ClusterFile)
-	if err != nil {
-		return fmt.Errorf("--cluster-file: %w", err)
-	}
+	log := cfg.Logger
 	var st clusterState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("--cluster-file %s: %w", cfg.ClusterFile, err)
+	if cfg.ClusterFile == "" {
+		t, err := machineTopology(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		st.Topology = t
+	} else {
+		data, err := os.ReadFile(cfg.ClusterFile)
+		if err != nil {
+			return fmt.Errorf("--cluster-file: %w", err)
+		}
+		if err := json.Unmarshal(data, &st); err != nil {
+			return fmt.Errorf("--cluster-file %s: %w", cfg.ClusterFile, err)
+		}
 	}
 	me, ok := st.Topology.Node(cfg.NodeName)
 	if !ok {
 		return fmt.Errorf("node %q is not in %s", cfg.NodeName, cfg.ClusterFile)
 	}
-	log := cfg.Logger
+	var err error
 	if st.Topology, err = startOverlay(ctx, cfg.Backend, st.Topology, me, cfg.Client, cfg.NetworkClient, log); err != nil {
 		return err
 	}

@@ -6,7 +6,9 @@
 //
 // Safety: every operation refuses the empty name and refuses a namespace that turns out to
 // be the host's root network namespace, so nothing here can add an address,
-// route, link or sysctl to the host.
+// route, link or sysctl to the host. The one exception is explicit: a process that
+// Adopt-ed the namespace it runs in with allowRoot (an agent told by its operator that
+// the machine is the node) may change it, under that name and in that process only.
 package netns
 
 import (
@@ -141,7 +143,8 @@ func List(prefix string) ([]string, error) {
 }
 
 // open opens a named namespace for setns or as a link's target, refusing the host's root
-// network namespace even when it is reachable under a name.
+// network namespace even when it is reachable under a name, unless this process adopted
+// it under that name on the operator's explicit request (Adopt).
 func open(name string) (*os.File, error) {
 	if err := validName(name); err != nil {
 		return nil, err
@@ -149,6 +152,9 @@ func open(name string) (*os.File, error) {
 	f, err := os.Open(Path(name))
 	if err != nil {
 		return nil, fmt.Errorf("opening network namespace %q: %w", name, err)
+	}
+	if _, adopted := adoptedRoot.Load(name); adopted {
+		return f, nil
 	}
 	if err := notRoot(f); err != nil {
 		f.Close()

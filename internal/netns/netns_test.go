@@ -2,6 +2,7 @@ package netns
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -463,5 +464,45 @@ func TestLinks(t *testing.T) {
 	}
 	if err := la.AddVeth("a-name-that-is-too-long", "x", b); err == nil {
 		t.Errorf("AddVeth with a 23-character name succeeded")
+	}
+}
+
+// TestAdopt: the namespace a process runs in gets a name only on request; the host's
+// root namespace is refused unless allowed, and a name held by another namespace is
+// never taken over.
+func TestAdopt(t *testing.T) {
+	needRoot(t)
+	if !IsRootNamespace() {
+		t.Skip("the test does not run in the host's root network namespace")
+	}
+	own := testPrefix + "own"
+	if err := Adopt(own, false); !errors.Is(err, ErrRootNamespace) {
+		t.Fatalf("Adopt in the root namespace without allowRoot: %v, want ErrRootNamespace", err)
+	}
+	if Exists(own) {
+		t.Fatal("a refused Adopt left a name")
+	}
+	other := testPrefix + "other"
+	if err := Create(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := Adopt(other, true); err == nil || !strings.Contains(err.Error(), "is not the one this process runs in") {
+		t.Fatalf("Adopt of another namespace's name: %v", err)
+	}
+	if err := Adopt(own, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := Adopt(own, true); err != nil {
+		t.Fatalf("Adopt again: %v", err)
+	}
+	var a, b unix.Stat_t
+	if err := unix.Stat(Path(own), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat("/proc/self/ns/net", &b); err != nil {
+		t.Fatal(err)
+	}
+	if a.Ino != b.Ino || a.Dev != b.Dev {
+		t.Fatal("the adopted name is not this process's namespace")
 	}
 }

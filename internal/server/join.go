@@ -32,6 +32,7 @@ import (
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/bootstraptoken"
 	"github.com/tranche/tranche/internal/controller/manager"
+	"github.com/tranche/tranche/internal/nodeconfig"
 )
 
 // bootstrapTokenAuth authenticates bootstrap tokens (Secrets bootstrap-token-<id> in
@@ -96,8 +97,10 @@ func anonymousAllowed(req apiserver.Request) bool {
 // joinControllers are kube-controller-manager's controllers for nodes that join with a
 // token: bootstrapsigner (signs kube-public/cluster-info with each token's secret),
 // tokencleaner (deletes expired tokens), csrapproving (approves node client requests
-// that RBAC allows) and csrsigning (signs kubelet client and serving certificates with
-// the cluster CA, upstream's default duration of one year unless the request asks less).
+// that RBAC allows) and csrsigning (signs kubelet client and serving certificates, and
+// kube-apiserver-client ones, with the cluster CA, upstream's default duration of one
+// year unless the request asks less); and tranche's csrapproving-node-network, which
+// approves a node's request for its own pod-network certificate (nodeNetworkRequest).
 func joinControllers(o controllerOptions) []manager.Descriptor {
 	pkiDir := filepath.Join(filepath.Dir(o.pvRoot), "pki") // the data dir holds pv/ and pki/
 	caFile, caKeyFile := filepath.Join(pkiDir, pki.CACertFile), filepath.Join(pkiDir, pki.CAKeyFile)
@@ -113,6 +116,16 @@ func joinControllers(o controllerOptions) []manager.Descriptor {
 		}},
 		{Name: "csrsigning-kubelet-client", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			sc, err := signer.NewKubeletClientCSRSigningController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests(), caFile, caKeyFile, csrSigningDuration)
+			if err != nil {
+				return nil, err
+			}
+			return manager.Workers(sc, 5), nil
+		}},
+		{Name: "csrapproving-node-network", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
+			return newNodeNetworkApprover(c)
+		}},
+		{Name: "csrsigning-kube-apiserver-client", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			sc, err := signer.NewKubeAPIServerClientCSRSigningController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests(), caFile, caKeyFile, csrSigningDuration)
 			if err != nil {
 				return nil, err
 			}
@@ -139,7 +152,12 @@ const csrSigningDuration = 365 * 24 * time.Hour
 func keepJoinObjects(ctx context.Context, client kubernetes.Interface, cfg Config, caPEM []byte, log *slog.Logger) {
 	server := "https://" + net.JoinHostPort(cfg.AdvertiseAddress.String(), strconv.Itoa(advertisedPort(cfg)))
 	_ = wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		settings := nodeconfig.Settings{ClusterCIDR: cfg.ClusterCIDR, ClusterDNS: []string{nthAddr(cfg.ServiceCIDR, 10).String()}, ClusterDomain: "cluster.local"}
 		if err := ensureJoinObjects(ctx, client, server, caPEM); err != nil {
+			log.Warn("join objects", "err", err)
+			return false, nil
+		}
+		if err := ensureNodeSettings(ctx, client, settings); err != nil {
 			log.Warn("join objects", "err", err)
 			return false, nil
 		}

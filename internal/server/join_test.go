@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,9 +29,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tranche/tranche/internal/apiserver"
+	authbootstrap "github.com/tranche/tranche/internal/auth/bootstrap"
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/bootstraptoken"
 	"github.com/tranche/tranche/internal/controller/manager"
+	"github.com/tranche/tranche/internal/nodeconfig"
 	"github.com/tranche/tranche/internal/testutil"
 )
 
@@ -163,6 +166,9 @@ func TestJoinControllersApproveAndSign(t *testing.T) {
 			[]string{"system:nodes", "system:authenticated"}),
 		csrFor(t, "not-a-node", pkix.Name{CommonName: "alice", Organization: []string{"system:nodes"}}, "system:bootstrap:abcdef",
 			[]string{"system:bootstrappers", bootstraptoken.DefaultGroup}),
+		networkCSR(t, "network", "n2", "system:node:n2"),
+		networkCSR(t, "network-other-node", "n3", "system:node:n2"),
+		networkCSR(t, "network-bootstrapper", "n2", "system:bootstrap:abcdef"),
 	)
 	// RBAC as kubeadm binds it: bootstrappers may ask for nodeclient, nodes for selfnodeclient.
 	client.PrependReactor("create", "subjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -206,7 +212,7 @@ func TestJoinControllersApproveAndSign(t *testing.T) {
 		}
 		return csr
 	}
-	for _, name := range []string{"bootstrap", "renewal"} {
+	for _, name := range []string{"bootstrap", "renewal", "network"} {
 		testutil.EventuallyEvery(t, 20*time.Second, 50*time.Millisecond, name+" approved and signed", func() (bool, string) {
 			csr := get(name)
 			return len(csr.Status.Certificate) > 0, csr.Status.String()
@@ -232,9 +238,107 @@ func TestJoinControllersApproveAndSign(t *testing.T) {
 		}
 	}
 	// The refused ones stay pending (checked after the approved ones went through).
-	for _, name := range []string{"other-node", "not-a-node"} {
+	for _, name := range []string{"other-node", "not-a-node", "network-other-node", "network-bootstrapper"} {
 		if csr := get(name); len(csr.Status.Conditions) != 0 || len(csr.Status.Certificate) != 0 {
 			t.Errorf("%s: %+v", name, csr.Status)
 		}
+	}
+}
+
+// networkCSR is a request for node's pod-network client certificate made by user.
+func networkCSR(t *testing.T, name, node, user string) *certificatesv1.CertificateSigningRequest {
+	groups := []string{"system:nodes", "system:authenticated"}
+	if strings.HasPrefix(user, "system:bootstrap:") {
+		groups = []string{"system:bootstrappers", bootstraptoken.DefaultGroup, "system:authenticated"}
+	}
+	csr := csrFor(t, name, pkix.Name{CommonName: NodeNetworkCommonNamePrefix + node, Organization: []string{authbootstrap.NodeNetworkUser}}, user, groups)
+	csr.Spec.SignerName = certificatesv1.KubeAPIServerClientSignerName
+	return csr
+}
+
+// TestNodeNetworkRequest: the node-network approver takes only a node's request for its
+// own pod-network client certificate.
+func TestNodeNetworkRequest(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mutate func(*certificatesv1.CertificateSigningRequest)
+		csr    *certificatesv1.CertificateSigningRequest
+		want   string
+	}{
+		{name: "own", csr: networkCSR(t, "a", "n1", "system:node:n1")},
+		{name: "another node's", csr: networkCSR(t, "a", "n2", "system:node:n1"), want: `common name "system:tranche:node-network:n2" is not system:tranche:node-network:n1`},
+		{name: "bootstrapper", csr: networkCSR(t, "a", "n1", "system:bootstrap:abcdef"), want: "requester is not a node"},
+		{name: "kubelet signer", csr: networkCSR(t, "a", "n1", "system:node:n1"), mutate: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = certificatesv1.KubeAPIServerClientKubeletSignerName
+		}, want: "signer is not kubernetes.io/kube-apiserver-client"},
+		{name: "server usage", csr: networkCSR(t, "a", "n1", "system:node:n1"), mutate: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = append(c.Spec.Usages, certificatesv1.UsageServerAuth)
+		}, want: `usage "server auth" is not for a client`},
+		{name: "masters", csr: csrFor(t, "a", pkix.Name{CommonName: NodeNetworkCommonNamePrefix + "n1", Organization: []string{"system:masters"}}, "system:node:n1",
+			[]string{"system:nodes"}), mutate: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = certificatesv1.KubeAPIServerClientSignerName
+		}, want: `organization ["system:masters"] is not [system:tranche:node-network]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.mutate != nil {
+				c.mutate(c.csr)
+			}
+			ok, why := nodeNetworkRequest(c.csr)
+			if ok != (c.want == "") || why != c.want {
+				t.Errorf("nodeNetworkRequest = %v, %q; want %q", ok, why, c.want)
+			}
+		})
+	}
+}
+
+// TestEnsureNodeSettings: the settings joined nodes read are published in kube-system
+// with a Role each that nodes and bootstrappers may use, the node-network role is bound
+// to the group of the nodes' pod-network certificates, and a changed setting is written
+// again.
+func TestEnsureNodeSettings(t *testing.T) {
+	ctx := context.Background()
+	client := kubefake.NewClientset()
+	s := nodeconfig.Settings{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"}
+	for range 2 {
+		if err := ensureNodeSettings(ctx, client, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := nodeconfig.Read(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ClusterCIDR != s.ClusterCIDR || !slices.Equal(got.ClusterDNS, s.ClusterDNS) || got.ClusterDomain != s.ClusterDomain {
+		t.Errorf("published %+v, want %+v", got, s)
+	}
+	for _, name := range []string{"tranche:kubelet-config", "tranche:kube-proxy"} {
+		rb, err := client.RbacV1().RoleBindings("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rb.Subjects) != 2 || rb.Subjects[0].Name != "system:nodes" || rb.Subjects[1].Name != bootstraptoken.DefaultGroup {
+			t.Errorf("rolebinding %s subjects %+v", name, rb.Subjects)
+		}
+		role, err := client.RbacV1().Roles("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := role.Rules; len(r) != 1 || !slices.Equal(r[0].Verbs, []string{"get"}) || len(r[0].ResourceNames) != 1 {
+			t.Errorf("role %s rules %+v", name, r)
+		}
+	}
+	crb, err := client.RbacV1().ClusterRoleBindings().Get(ctx, "tranche:node-network-certificates", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crb.RoleRef.Name != authbootstrap.NodeNetworkUser || len(crb.Subjects) != 1 || crb.Subjects[0].Kind != "Group" || crb.Subjects[0].Name != authbootstrap.NodeNetworkUser {
+		t.Errorf("clusterrolebinding %+v", crb)
+	}
+	s.ClusterCIDR = netip.MustParsePrefix("10.200.0.0/16")
+	if err := ensureNodeSettings(ctx, client, s); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := nodeconfig.Read(ctx, client); err != nil || got.ClusterCIDR != s.ClusterCIDR {
+		t.Errorf("after a change: %+v, %v", got, err)
 	}
 }

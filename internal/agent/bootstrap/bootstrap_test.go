@@ -147,3 +147,74 @@ func TestExplainAuth(t *testing.T) {
 		t.Errorf("other errors pass through: %v", err)
 	}
 }
+
+// TestNetworkIdentity: a joined node asks, with its own identity, for the pod network's
+// client certificate (signer kube-apiserver-client, system:tranche:node-network:NAME in
+// the group system:tranche:node-network) and gets a kubeconfig using it.
+func TestNetworkIdentity(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.EnsureCA(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, _ := keyutil.MarshalPrivateKeyToPEM(key)
+	nodePair := append(issue(t, ca, key.Public(), pkix.Name{CommonName: "system:node:n1", Organization: []string{"system:nodes"}}, time.Now(), time.Hour), keyPEM...)
+	if err := os.MkdirAll(certDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pki", "kubelet-client-current.pem"), nodePair, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeKubeconfig(KubeconfigPath(dir), "https://10.0.0.9:6443", filepath.Join(dir, "ca.crt"), filepath.Join(dir, "pki", "kubelet-client-current.pem")); err != nil {
+		t.Fatal(err)
+	}
+	client := kubefake.NewClientset()
+	requests := make(chan *certificatesv1.CertificateSigningRequest, 4)
+	client.PrependReactor("create", "certificatesigningrequests", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		csr := action.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
+		block, _ := pem.Decode(csr.Spec.Request)
+		req, err := x509.ParseCertificateRequest(block.Bytes)
+		if err != nil {
+			return true, nil, err
+		}
+		requests <- csr.DeepCopy()
+		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue}}
+		csr.Status.Certificate = issue(t, ca, req.PublicKey, req.Subject, time.Now(), 24*time.Hour)
+		return false, nil, nil
+	})
+	var seen *rest.Config
+	path, m, err := NetworkIdentity(context.Background(), Config{NodeName: "n1", Dir: dir, Logger: slog.New(slog.DiscardHandler),
+		NewClient: func(rc *rest.Config) (kubernetes.Interface, error) { seen = rc; return client, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	csr := <-requests
+	block, _ := pem.Decode(csr.Spec.Request)
+	req, _ := x509.ParseCertificateRequest(block.Bytes)
+	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientSignerName || req.Subject.CommonName != "system:tranche:node-network:n1" ||
+		strings.Join(req.Subject.Organization, ",") != "system:tranche:node-network" {
+		t.Errorf("request: signer %s, subject %v", csr.Spec.SignerName, req.Subject)
+	}
+	if seen == nil || seen.TLSClientConfig.CertFile != filepath.Join(dir, "pki", "kubelet-client-current.pem") {
+		t.Errorf("the request was not made with the node's identity: %+v", seen)
+	}
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	if want := filepath.Join(dir, "pki", "node-network-current.pem"); auth.ClientCertificate != want || auth.ClientKey != want {
+		t.Errorf("kubeconfig user %+v, want %s", auth, want)
+	}
+	if got := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server; got != "https://10.0.0.9:6443" {
+		t.Errorf("kubeconfig server %q", got)
+	}
+}

@@ -91,6 +91,13 @@ func (n *NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, s
 			return Allow, "", nil
 		}
 		return NoOpinion, fmt.Sprintf("nodes may not %s podcertificaterequests", a.Verb), nil
+	case "certificates.k8s.io/certificatesigningrequests":
+		// As upstream's node rules: a node requests its certificates (rotation, and
+		// tranche's pod-network identity); approval is the approvers' business.
+		if a.Subresource == "" && (a.Verb == "create" || isRead(a.Verb)) {
+			return Allow, "", nil
+		}
+		return NoOpinion, "", nil
 	case "/events", "events.k8s.io/events":
 		if a.Subresource == "" && (a.Verb == "create" || a.Verb == "update" || a.Verb == "patch") {
 			return Allow, "", nil

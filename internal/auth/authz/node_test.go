@@ -53,6 +53,10 @@ func TestNodeAuthorizer(t *testing.T) {
 		want   Decision
 		reason string
 	}{
+		{name: "create a CSR", attrs: resAttrs(nodeA, "create", "certificates.k8s.io", "certificatesigningrequests", "", "", ""), want: Allow},
+		{name: "watch CSRs", attrs: resAttrs(nodeA, "watch", "certificates.k8s.io", "certificatesigningrequests", "", "", ""), want: Allow},
+		{name: "approve a CSR", attrs: resAttrs(nodeA, "update", "certificates.k8s.io", "certificatesigningrequests", "approval", "", "x"), want: NoOpinion},
+		{name: "delete a CSR", attrs: resAttrs(nodeA, "delete", "certificates.k8s.io", "certificatesigningrequests", "", "", "x"), want: NoOpinion},
 		{name: "list all pods", attrs: resAttrs(nodeA, "list", "", "pods", "", "", ""), want: NoOpinion, reason: "can only list/watch pods with spec.nodeName field selector"},
 		{name: "list own pods", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.nodeName=a"), want: Allow},
 		{name: "list the pod network's pods", attrs: selected(resAttrs(nodeA, "list", "", "pods", "", "", ""), "spec.hostNetwork=false"), want: Allow},
