@@ -100,6 +100,8 @@ type watchCache struct {
 	// above window is in it.
 	ring   []*cacheEvent
 	window int64
+	// started is the revision the current run started from: the window's first value.
+	started int64
 	// progress is the latest revision storage reported as complete (for bookmarks).
 	progress int64
 	// changed is closed (and replaced) whenever the cache changes.
@@ -124,7 +126,11 @@ type cacheCursor struct {
 }
 
 // open positions a watch after revision from, starting the cache there if it is not
-// running. A revision older than the cache holds is 410 Gone.
+// running. A revision whose events the cache dropped (capacity, freshness) is 410 Gone,
+// as with kube-apiserver's cache. A revision from before the cache's run started gets a
+// storage watch of its own, for as long as ctx lasts: kube-apiserver's cache starts with
+// the server, so a watch from any revision read since then is served, while this one
+// starts with its first watch, possibly after a client read the revision it watches from.
 func (c *watchCache) open(ctx context.Context, from int64) (*cacheCursor, error) {
 	// The read is made unlocked so that the feed never waits for it. (A new run's
 	// storage watch would check its start too, but its error does not say how old a
@@ -133,16 +139,35 @@ func (c *watchCache) open(ctx context.Context, from int64) (*cacheCursor, error)
 		return nil, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !c.running {
 		if err := c.startLocked(from); err != nil {
+			c.mu.Unlock()
 			return nil, err
 		}
 	}
-	if from < c.window {
-		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, c.window))
+	if from >= c.window {
+		cur := &cacheCursor{c: c, rev: from, gen: c.gen, ended: c.ended}
+		c.mu.Unlock()
+		return cur, nil
 	}
-	return &cacheCursor{c: c, rev: from, gen: c.gen, ended: c.ended}, nil
+	if from >= c.started {
+		window := c.window
+		c.mu.Unlock()
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, window))
+	}
+	c.mu.Unlock()
+	// The watch's own storage watch ends with the watch, or with the cache's (server
+	// shutdown, resource no longer served).
+	bg, stop := context.WithCancel(ctx)
+	stopWithCache := context.AfterFunc(c.bg, stop)
+	context.AfterFunc(bg, func() { stopWithCache() })
+	own := &watchCache{s: c.s, e: c.e, bg: bg, prefix: c.prefix, capacity: c.capacity, changed: make(chan struct{})}
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	if err := own.startLocked(from); err != nil {
+		return nil, err
+	}
+	return &cacheCursor{c: own, rev: from, gen: own.gen, ended: own.ended}, nil
 }
 
 // checkNotCompacted refuses a start revision storage has compacted away, as a storage
@@ -204,7 +229,7 @@ func (c *watchCache) startLocked(from int64) error {
 	}
 	c.running = true
 	c.ring = nil
-	c.window = from
+	c.window, c.started = from, from
 	c.progress = 0
 	c.gen++
 	c.ended = make(chan struct{})

@@ -373,3 +373,52 @@ func TestCloseEndsWatches(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchCacheStartedLate: a watch from a revision older than the cache's start (the
+// cache starts with its first watch, which may come after a client read the older
+// revision) is served from storage, as kube-apiserver's cache, started with the server,
+// would serve it; and it ends with the server.
+func TestWatchCacheStartedLate(t *testing.T) {
+	f := newCacheFixture(t)
+	cms := f.client.CoreV1().ConfigMaps("default")
+	a, err := cms.Create(f.ctx, makeConfigMap("a", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Create(f.ctx, makeConfigMap("b", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := cms.List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first watch starts the cache after b.
+	first, err := cms.Watch(f.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop()
+	late, err := cms.Watch(f.ctx, metav1.ListOptions{ResourceVersion: a.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Stop()
+	if _, err := cms.Create(f.ctx, makeConfigMap("c", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(collect(t, f.ctx, late, 2), ","), "ADDED b,ADDED c"; got != want {
+		t.Errorf("watch from before the cache started: %s, want %s", got, want)
+	}
+	if got := collect(t, f.ctx, first, 1); got[0] != "ADDED c" {
+		t.Errorf("the cache's own watch: %v, want [ADDED c]", got)
+	}
+	f.api.Close()
+	select {
+	case _, ok := <-late.ResultChan():
+		for ok {
+			_, ok = <-late.ResultChan()
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the watch served from storage outlived the server's Close")
+	}
+}
