@@ -36,9 +36,13 @@ func New(client *clientv3.Client) storage.Interface {
 
 // Get implements storage.Interface.
 func (s *store) Get(ctx context.Context, key string) (*storage.KeyValue, error) {
-	resp, err := s.client.Get(ctx, key)
+	var opts []clientv3.OpOption
+	if storage.StaleReadsAllowed(ctx) {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	resp, err := s.client.Get(ctx, key, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("get %q: %w", key, err)
+		return nil, fmt.Errorf("get %q: %w", key, mapError(err))
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, &storage.KeyError{Key: key, Err: storage.ErrNotFound}
@@ -57,6 +61,9 @@ func (s *store) List(ctx context.Context, prefix string, opts storage.ListOption
 	var listOpts []clientv3.OpOption
 	if opts.Revision > 0 {
 		listOpts = append(listOpts, clientv3.WithRev(opts.Revision))
+	}
+	if storage.StaleReadsAllowed(ctx) {
+		listOpts = append(listOpts, clientv3.WithSerializable())
 	}
 	if end != "\x00" && start >= end {
 		// A start key past the prefix selects nothing, and etcd rejects an inverted range:
@@ -94,7 +101,7 @@ func (s *store) Create(ctx context.Context, key string, value []byte, ops ...sto
 	t.then = append(t.then, clientv3.OpPut(key, string(value)))
 	resp, err := t.commit(ctx, s.client)
 	if err != nil {
-		return 0, fmt.Errorf("create %q: %w", key, err)
+		return 0, fmt.Errorf("create %q: %w", key, mapError(err))
 	}
 	if !resp.Succeeded {
 		if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
@@ -118,7 +125,7 @@ func (s *store) Update(ctx context.Context, key string, value []byte, expectRevi
 	t.then = append(t.then, clientv3.OpPut(key, string(value)))
 	resp, err := t.commit(ctx, s.client)
 	if err != nil {
-		return 0, fmt.Errorf("update %q: %w", key, err)
+		return 0, fmt.Errorf("update %q: %w", key, mapError(err))
 	}
 	if !resp.Succeeded {
 		if err := t.mainKeyError(resp, expectRevision); err != nil {
@@ -142,7 +149,7 @@ func (s *store) Delete(ctx context.Context, key string, expectRevision int64, op
 	t.then = append(t.then, clientv3.OpDelete(key, clientv3.WithPrevKV()))
 	resp, err := t.commit(ctx, s.client)
 	if err != nil {
-		return nil, fmt.Errorf("delete %q: %w", key, err)
+		return nil, fmt.Errorf("delete %q: %w", key, mapError(err))
 	}
 	if !resp.Succeeded {
 		if err := t.mainKeyError(resp, expectRevision); err != nil {
@@ -256,9 +263,13 @@ func (s *store) Compact(ctx context.Context, revision int64) error {
 // Revision implements storage.Interface with a count-only read of one key, the cheapest
 // request that returns the store's header.
 func (s *store) Revision(ctx context.Context) (int64, error) {
-	resp, err := s.client.Get(ctx, "/", clientv3.WithCountOnly())
+	opts := []clientv3.OpOption{clientv3.WithCountOnly()}
+	if storage.StaleReadsAllowed(ctx) {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	resp, err := s.client.Get(ctx, "/", opts...)
 	if err != nil {
-		return 0, fmt.Errorf("read revision: %w", err)
+		return 0, fmt.Errorf("read revision: %w", mapError(err))
 	}
 	return resp.Header.Revision, nil
 }
@@ -359,11 +370,15 @@ func toKeyValue(kv *mvccpb.KeyValue) storage.KeyValue {
 	}
 }
 
-// mapError turns etcd's compaction error into storage.ErrCompacted and leaves others as
-// they are.
+// mapError turns etcd's compaction error into storage.ErrCompacted, leaves the caller's
+// own context errors as they are, and marks every other failure as the store's
+// (storage.UnavailableError): lost quorum, etcd's request timeout, no member reachable.
 func mapError(err error) error {
-	if errors.Is(err, rpctypes.ErrCompacted) {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
 		return storage.ErrCompacted
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
 	}
-	return err
+	return &storage.UnavailableError{Err: err}
 }
