@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -182,38 +183,85 @@ func (s *store) Watch(ctx context.Context, prefix string, fromRevision int64) (<
 		}
 		fromRevision = rev
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	start, end := rangeOf(prefix)
-	wch := s.client.Watch(wctx, start,
-		clientv3.WithRange(end),
-		clientv3.WithRev(fromRevision+1),
-		clientv3.WithPrevKV(),
-		clientv3.WithProgressNotify())
 	out := make(chan storage.Event, watchBuffer)
 	go func() {
 		defer close(out)
-		defer cancel()
-		for resp := range wch {
-			for _, ev := range translate(prefix, fromRevision, resp) {
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-				if ev.Type == storage.Error {
-					return
-				}
+		// next is the first revision not delivered yet: a watch resumed from it loses
+		// and repeats nothing.
+		next := fromRevision + 1
+		for attempt := 0; ; attempt++ {
+			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+			wch := s.client.Watch(wctx, start,
+				clientv3.WithRange(end),
+				clientv3.WithRev(next),
+				clientv3.WithPrevKV(),
+				clientv3.WithProgressNotify())
+			resume, delivered := forward(ctx, s.client.Ctx(), out, prefix, next-1, wch, &next)
+			cancel()
+			if !resume {
+				return
 			}
-		}
-		if ctx.Err() == nil {
-			// The client was closed under the watch: say so rather than end silently.
+			if delivered {
+				attempt = 0
+			}
+			// The member the watch was on went away or lost its leader: resume on
+			// whichever member the client reaches next, after a pause that grows while
+			// no member serves the watch (a cluster without quorum).
 			select {
-			case out <- storage.Event{Type: storage.Error, Err: fmt.Errorf("watch %q: etcd client closed", prefix)}:
+			case <-time.After(min(watchRetry<<min(attempt, 5), watchRetryMax)):
 			case <-ctx.Done():
+				return
 			}
 		}
 	}()
 	return out, nil
+}
+
+// Pauses between attempts to resume a watch whose member went away.
+const (
+	watchRetry    = 50 * time.Millisecond
+	watchRetryMax = 2 * time.Second
+)
+
+// forward sends the storage events of one etcd watch to out, advancing *next past
+// what it delivered, until the watch ends. It returns resume when etcd ended the watch
+// with an error other than a compaction: the member stopped or lost its leader (etcd's
+// "no leader", which WithRequireLeader turns a member's shutdown into), which a new
+// watch from *next overcomes on another member; so does a watch etcd cancelled without
+// a reason. The caller's context ending, a compaction or the client closing (clientCtx
+// ending) end the stream, the last two with an Error event.
+// delivered says whether anything reached out.
+func forward(ctx, clientCtx context.Context, out chan<- storage.Event, prefix string, fromRevision int64, wch clientv3.WatchChan, next *int64) (resume, delivered bool) {
+	for resp := range wch {
+		if err := resp.Err(); err != nil && resp.CompactRevision == 0 && !errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil {
+			return true, delivered
+		}
+		for _, ev := range translate(prefix, fromRevision, resp) {
+			select {
+			case out <- ev:
+				delivered = true
+			case <-ctx.Done():
+				return false, delivered
+			}
+			if ev.Type == storage.Error {
+				return false, delivered
+			}
+			*next = max(*next, ev.Revision+1)
+		}
+	}
+	if ctx.Err() == nil && clientCtx.Err() == nil {
+		// etcd cancelled the watch without a reason (as a member going away may).
+		return true, delivered
+	}
+	if ctx.Err() == nil {
+		// The client was closed under the watch: say so rather than end silently.
+		select {
+		case out <- storage.Event{Type: storage.Error, Err: fmt.Errorf("watch %q: etcd client closed", prefix)}:
+		case <-ctx.Done():
+		}
+	}
+	return false, delivered
 }
 
 // translate turns one etcd watch response into storage events; a failed watch becomes a
