@@ -160,7 +160,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // restConfig is the admin client configuration of s.
-func (s *server) restConfig(t *testing.T) *rest.Config {
+func (s *server) restConfig(t testing.TB) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
 	if err != nil {
@@ -169,13 +169,13 @@ func (s *server) restConfig(t *testing.T) *rest.Config {
 	return cfg
 }
 
-func (s *server) client(t *testing.T) kubernetes.Interface {
+func (s *server) client(t testing.TB) kubernetes.Interface {
 	t.Helper()
 	return kubernetes.NewForConfigOrDie(s.restConfig(t))
 }
 
 // kubectl runs kubectl against s and returns stdout, stderr and the error.
-func (s *server) kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
+func (s *server) kubectl(t testing.TB, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -191,7 +191,7 @@ func (s *server) kubectl(t *testing.T, stdin string, args ...string) (string, st
 }
 
 // must runs kubectl and fails the test when it fails.
-func (s *server) must(t *testing.T, args ...string) string {
+func (s *server) must(t testing.TB, args ...string) string {
 	t.Helper()
 	out, errOut, err := s.kubectl(t, "", args...)
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *server) must(t *testing.T, args ...string) string {
 }
 
 // namespace creates a namespace for one test and deletes it afterwards.
-func (s *server) namespace(t *testing.T) string {
+func (s *server) namespace(t testing.TB) string {
 	t.Helper()
 	name := "e2e-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	if len(name) > 50 {
@@ -215,7 +215,7 @@ func (s *server) namespace(t *testing.T) string {
 
 // eventually polls cond every 100ms (each poll may run kubectl) until it
 // holds or the deadline passes, failing with cond's last described state.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	testutil.EventuallyEvery(t, timeout, 100*time.Millisecond, what, cond)
 }

@@ -19,7 +19,7 @@ const etcdBin = "/usr/bin/etcd"
 // startEtcd runs a one-member etcd on free 127.0.0.1 ports with its data in a temporary
 // directory, waits until it answers, and kills it and removes the data when t ends. It
 // returns the client URL.
-func startEtcd(t *testing.T) string {
+func startEtcd(t testing.TB) string {
 	t.Helper()
 	if _, err := os.Stat(etcdBin); err != nil {
 		t.Fatalf("%s is required (Debian package etcd-server; `make deps` installs it): %v", etcdBin, err)

@@ -38,7 +38,7 @@ var sharedPKI = []string{"ca.crt", "ca.key", "front-proxy-ca.crt", "front-proxy-
 
 // startHAServer starts one server; from, when not nil, is a running server whose PKI
 // it shares.
-func startHAServer(t *testing.T, host, listen, advertise, etcdURL string, from *haServer) *haServer {
+func startHAServer(t testing.TB, host, listen, advertise, etcdURL string, from *haServer) *haServer {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "tre2e-ha-")
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *haServer) logText() string {
 
 // portFreeOn returns a port nobody listens on at any of hosts, so that servers on
 // different loopback addresses share one port, as servers on different machines do.
-func portFreeOn(t *testing.T, hosts ...string) string {
+func portFreeOn(t testing.TB, hosts ...string) string {
 	t.Helper()
 	for range 50 {
 		ln, err := net.Listen("tcp", net.JoinHostPort(hosts[0], "0"))

@@ -36,7 +36,7 @@ type lan struct {
 
 // newLAN makes the namespace ns with a bridge "lan" (holding gw when gw is valid, so that
 // something there can answer) and removes it when t ends.
-func newLAN(t *testing.T, ns string, cidr netip.Prefix, gw netip.Addr) *lan {
+func newLAN(t testing.TB, ns string, cidr netip.Prefix, gw netip.Addr) *lan {
 	t.Helper()
 	if err := netns.Create(ns); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func underlayLAN(c *localCluster) *lan {
 	return &lan{ns: c.prefix + "net", bridge: clusternet.UnderlayBridge, cidr: clusternet.DefaultUnderlayCIDR}
 }
 
-func openLinks(t *testing.T, ns string) *netns.Links {
+func openLinks(t testing.TB, ns string) *netns.Links {
 	t.Helper()
 	l, err := netns.OpenLinks(ns)
 	if err != nil {
@@ -87,7 +87,7 @@ type machine struct {
 
 // addMachine makes the namespace ns with eth0 (a veth to the LAN's bridge) holding addr,
 // and, when t ends, stops what still runs in it and removes it.
-func (l *lan) addMachine(t *testing.T, name, ns string, addr netip.Addr) *machine {
+func (l *lan) addMachine(t testing.TB, name, ns string, addr netip.Addr) *machine {
 	t.Helper()
 	if !l.cidr.Contains(addr) {
 		t.Fatalf("machine %s: %s is not on the LAN %s", name, addr, l.cidr)
@@ -129,7 +129,7 @@ func (l *lan) addMachine(t *testing.T, name, ns string, addr netip.Addr) *machin
 // start runs cmd inside the machine, output to logPath, and returns a function that
 // stops it (SIGTERM, then SIGKILL after 15 s; idempotent), which also runs when t ends; a
 // failed test then logs the end of its output. It also dies with the test binary.
-func (m *machine) start(t *testing.T, cmd *exec.Cmd, logPath string) (stop func()) {
+func (m *machine) start(t testing.TB, cmd *exec.Cmd, logPath string) (stop func()) {
 	t.Helper()
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -167,7 +167,7 @@ func stopProcess(cmd *exec.Cmd, done <-chan struct{}) {
 
 // killNetnsProcesses kills every process whose network namespace is the named one (an
 // agent's shim, left running on purpose, and what it started).
-func killNetnsProcesses(t *testing.T, ns string) {
+func killNetnsProcesses(t testing.TB, ns string) {
 	var want unix.Stat_t
 	if err := unix.Stat(netns.Path(ns), &want); err != nil {
 		return
@@ -191,7 +191,7 @@ func killNetnsProcesses(t *testing.T, ns string) {
 // from c's CA (as `tranche up` makes its agents'), its pod network with one for
 // bootstrap.NodeNetworkUser, and it runs with --backend backend.
 // It returns the agent's stop function.
-func (m *machine) startAgent(t *testing.T, c *localCluster, podCIDR netip.Prefix, backend string) (stop func()) {
+func (m *machine) startAgent(t testing.TB, c *localCluster, podCIDR netip.Prefix, backend string) (stop func()) {
 	t.Helper()
 	dir := filepath.Join(c.dataDir, "nodes", m.name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

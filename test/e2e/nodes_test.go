@@ -88,7 +88,7 @@ func up(t *testing.T) *localCluster {
 
 // upOwn starts a cluster of nodes nodes for t alone (netns prefix <tag><pid>-), with
 // extra flags of `tranche up` if any, and takes it down when t ends, also on failure, after logging the end of its log if t failed.
-func upOwn(t *testing.T, tag string, nodes int, extra ...string) *localCluster {
+func upOwn(t testing.TB, tag string, nodes int, extra ...string) *localCluster {
 	t.Helper()
 	c, err := startLocalCluster(tag, nodes, "", extra...)
 	if c != nil {
@@ -146,7 +146,7 @@ func netnsWithPrefix(prefix string) []string {
 }
 
 // podNS is the network namespace of a pod (the agent names it <prefix>p-<uid[:12]>).
-func (c *localCluster) podNS(t *testing.T, ns, pod string) string {
+func (c *localCluster) podNS(t testing.TB, ns, pod string) string {
 	uid := c.srv.must(t, "get", "pod", pod, "-n", ns, "-o", "jsonpath={.metadata.uid}")
 	return c.prefix + "p-" + strings.ReplaceAll(uid, "-", "")[:12]
 }
@@ -170,7 +170,7 @@ func (c *localCluster) podLog(t *testing.T, ns, pod, container string) string {
 	return b.String()
 }
 
-func (c *localCluster) waitReady(t *testing.T, ns, pod string) {
+func (c *localCluster) waitReady(t testing.TB, ns, pod string) {
 	t.Helper()
 	eventually(t, 60*time.Second, "pod "+pod+" Running and Ready", func() (bool, string) {
 		out, _, _ := c.srv.kubectl(t, "", "get", "pod", pod, "-n", ns, "-o", `jsonpath={.status.phase} {.status.conditions[?(@.type=="Ready")].status}`)
