@@ -93,3 +93,8 @@ conformance: deps build
 
 clean:
 	rm -rf bin
+
+# Issue 22: create throughput through two API servers over a 3-member etcd cluster on
+# simulated machines vs the same cluster's raw puts (bench/ha/README.md).
+bench-ha: deps build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkHA$$' -benchtime 2000x -timeout 15m ./test/e2e/
