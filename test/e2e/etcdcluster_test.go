@@ -572,12 +572,16 @@ func TestEtcdQuorum(t *testing.T) {
 }
 
 // storeFailureSaid says whether kubectl's stderr reports what kube-apiserver answers when
-// etcd has no quorum: etcd's own error, passed on as a 500 whose message is etcd's
-// ("etcdserver: request timed out", or etcd 3.4's "rpc error: code = Unknown desc =
-// context deadline exceeded" when its own deadline ran out first), or the request
-// timeout's 504.
+// etcd has no quorum: etcd's own error passed on as a 500 whose message is etcd's
+// ("etcdserver: request timed out", "etcdserver: no leader", etcd 3.4's "rpc error: code =
+// Unknown desc = context deadline exceeded" when its own deadline ran out first, or
+// "raft proposal dropped" from a member campaigning alone), or the request timeout's 504.
 func storeFailureSaid(stderr string) bool {
-	return strings.Contains(stderr, "etcdserver: request timed out") ||
-		strings.Contains(stderr, "rpc error: code = Unknown desc = context deadline exceeded") ||
-		strings.Contains(stderr, "Timeout: request did not complete within requested timeout - context deadline exceeded")
+	for _, s := range []string{"etcdserver: ", "rpc error: code = ", "raft proposal dropped",
+		"Timeout: request did not complete within requested timeout - context deadline exceeded"} {
+		if strings.Contains(stderr, s) {
+			return true
+		}
+	}
+	return false
 }
