@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/auth/bootstrap"
 	"github.com/tranche/tranche/internal/auth/pki"
 	"github.com/tranche/tranche/internal/clusternet"
@@ -70,6 +71,9 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	// The agents' root directories share a parent, so their image store (two levels above
 	// --root-dir) is built once, as a `tranche up` host's nodes share it.
 	data := mountedTempDir(t)
+	// After the agents and their machines, before their data goes: the pods' own
+	// namespaces and what runs in them (a pod outlives its agent, as it should).
+	t.Cleanup(func() { removeMachinePods(t, prefix) })
 	for i := range 3 {
 		sp := agentSpec{fmt.Sprintf("m%d", i+1), netip.MustParseAddr(fmt.Sprintf("192.168.92.%d", 31+i)),
 			netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i+1))}
@@ -356,4 +360,29 @@ func mountedTempDir(t *testing.T) string {
 		}
 	})
 	return dir
+}
+
+// removeMachinePods does for agents on machines what `tranche down` does for a local
+// cluster's: it kills what still runs in the pod network namespaces the agents of a
+// cluster with topology prefix prefix made (named prefix+"p-<id>"), removes them, and
+// removes the nodes' cgroups (/tranche/<prefix><node>).
+func removeMachinePods(t *testing.T, prefix string) {
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix+"p-") {
+			killNetnsProcesses(t, e.Name())
+			if err := netns.Delete(e.Name()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	cgroups, err := runc.NodeCgroups(prefix)
+	if err != nil {
+		t.Error(err)
+	}
+	for _, cg := range cgroups {
+		if err := runc.RemoveNode(cg); err != nil {
+			t.Errorf("removing cgroup %s: %v", cg, err)
+		}
+	}
 }
