@@ -88,7 +88,7 @@ bench-netpol: deps build
 # Issue 22: five simulated machines over VXLAN (network programming, pod to pod across
 # machines vs within one) and the elected server's failover; see bench/machines/README.md.
 .PHONY: bench-machines
-bench: bench-machines
+bench: bench-machines bench-ha
 bench-machines: deps build
 	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Machines -benchtime 1x -timeout 20m ./test/e2e/
 
@@ -100,3 +100,8 @@ conformance: deps build
 
 clean:
 	rm -rf bin
+
+# Issue 22: create throughput through two API servers over a 3-member etcd cluster on
+# simulated machines vs the same cluster's raw puts (bench/ha/README.md).
+bench-ha: deps build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkHA$$' -benchtime 2000x -timeout 15m ./test/e2e/

@@ -62,6 +62,8 @@ func serverCmd() *cobra.Command {
 	f.StringVar(&etcdServers, "etcd-servers", "", "external etcd client URLs, comma-separated; empty runs an embedded etcd")
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
 	f.StringVar(&logLevel, "log-level", "info", logging.Levels)
+	f.DurationVar(&cfg.RequestTimeout, "request-timeout", apiserver.DefaultRequestTimeout,
+		"how long a request that is not long-running may take before the server answers 504 Timeout (a shorter ?timeout= of the request wins)")
 	registerHPASyncPeriod(cmd, &cfg)
 	registerInFlightLimits(cmd, &cfg)
 	net.register(cmd)

@@ -299,10 +299,11 @@ func safeWarnings(res *registry.Resource, obj, old runtime.Object) (w []string) 
 
 // get handles GET of one object.
 func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, ri *requestInfo, e *entry) error {
-	if err := s.waitForRequestedRevision(ctx, r.URL.Query().Get("resourceVersion")); err != nil {
+	rv := r.URL.Query().Get("resourceVersion")
+	if err := s.waitForRequestedRevision(ctx, rv); err != nil {
 		return err
 	}
-	obj, _, err := e.store.get(ctx, ri.Namespace, ri.Name)
+	obj, _, err := e.store.get(anyStateRead(ctx, rv), ri.Namespace, ri.Name)
 	if err != nil {
 		return err
 	}
@@ -368,6 +369,7 @@ func (s *Server) listStored(ctx context.Context, e *entry, ns string, f *filter,
 		if err := s.waitForRequestedRevision(ctx, rv); err != nil {
 			return nil, err
 		}
+		ctx = anyStateRead(ctx, rv)
 	}
 	if cont != "" {
 		if rv != "" && rv != "0" {

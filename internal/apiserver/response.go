@@ -50,7 +50,9 @@ func writeEncoded(w http.ResponseWriter, code int, obj runtime.Object, protobuf 
 // writeError turns any error into a Kubernetes Status response.
 func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
+	if se, ok := storeFailure(err); ok && !errors.As(err, &st) {
+		st = se
+	} else if !errors.As(err, &st) {
 		if log != nil {
 			log.Error("internal error", "err", err)
 		}

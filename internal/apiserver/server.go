@@ -66,6 +66,9 @@ type Config struct {
 	// mutating requests served at once, long-running ones excepted (kube-apiserver's
 	// --max-requests-inflight and --max-mutating-requests-inflight); 0 means no limit.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// RequestTimeout bounds every request that is not long-running (kube-apiserver's
+	// --request-timeout); past it the answer is 504 Timeout. 0 means no bound.
+	RequestTimeout time.Duration
 	// InFlightExempt reports requests served even over those limits (system:masters);
 	// nil exempts none.
 	InFlightExempt func(*http.Request) bool
@@ -228,8 +231,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	if err := s.serve(w, r, ri, req); err != nil {
+	r, cancel, err := s.requestDeadline(r, req)
+	if err != nil {
 		writeError(w, s.log, err)
+		return
+	}
+	defer cancel()
+	if err := s.serve(w, r, ri, req); err != nil {
+		writeError(w, s.log, timedOut(r.Context(), err))
 	}
 }
 

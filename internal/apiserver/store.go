@@ -149,6 +149,9 @@ func (rs *resourceStore) apiError(err error, name string) error {
 	if errors.As(err, &st) {
 		return err
 	}
+	if se, ok := storeFailure(err); ok {
+		return se
+	}
 	return apierrors.NewInternalError(err)
 }
 

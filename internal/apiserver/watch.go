@@ -202,7 +202,7 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	if watchErr == nil {
 		if sendInitial || rv == "" || rv == "0" {
-			initial, start, _, _, err = s.listObjects(ctx, e, ri.Namespace, f, 0, "", "", "")
+			initial, start, _, _, err = s.listObjects(anyStateRead(ctx, rv), e, ri.Namespace, f, 0, "", "", "")
 			if err != nil {
 				return err
 			}

@@ -176,6 +176,9 @@ func (c *watchCache) open(ctx context.Context, from int64) (*cacheCursor, error)
 // needs) tells, whatever the number of keys; it is skipped when from is the current
 // revision (nothing after it can be compacted, and etcd refuses reads in the future).
 func (c *watchCache) checkNotCompacted(ctx context.Context, from int64) error {
+	// The member's own state is enough to judge compaction, and it still answers
+	// while the store has no quorum: a watch of a cached state starts then too.
+	ctx = storage.WithStaleReads(ctx)
 	rev, err := c.s.cfg.Storage.Revision(ctx)
 	if err != nil || from+1 > rev {
 		// A failing store fails the watch's own reads too; the ring judges meanwhile.
@@ -213,7 +216,9 @@ func (c *watchCache) startLocked(from int64) error {
 	if err := c.bg.Err(); err != nil {
 		return apierrors.NewServiceUnavailable("the server is shutting down")
 	}
-	rev, err := c.s.cfg.Storage.Revision(c.bg)
+	// A member's own revision (a serializable read) bounds it as well and answers
+	// without quorum, so the cache's lock is never held on a store that can not commit.
+	rev, err := c.s.cfg.Storage.Revision(storage.WithStaleReads(c.bg))
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}

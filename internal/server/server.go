@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -84,6 +85,9 @@ type Config struct {
 	// mutating requests served at once (kube-apiserver's --max-requests-inflight and
 	// --max-mutating-requests-inflight); 0 means no limit.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// RequestTimeout bounds requests that are not long-running (--request-timeout);
+	// 0 means apiserver.DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// LeaderElection elects the controller manager and the scheduler among servers
 	// sharing an etcd cluster.
 	LeaderElection LeaderElection
@@ -194,6 +198,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 		Nodes: &apiserver.Nodes{Dial: cfg.ClusterDial,
 			TLS: &tls.Config{Certificates: []tls.Certificate{nodePair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}, //nolint:gosec // see apiserver.Nodes.TLS.
 		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
+		RequestTimeout: cmp.Or(cfg.RequestTimeout, apiserver.DefaultRequestTimeout),
 		InFlightExempt: inFlightExempt,
 		Ready: func() error {
 			if !isReady.Load() {

@@ -16,6 +16,37 @@ var (
 	ErrCompacted = errors.New("revision compacted")
 )
 
+// UnavailableError is a failure of the store itself rather than of the request: no
+// quorum, a member that does not answer, etcd's own request timeout. Err is the store's
+// error as it gave it ("etcdserver: request timed out"); the same request may succeed
+// later.
+type UnavailableError struct {
+	Err error
+}
+
+// Error returns the store's own message.
+func (e *UnavailableError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the store's error.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// staleReadsKey marks a context whose reads may be served from any recent state.
+type staleReadsKey struct{}
+
+// WithStaleReads returns a context whose Get, List and Revision may be answered
+// from the state of whichever member the client reaches, without a round of consensus
+// (etcd's serializable reads): what a resourceVersion="0" read asks for ("any state,
+// the newest preferred"), and what still answers while the store has no quorum.
+func WithStaleReads(ctx context.Context) context.Context {
+	return context.WithValue(ctx, staleReadsKey{}, true)
+}
+
+// StaleReadsAllowed says whether ctx came from WithStaleReads.
+func StaleReadsAllowed(ctx context.Context) bool {
+	ok, _ := ctx.Value(staleReadsKey{}).(bool)
+	return ok
+}
+
 // KeyError names the key an error is about (the main key or one of the extra Ops).
 type KeyError struct {
 	Key string

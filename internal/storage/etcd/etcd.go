@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -36,9 +37,13 @@ func New(client *clientv3.Client) storage.Interface {
 
 // Get implements storage.Interface.
 func (s *store) Get(ctx context.Context, key string) (*storage.KeyValue, error) {
-	resp, err := s.client.Get(ctx, key)
+	var opts []clientv3.OpOption
+	if storage.StaleReadsAllowed(ctx) {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	resp, err := s.client.Get(ctx, key, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("get %q: %w", key, err)
+		return nil, fmt.Errorf("get %q: %w", key, mapError(err))
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, &storage.KeyError{Key: key, Err: storage.ErrNotFound}
@@ -57,6 +62,9 @@ func (s *store) List(ctx context.Context, prefix string, opts storage.ListOption
 	var listOpts []clientv3.OpOption
 	if opts.Revision > 0 {
 		listOpts = append(listOpts, clientv3.WithRev(opts.Revision))
+	}
+	if storage.StaleReadsAllowed(ctx) {
+		listOpts = append(listOpts, clientv3.WithSerializable())
 	}
 	if end != "\x00" && start >= end {
 		// A start key past the prefix selects nothing, and etcd rejects an inverted range:
@@ -94,7 +102,7 @@ func (s *store) Create(ctx context.Context, key string, value []byte, ops ...sto
 	t.then = append(t.then, clientv3.OpPut(key, string(value)))
 	resp, err := t.commit(ctx, s.client)
 	if err != nil {
-		return 0, fmt.Errorf("create %q: %w", key, err)
+		return 0, fmt.Errorf("create %q: %w", key, mapError(err))
 	}
 	if !resp.Succeeded {
 		if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
@@ -118,7 +126,7 @@ func (s *store) Update(ctx context.Context, key string, value []byte, expectRevi
 	t.then = append(t.then, clientv3.OpPut(key, string(value)))
 	resp, err := t.commit(ctx, s.client)
 	if err != nil {
-		return 0, fmt.Errorf("update %q: %w", key, err)
+		return 0, fmt.Errorf("update %q: %w", key, mapError(err))
 	}
 	if !resp.Succeeded {
 		if err := t.mainKeyError(resp, expectRevision); err != nil {
@@ -142,7 +150,7 @@ func (s *store) Delete(ctx context.Context, key string, expectRevision int64, op
 	t.then = append(t.then, clientv3.OpDelete(key, clientv3.WithPrevKV()))
 	resp, err := t.commit(ctx, s.client)
 	if err != nil {
-		return nil, fmt.Errorf("delete %q: %w", key, err)
+		return nil, fmt.Errorf("delete %q: %w", key, mapError(err))
 	}
 	if !resp.Succeeded {
 		if err := t.mainKeyError(resp, expectRevision); err != nil {
@@ -175,38 +183,85 @@ func (s *store) Watch(ctx context.Context, prefix string, fromRevision int64) (<
 		}
 		fromRevision = rev
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	start, end := rangeOf(prefix)
-	wch := s.client.Watch(wctx, start,
-		clientv3.WithRange(end),
-		clientv3.WithRev(fromRevision+1),
-		clientv3.WithPrevKV(),
-		clientv3.WithProgressNotify())
 	out := make(chan storage.Event, watchBuffer)
 	go func() {
 		defer close(out)
-		defer cancel()
-		for resp := range wch {
-			for _, ev := range translate(prefix, fromRevision, resp) {
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-				if ev.Type == storage.Error {
-					return
-				}
+		// next is the first revision not delivered yet: a watch resumed from it loses
+		// and repeats nothing.
+		next := fromRevision + 1
+		for attempt := 0; ; attempt++ {
+			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+			wch := s.client.Watch(wctx, start,
+				clientv3.WithRange(end),
+				clientv3.WithRev(next),
+				clientv3.WithPrevKV(),
+				clientv3.WithProgressNotify())
+			resume, delivered := forward(ctx, s.client.Ctx(), out, prefix, next-1, wch, &next)
+			cancel()
+			if !resume {
+				return
 			}
-		}
-		if ctx.Err() == nil {
-			// The client was closed under the watch: say so rather than end silently.
+			if delivered {
+				attempt = 0
+			}
+			// The member the watch was on went away or lost its leader: resume on
+			// whichever member the client reaches next, after a pause that grows while
+			// no member serves the watch (a cluster without quorum).
 			select {
-			case out <- storage.Event{Type: storage.Error, Err: fmt.Errorf("watch %q: etcd client closed", prefix)}:
+			case <-time.After(min(watchRetry<<min(attempt, 5), watchRetryMax)):
 			case <-ctx.Done():
+				return
 			}
 		}
 	}()
 	return out, nil
+}
+
+// Pauses between attempts to resume a watch whose member went away.
+const (
+	watchRetry    = 50 * time.Millisecond
+	watchRetryMax = 2 * time.Second
+)
+
+// forward sends the storage events of one etcd watch to out, advancing *next past
+// what it delivered, until the watch ends. It returns resume when etcd ended the watch
+// with an error other than a compaction: the member stopped or lost its leader (etcd's
+// "no leader", which WithRequireLeader turns a member's shutdown into), which a new
+// watch from *next overcomes on another member; so does a watch etcd cancelled without
+// a reason. The caller's context ending, a compaction or the client closing (clientCtx
+// ending) end the stream, the last two with an Error event.
+// delivered says whether anything reached out.
+func forward(ctx, clientCtx context.Context, out chan<- storage.Event, prefix string, fromRevision int64, wch clientv3.WatchChan, next *int64) (resume, delivered bool) {
+	for resp := range wch {
+		if err := resp.Err(); err != nil && resp.CompactRevision == 0 && !errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil {
+			return true, delivered
+		}
+		for _, ev := range translate(prefix, fromRevision, resp) {
+			select {
+			case out <- ev:
+				delivered = true
+			case <-ctx.Done():
+				return false, delivered
+			}
+			if ev.Type == storage.Error {
+				return false, delivered
+			}
+			*next = max(*next, ev.Revision+1)
+		}
+	}
+	if ctx.Err() == nil && clientCtx.Err() == nil {
+		// etcd cancelled the watch without a reason (as a member going away may).
+		return true, delivered
+	}
+	if ctx.Err() == nil {
+		// The client was closed under the watch: say so rather than end silently.
+		select {
+		case out <- storage.Event{Type: storage.Error, Err: fmt.Errorf("watch %q: etcd client closed", prefix)}:
+		case <-ctx.Done():
+		}
+	}
+	return false, delivered
 }
 
 // translate turns one etcd watch response into storage events; a failed watch becomes a
@@ -256,9 +311,13 @@ func (s *store) Compact(ctx context.Context, revision int64) error {
 // Revision implements storage.Interface with a count-only read of one key, the cheapest
 // request that returns the store's header.
 func (s *store) Revision(ctx context.Context) (int64, error) {
-	resp, err := s.client.Get(ctx, "/", clientv3.WithCountOnly())
+	opts := []clientv3.OpOption{clientv3.WithCountOnly()}
+	if storage.StaleReadsAllowed(ctx) {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	resp, err := s.client.Get(ctx, "/", opts...)
 	if err != nil {
-		return 0, fmt.Errorf("read revision: %w", err)
+		return 0, fmt.Errorf("read revision: %w", mapError(err))
 	}
 	return resp.Header.Revision, nil
 }
@@ -359,11 +418,15 @@ func toKeyValue(kv *mvccpb.KeyValue) storage.KeyValue {
 	}
 }
 
-// mapError turns etcd's compaction error into storage.ErrCompacted and leaves others as
-// they are.
+// mapError turns etcd's compaction error into storage.ErrCompacted, leaves the caller's
+// own context errors as they are, and marks every other failure as the store's
+// (storage.UnavailableError): lost quorum, etcd's request timeout, no member reachable.
 func mapError(err error) error {
-	if errors.Is(err, rpctypes.ErrCompacted) {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
 		return storage.ErrCompacted
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
 	}
-	return err
+	return &storage.UnavailableError{Err: err}
 }

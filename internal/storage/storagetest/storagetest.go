@@ -198,6 +198,32 @@ var cases = []struct {
 			t.Fatalf("Revision = %d, want %d", got, rev)
 		}
 	}},
+	{"stale reads of one member", func(ctx context.Context, t *testing.T, f *fixture) {
+		// One member (or the fake) has applied what it acknowledged: reads that allow
+		// stale state see the writes, at the same revisions.
+		rev := f.create(ctx, t, "a", "one")
+		f.create(ctx, t, "b", "two")
+		last := f.update(ctx, t, "a", "uno", rev)
+		stale := storage.WithStaleReads(ctx)
+		if !storage.StaleReadsAllowed(stale) || storage.StaleReadsAllowed(ctx) {
+			t.Fatal("WithStaleReads does not mark its context alone")
+		}
+		kv, err := f.s.Get(stale, f.key("a"))
+		if err != nil || string(kv.Value) != "uno" || kv.ModRevision != last {
+			t.Fatalf("stale Get: %+v, %v; want uno at %d", kv, err, last)
+		}
+		l, err := f.s.List(stale, f.prefix, storage.ListOptions{})
+		if err != nil || len(l.Items) != 2 || l.Revision < last {
+			t.Fatalf("stale List: %+v, %v; want a and b at %d or later", l, err, last)
+		}
+		old, err := f.s.List(stale, f.prefix, storage.ListOptions{Revision: rev})
+		if err != nil || len(old.Items) != 1 || string(old.Items[0].Value) != "one" {
+			t.Fatalf("stale List at revision %d: %+v, %v; want a=one alone", rev, old, err)
+		}
+		if got, err := f.s.Revision(stale); err != nil || got < last {
+			t.Fatalf("stale Revision = %d, %v; want %d or later", got, err, last)
+		}
+	}},
 	{"create existing key", func(ctx context.Context, t *testing.T, f *fixture) {
 		f.create(ctx, t, "a", "one")
 		rev := f.revision(ctx, t)

@@ -1,0 +1,388 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tranche/tranche/internal/agent/runc"
+	"github.com/tranche/tranche/internal/auth/bootstrap"
+	"github.com/tranche/tranche/internal/auth/pki"
+	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/netns"
+	"golang.org/x/sys/unix"
+)
+
+// TestAcceptanceSeveralMachines is issue 22's acceptance test: 3 etcd members, 2
+// servers and 3 agent machines on one simulated LAN; the agents join with a bootstrap
+// token; the seeds' Deployment and Service (000-api.yaml) answer through their ClusterIP
+// from every machine, through the cluster DNS and on a NodePort of every machine's
+// address; then the faults: the elected server is killed (the other takes over, kubectl
+// through it works, no duplicated EndpointSlices or ClusterIPs), one etcd member is
+// stopped (no error), then two (writes fail with a 5xx, resourceVersion=0 reads
+// answer), and when they return nothing is lost and the Service still answers.
+func TestAcceptanceSeveralMachines(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	defer func() { t.Logf("wall time %.0fs", time.Since(start).Seconds()) }()
+	prefix := fmt.Sprintf("ac%d-", os.Getpid()%1000)
+	l := newLAN(t, prefix+"lan", netip.MustParsePrefix("192.168.92.0/24"), netip.Addr{})
+	etcd := startEtcdCluster(t, l, 3)
+	serverArgs := []string{"--request-timeout", "8s", "--leader-elect-lease-duration", "6s",
+		"--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s"}
+	var servers []*machineServer
+	for i, host := range []string{"tre2e-ac-a", "tre2e-ac-b"} {
+		m := l.addMachine(t, host, prefix+fmt.Sprintf("s%d", i), netip.MustParseAddr(fmt.Sprintf("192.168.92.%d", 11+i)))
+		var from *machineServer
+		if i > 0 {
+			from = servers[0]
+		}
+		servers = append(servers, startMachineServer(t, m, host, etcd.Endpoints(), from, serverArgs...))
+	}
+	a := servers[0]
+
+	// The join command, as an operator gets it.
+	tokOut, err := exec.Command("nsenter", "--net="+netns.Path(a.m.ns), "--", trancheBin, "token", "create",
+		"--kubeconfig", a.kubeconfig, "--print-join-command").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tranche token create: %v\n%s", err, tokOut)
+	}
+	join := regexp.MustCompile(`^tranche agent --server (https://\S+) --token (\S+) --ca-cert-hash (sha256:[0-9a-f]{64})\n$`).FindStringSubmatch(string(tokOut))
+	if join == nil || (join[1] != a.url && join[1] != servers[1].url) {
+		t.Fatalf("tranche token create --print-join-command printed %q, want a join command for %s or %s", tokOut, a.url, servers[1].url)
+	}
+
+	// Three agent machines join with it.
+	type agentSpec struct {
+		name    string
+		addr    netip.Addr
+		podCIDR netip.Prefix
+	}
+	var agents []agentSpec
+	machines := map[string]*machine{}
+	// The agents' root directories share a parent, so their image store (two levels above
+	// --root-dir) is built once, as a `tranche up` host's nodes share it.
+	data := mountedTempDir(t)
+	// After the agents and their machines, before their data goes: the pods' own
+	// namespaces and what runs in them (a pod outlives its agent, as it should).
+	t.Cleanup(func() { removeMachinePods(t, prefix) })
+	for i := range 3 {
+		sp := agentSpec{fmt.Sprintf("m%d", i+1), netip.MustParseAddr(fmt.Sprintf("192.168.92.%d", 31+i)),
+			netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i+1))}
+		agents = append(agents, sp)
+		m := l.addMachine(t, sp.name, prefix+sp.name, sp.addr)
+		machines[sp.name] = m
+		startJoinedAgent(t, m, filepath.Join(data, "nodes", sp.name), prefix, sp.podCIDR, a, join[1], join[2], join[3])
+		// The servers' machines route pod subnets to their nodes, as the LAN's router
+		// would: pods (the cluster DNS) reach the API servers and get their answers.
+		for _, s := range servers {
+			if out, err := exec.Command("ip", "-n", s.m.ns, "route", "add", sp.podCIDR.String(), "via", sp.addr.String()).CombinedOutput(); err != nil {
+				t.Fatalf("route on %s: %v %s", s.host, err, out)
+			}
+		}
+	}
+	eventually(t, 120*time.Second, "three joined nodes Ready", func() (bool, string) {
+		out, _, _ := a.kubectl("", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		return out == "m1 True\nm2 True\nm3 True\n", out
+	})
+	if got := a.must(t, "get", "csr", "-o", "jsonpath={range .items[*]}{.spec.signerName} {.status.conditions[0].type}{\"\\n\"}{end}"); strings.Count(got, "kubernetes.io/kube-apiserver-client-kubelet Approved") != 3 {
+		t.Fatalf("the agents' CSRs:\n%s", got)
+	}
+
+	// The seeds' Deployment and Service, its Service also on a NodePort.
+	ns := "e2e-acceptance"
+	a.must(t, "create", "namespace", ns)
+	a.mustStdin(t, acceptanceAPI, "apply", "-n", ns, "-f", "-")
+	a.must(t, "patch", "svc", "api-svc", "-n", ns, "--type=merge", "-p", `{"spec":{"type":"NodePort"}}`)
+	eventually(t, 150*time.Second, "deployment api available", func() (bool, string) {
+		out, _, _ := a.kubectl("", "get", "deployment", "api", "-n", ns, "-o", "jsonpath={.status.availableReplicas}")
+		return out == "3", out
+	})
+	clusterIP := a.must(t, "get", "svc", "api-svc", "-n", ns, "-o", "jsonpath={.spec.clusterIP}")
+	nodePort := a.must(t, "get", "svc", "api-svc", "-n", ns, "-o", "jsonpath={.spec.ports[0].nodePort}")
+	pods := strings.Fields(a.must(t, "get", "pods", "-n", ns, "-l", "app=api", "-o", "jsonpath={.items[*].metadata.name}"))
+	if len(pods) != 3 {
+		t.Fatalf("api pods: %v", pods)
+	}
+	// reaches says whether every api pod answers at url from machine m.
+	reaches := func(m *machine, url string) (bool, string) {
+		seen := hits(m.ns, url, 9)
+		for _, p := range pods {
+			if seen[p] == 0 {
+				return false, fmt.Sprint(seen)
+			}
+		}
+		return true, ""
+	}
+	for _, from := range agents {
+		m := machines[from.name]
+		eventually(t, 30*time.Second, "every api pod through the ClusterIP from "+from.name, func() (bool, string) {
+			return reaches(m, "http://"+clusterIP+"/")
+		})
+		for _, to := range agents {
+			eventually(t, 30*time.Second, fmt.Sprintf("every api pod through NodePort %s of %s from %s", nodePort, to.name, from.name), func() (bool, string) {
+				return reaches(m, "http://"+to.addr.String()+":"+nodePort+"/")
+			})
+		}
+		eventually(t, 60*time.Second, "api-svc through the cluster DNS from "+from.name, func() (bool, string) {
+			out, _ := exec.Command("ip", "netns", "exec", m.ns, "dig", "+short", "+time=2", "+tries=1", "@10.96.0.10",
+				"api-svc."+ns+".svc.cluster.local").CombinedOutput()
+			return strings.TrimSpace(string(out)) == clusterIP, string(out)
+		})
+	}
+
+	t.Logf("%.0fs: the api Service answers through its ClusterIP and DNS from m1..m3 and on NodePort %s of each", time.Since(start).Seconds(), nodePort)
+
+	// Fault 1: kill the elected server.
+	c0, c1 := servers[0].client(t), servers[1].client(t)
+	var leader, survivor *machineServer
+	eventually(t, 30*time.Second, "one holder of the controller manager's lease", func() (bool, string) {
+		h := leaseHolder(c0, "kube-controller-manager")
+		for i, s := range servers {
+			if strings.HasPrefix(h, s.host+"_") {
+				leader, survivor = s, servers[1-i]
+			}
+		}
+		return leader != nil && h == leaseHolder(c1, "kube-controller-manager"), h
+	})
+	sc := survivor.client(t)
+	killed := time.Now()
+	leader.kill()
+	t.Logf("killed %s, the elected server", leader.host)
+	eventually(t, 60*time.Second, survivor.host+" taking the controller manager's lease", func() (bool, string) {
+		h := leaseHolder(sc, "kube-controller-manager")
+		return strings.HasPrefix(h, survivor.host+"_"), h
+	})
+	t.Logf("%s took the lease over %.1fs after the kill (lease duration 6s)", survivor.host, time.Since(killed).Seconds())
+	survivor.mustStdin(t, "apiVersion: v1\nkind: Service\nmetadata: {name: after-failover}\nspec:\n  selector: {app: api}\n  ports: [{port: 81, targetPort: 8080}]\n",
+		"apply", "-n", ns, "-f", "-")
+	eventually(t, 60*time.Second, "one EndpointSlice per Service, no ClusterIP twice, after the failover", func() (bool, string) {
+		return checkOneSliceEach(t, sc, ns)
+	})
+	if out := survivor.must(t, "get", "pods", "-n", ns, "-l", "app=api", "-o", "name"); strings.Count(out, "pod/") != 3 {
+		t.Fatalf("kubectl get pods through %s after the failover:\n%s", survivor.host, out)
+	}
+	// The killed server's machine comes back (the agents joined through it).
+	leader.start(t)
+	leader.waitReady(t)
+
+	// TODO(linkcut): the link-cut fault (engineer linkcut's test/e2e/linkcut_test.go)
+	// belongs here: cut one agent machine's link, its Node NotReady, its endpoints out
+	// of the slices, eviction after tolerations, reconvergence when the link returns.
+
+	// Fault 2: etcd members stop, one then two.
+	first := etcd.leader()
+	etcd.Stop(first)
+	t.Logf("stopped etcd member %s (the leader)", etcd.members[first].name)
+	var up []int
+	for i := range etcd.members {
+		if i != first {
+			up = append(up, i)
+			etcd.waitHealthy(i)
+		}
+	}
+	for i, s := range servers {
+		s.must(t, "create", "configmap", "-n", ns, fmt.Sprintf("one-down-%d", i))
+		if out := s.must(t, "get", "pods", "-n", ns, "-l", "app=api", "-o", "name"); strings.Count(out, "pod/") != 3 {
+			t.Fatalf("kubectl get pods through %s with one etcd member down:\n%s", s.host, out)
+		}
+	}
+	etcd.Stop(up[0])
+	t.Logf("stopped etcd member %s: no quorum", etcd.members[up[0]].name)
+	for _, s := range servers {
+		_, errOut, err := s.kubectl("", "create", "configmap", "-n", ns, "no-quorum")
+		if err == nil || !storeFailureSaid(errOut) {
+			t.Fatalf("a write through %s without etcd quorum: err %v, stderr %q, want a 5xx from the server", s.host, err, errOut)
+		}
+		if out := s.must(t, "get", "--raw", "/api/v1/namespaces/"+ns+"/services/api-svc?resourceVersion=0"); !strings.Contains(out, clusterIP) {
+			t.Fatalf("get with resourceVersion=0 through %s without quorum:\n%s", s.host, out)
+		}
+		if !s.running() {
+			t.Fatalf("server %s exited without etcd quorum", s.host)
+		}
+	}
+	// The data path does not need the control plane.
+	if ok, seen := reaches(machines["m1"], "http://"+clusterIP+"/"); !ok {
+		t.Fatalf("the ClusterIP from m1 without etcd quorum: %s", seen)
+	}
+	etcd.Start(first)
+	etcd.Start(up[0])
+	for i := range etcd.members {
+		etcd.waitHealthy(i)
+	}
+	t.Logf("etcd members back")
+	eventually(t, 60*time.Second, "a write after quorum returned", func() (bool, string) {
+		_, errOut, err := survivor.kubectl("", "create", "configmap", "-n", ns, "after")
+		return err == nil || strings.Contains(errOut, "AlreadyExists"), errOut
+	})
+	got := survivor.must(t, "get", "configmaps", "-n", ns, "-o", "name")
+	for _, name := range []string{"one-down-0", "one-down-1", "after"} {
+		if !strings.Contains(got, "configmap/"+name+"\n") {
+			t.Fatalf("configmap %s missing after the outage:\n%s", name, got)
+		}
+	}
+	a.must(t, "scale", "deployment", "api", "-n", ns, "--replicas=2")
+	eventually(t, 60*time.Second, "deployment api scaled to 2 after the outage", func() (bool, string) {
+		out, _, _ := survivor.kubectl("", "get", "deployment", "api", "-n", ns, "-o", "jsonpath={.status.replicas} {.status.availableReplicas}")
+		return out == "2 2", out
+	})
+	eventually(t, 30*time.Second, "the ClusterIP from m2 after the outage", func() (bool, string) {
+		body, err := fetch(machines["m2"].ns, "http://"+clusterIP+"/")
+		return err == nil && strings.HasPrefix(body, "api-"), fmt.Sprint(body, err)
+	})
+	eventually(t, 30*time.Second, "one EndpointSlice per Service after the outage", func() (bool, string) {
+		return checkOneSliceEach(t, sc, ns)
+	})
+}
+
+// acceptanceAPI is seed 000 (Deployment api, 3 replicas, Service api-svc 80 -> 8080)
+// with the seed's image myregistry/api:2.1, which no node can pull (there is no
+// registry), replaced by busybox's httpd answering with the pod's hostname, as
+// TestServiceProxy does; the probe runs every second instead of five.
+const acceptanceAPI = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: api
+  template:
+    metadata:
+      labels:
+        app: api
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: api
+          image: busybox
+          command: ["sh", "-c", "hostname > /tmp/index.html; echo ok > /tmp/healthz; exec busybox httpd -f -p 8080 -h /tmp"]
+          ports:
+            - containerPort: 8080
+          readinessProbe:
+            httpGet:
+              path: /healthz
+              port: 8080
+            periodSeconds: 1
+          volumeMounts:
+            - {name: www, mountPath: /tmp}
+      volumes:
+        - name: www
+          emptyDir: {}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: api-svc
+spec:
+  type: ClusterIP
+  selector:
+    app: api
+  ports:
+    - port: 80
+      targetPort: 8080
+`
+
+// startJoinedAgent runs `tranche agent --server --token --ca-cert-hash` on m as node
+// m.name (namespace prefix+name) with its root directory dir, and with the cluster file a joined agent still needs on
+// this base (its pod subnet and the LAN) and the pod network's identity
+// (bootstrap.NodeNetworkUser, from the servers' CA, as flannel's service account is made
+// by the cluster's operator).
+func startJoinedAgent(t *testing.T, m *machine, dir, prefix string, podCIDR netip.Prefix, s *machineServer, server, token, caHash string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	topo := clusternet.Topology{Prefix: prefix, UnderlayCIDR: m.lan.cidr, APIAddress: s.m.addr,
+		ClusterCIDR: clusternet.DefaultClusterCIDR, Nodes: []clusternet.Node{{Name: m.name, Underlay: m.addr, PodCIDR: podCIDR}}}
+	if m.ns != topo.NodeNamespace(m.name) {
+		t.Fatalf("machine %s: namespace %s must be %s for its agent", m.name, m.ns, topo.NodeNamespace(m.name))
+	}
+	data, err := json.Marshal(map[string]any{"topology": topo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterFile := filepath.Join(dir, "cluster.json")
+	if err := os.WriteFile(clusterFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.EnsureCA(filepath.Join(s.dataDir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ncert, nkey, err := pki.EnsureClient(dir, ca, "network", bootstrap.NodeNetworkUser, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	networkKubeconfig := filepath.Join(dir, "network.kubeconfig")
+	if err := pki.WriteKubeconfig(networkKubeconfig, s.url, ca.CertPEM, ncert, nkey, ""); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(trancheBin, "agent", "--server", server, "--token", token, "--ca-cert-hash", caHash,
+		"--network-kubeconfig", networkKubeconfig, "--node-name", m.name, "--cluster-file", clusterFile, "--root-dir", dir,
+		"--backend", "vxlan")
+	m.start(t, cmd, filepath.Join(dir, "agent.log"))
+}
+
+// mountedTempDir is a temporary directory for agents' data: when t ends (after the
+// machines registered later have stopped), what their pods mounted below it (root file
+// systems, volumes) is unmounted before it is removed.
+func mountedTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tre2e-machines-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		info, _ := os.ReadFile("/proc/self/mountinfo")
+		var mps []string
+		for _, line := range strings.Split(string(info), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+				mps = append(mps, f[4])
+			}
+		}
+		// Deepest first.
+		sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
+		for _, mp := range mps {
+			_ = unix.Unmount(mp, unix.MNT_DETACH)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing the machines' data: %v", err)
+		}
+	})
+	return dir
+}
+
+// removeMachinePods does for agents on machines what `tranche down` does for a local
+// cluster's: it kills what still runs in the pod network namespaces the agents of a
+// cluster with topology prefix prefix made (named prefix+"p-<id>"), removes them, and
+// removes the nodes' cgroups (/tranche/<prefix><node>).
+func removeMachinePods(t *testing.T, prefix string) {
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix+"p-") {
+			killNetnsProcesses(t, e.Name())
+			if err := netns.Delete(e.Name()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	cgroups, err := runc.NodeCgroups(prefix)
+	if err != nil {
+		t.Error(err)
+	}
+	for _, cg := range cgroups {
+		if err := runc.RemoveNode(cg); err != nil {
+			t.Errorf("removing cgroup %s: %v", cg, err)
+		}
+	}
+}
