@@ -40,7 +40,7 @@ func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me
 		return t, err
 	}
 	ov, err := overlay.Prepare(overlay.Config{Backend: backend, NodeName: me.Name, PublicIP: me.Underlay, PodCIDR: me.PodCIDR,
-		Dataplane: dp, Client: client, Watch: network, Logger: log})
+		ClusterCIDR: t.ClusterCIDR, Dataplane: dp, Client: client, Watch: network, Logger: log})
 	if err != nil {
 		dp.Close()
 		return t, fmt.Errorf("--backend %s: %w", backend, err)

@@ -28,7 +28,8 @@ const linkCutGrace = "20s"
 
 // linkCutPods are the pods testLinkCut runs: web-cut-evicted (which tolerates the
 // unreachable taint for 5 s) and web-cut-kept (the default 300 s) on the machine whose
-// link is cut, web-peer on its peer, all behind the Service web.
+// link is cut, web-peer on its peer, all behind the Service web; web-peer alone is
+// behind the Service peer.
 const linkCutPods = `apiVersion: v1
 kind: Pod
 metadata:
@@ -67,7 +68,7 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: web-peer
-  labels: {app: web}
+  labels: {app: web, role: peer}
 spec:
   nodeName: %[2]s
   terminationGracePeriodSeconds: 5
@@ -85,6 +86,16 @@ metadata:
   name: web
 spec:
   selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: 8080
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: peer
+spec:
+  selector: {role: peer}
   ports:
   - port: 80
     targetPort: 8080
@@ -106,6 +117,7 @@ func TestLinkCut(t *testing.T) {
 			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
 		return out == "m1 True\nm2 True\n", out
 	})
+	dnsOnMachines(t, c.srv, "m1", "m2")
 	testLinkCut(t, c.srv, m2, m1)
 }
 
@@ -116,6 +128,8 @@ func TestLinkCut(t *testing.T) {
 // machines and are Ready, with an overlay between them; nothing may be scheduled on
 // cut or peer but what this creates. It runs the pods of linkCutPods and the Service
 // web in a namespace of its own, and expects:
+//   - before the cut: web-cut-kept (on cut) resolves the Service peer by name through
+//     the cluster DNS and reaches web-peer (on peer);
 //   - while cut is away: its Node Ready=Unknown ("Kubelet stopped posting node
 //     status."), tainted node.kubernetes.io/unreachable NoExecute and NoSchedule, its
 //     pods Ready=False and not ready in web's EndpointSlices (web-peer stays ready),
@@ -164,6 +178,15 @@ func testLinkCut(t *testing.T, s *server, cut, peer *machine) {
 		return err == nil && got == "web-cut-kept", fmt.Sprintf("%q %v", got, err)
 	}
 	eventually(t, 30*time.Second, peer.name+" reaching web-cut-kept before the cut", reach)
+	// Cluster DNS across machines: web-cut-kept resolves the Service peer, whose pod
+	// runs on the other machine, by its short and its full name, and reaches it.
+	for _, host := range []string{"peer", "peer." + ns + ".svc.cluster.local"} {
+		url := "http://" + net.JoinHostPort(keptIP, "8080") + "/dial?protocol=http&request=hostname&port=80&tries=1&host=" + host
+		eventually(t, 30*time.Second, "web-cut-kept on "+cut.name+" reaching "+host+" on "+peer.name, func() (bool, string) {
+			got, err := httpGetFrom(peer.ns, url)
+			return err == nil && strings.Contains(got, `"responses":["web-peer"]`), fmt.Sprintf("%q %v", got, err)
+		})
+	}
 	pids := netnsPIDs(t, cut.ns)
 
 	nodeState := func() string {
@@ -229,6 +252,39 @@ func testLinkCut(t *testing.T, s *server, cut, peer *machine) {
 			t.Errorf("process %d on %s ended while its link was cut (nothing may restart)", pid, cut.name)
 		}
 	}
+}
+
+// dnsOnMachines moves the cluster DNS pods of s onto the machines (Nodes) named, as
+// on a cluster made of machines only: every other Node is cordoned and the DNS
+// Deployment restarted. (The nodes of a `tranche up` cluster are not on the machines'
+// overlay, so machines' pods cannot reach pods there.)
+func dnsOnMachines(t *testing.T, s *server, machines ...string) {
+	t.Helper()
+	for _, n := range strings.Fields(s.must(t, "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}")) {
+		if !slices.Contains(machines, n) {
+			s.must(t, "cordon", n)
+		}
+	}
+	s.must(t, "rollout", "restart", "deployment/tranche-dns", "-n", "kube-system")
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, errOut, _ := s.kubectl(t, "", "logs", "-n", "kube-system", "-l", "k8s-app=kube-dns", "--tail=20", "--prefix")
+			desc, _, _ := s.kubectl(t, "", "describe", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns")
+			t.Logf("DNS pods' logs:\n%s%s\n%s", out, errOut, tail(desc, 3000))
+		}
+	})
+	eventually(t, 90*time.Second, "the DNS pods Ready on the machines only", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns", "-o",
+			`jsonpath={range .items[*]}{.spec.nodeName} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for _, l := range lines {
+			node, rest, _ := strings.Cut(strings.TrimSpace(l), " ")
+			if !slices.Contains(machines, node) || rest != "True" {
+				return false, out
+			}
+		}
+		return len(lines) > 0, out
+	})
 }
 
 // readyMessage returns the Ready message in a nodeState line, whatever the agent says
