@@ -195,7 +195,7 @@ func (n *serviceNetFlags) register(cmd *cobra.Command) {
 	f.StringVar(&n.advertise, "advertise-address", "10.240.0.1", "address the kubernetes Service's endpoints point at")
 	f.StringVar(&n.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod range; each node gets a /24 of it")
 	f.StringVar(&n.lbPool, "loadbalancer-pool", servicelb.DefaultPool,
-		"addresses for LoadBalancer Services: comma-separated addresses, CIDRs and FIRST-LAST ranges; empty leaves them to another controller")
+		"addresses for LoadBalancer Services: comma-separated addresses, CIDRs and FIRST-LAST ranges; \"nodes\" for the nodes' own addresses (as k3s's ServiceLB, on machines); empty leaves them to another controller")
 }
 
 func (n *serviceNetFlags) apply(cfg *server.Config) error {
