@@ -178,6 +178,21 @@ func (o *Overlay) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if lw, ok := o.cfg.Dataplane.(LinkWatcher); ok {
+		// The kernel drops routes through a link that goes down (host-gw's through
+		// the uplink): a link that returns is synced at once.
+		ups, err := lw.LinkUps(ctx.Done())
+		if err != nil {
+			return err
+		}
+		go func() {
+			for name := range ups {
+				if name == o.local.Uplink {
+					poke(nil)
+				}
+			}
+		}()
+	}
 	lister := inf.Lister()
 	f.Start(ctx.Done())
 	defer f.Shutdown()

@@ -106,12 +106,28 @@ spec:
 // Kubernetes does (testLinkCut).
 func TestLinkCut(t *testing.T) {
 	t.Parallel()
-	c := upOwn(t, "lc", 1, "--node-monitor-grace-period="+linkCutGrace)
+	linkCut(t, "lc", "vxlan", 21)
+}
+
+// TestLinkCutHostGW is TestLinkCut with --backend host-gw, whose routes through the
+// uplink the kernel flushes when the link goes down: the overlay writes them again as
+// soon as it returns.
+func TestLinkCutHostGW(t *testing.T) {
+	t.Parallel()
+	linkCut(t, "lch", "host-gw", 23)
+}
+
+// linkCut runs testLinkCut on machines m1 and m2 with backend; the machines get the
+// pod subnets 10.244.<subnet>.0/24 and the next, and the LAN addresses 10.240.0.<100+subnet>
+// and the next.
+func linkCut(t *testing.T, tag, backend string, subnet byte) {
+	c := upOwn(t, tag, 1, "--node-monitor-grace-period="+linkCutGrace)
 	l := underlayLAN(c)
-	m1 := l.addMachine(t, "m1", c.prefix+"m1", netip.MustParseAddr("10.240.0.111"))
-	m2 := l.addMachine(t, "m2", c.prefix+"m2", netip.MustParseAddr("10.240.0.112"))
-	m1.startAgent(t, c, netip.MustParsePrefix("10.244.21.0/24"), "vxlan")
-	m2.startAgent(t, c, netip.MustParsePrefix("10.244.22.0/24"), "vxlan")
+	base := 100 + subnet
+	m1 := l.addMachine(t, "m1", c.prefix+"m1", netip.AddrFrom4([4]byte{10, 240, 0, base}))
+	m2 := l.addMachine(t, "m2", c.prefix+"m2", netip.AddrFrom4([4]byte{10, 240, 0, base + 1}))
+	m1.startAgent(t, c, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, subnet, 0}), 24), backend)
+	m2.startAgent(t, c, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, subnet + 1, 0}), 24), backend)
 	eventually(t, 90*time.Second, "m1 and m2 Ready", func() (bool, string) {
 		out, _, _ := c.srv.kubectl(t, "", "get", "nodes", "m1", "m2", "-o",
 			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
