@@ -22,9 +22,9 @@ import (
 )
 
 // linkCutGrace is the --node-monitor-grace-period the link-cut tests give their
-// servers: twice the agent's 10 s Lease renewal, so that a healthy node never looks
-// silent, and short enough for a test.
-const linkCutGrace = "20s"
+// servers: three times the agent's 10 s Lease renewal, so that a healthy node of a
+// loaded machine never looks silent, and short enough for a test.
+const linkCutGrace = "30s"
 
 // linkCutPods are the pods testLinkCut runs: web-cut-evicted (which tolerates the
 // unreachable taint for 5 s) and web-cut-kept (the default 300 s) on the machine whose
