@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	admissionapi "k8s.io/pod-security-admission/admission/api"
@@ -14,6 +15,7 @@ import (
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/cluster"
 	"github.com/tranche/tranche/internal/controller/hpa"
+	"github.com/tranche/tranche/internal/controller/nodelifecycle"
 	"github.com/tranche/tranche/internal/controller/servicelb"
 	"github.com/tranche/tranche/internal/leader"
 	"github.com/tranche/tranche/internal/logging"
@@ -65,6 +67,7 @@ func serverCmd() *cobra.Command {
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", apiserver.DefaultRequestTimeout,
 		"how long a request that is not long-running may take before the server answers 504 Timeout (a shorter ?timeout= of the request wins)")
 	registerHPASyncPeriod(cmd, &cfg)
+	registerNodeMonitorGracePeriod(cmd, &cfg)
 	registerInFlightLimits(cmd, &cfg)
 	net.register(cmd)
 	psa.register(cmd)
@@ -110,6 +113,34 @@ func (l *leaderElectFlags) apply(cmd *cobra.Command, cfg *server.Config) error {
 func registerHPASyncPeriod(cmd *cobra.Command, cfg *server.Config) {
 	cmd.Flags().DurationVar(&cfg.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", hpa.DefaultSyncPeriod,
 		"how often each HorizontalPodAutoscaler's metrics are read and its target resized")
+}
+
+// registerNodeMonitorGracePeriod adds the flag `server` and `up` share with
+// kube-controller-manager: how long a node may stop renewing its Lease before it is
+// Unknown, tainted unreachable and its pods marked not Ready.
+// A period that is not positive is refused when the flag is parsed.
+func registerNodeMonitorGracePeriod(cmd *cobra.Command, cfg *server.Config) {
+	cfg.NodeMonitorGracePeriod = nodelifecycle.DefaultGracePeriod
+	cmd.Flags().Var((*positiveDuration)(&cfg.NodeMonitorGracePeriod), "node-monitor-grace-period",
+		"Amount of time which we allow running Node to be unresponsive before marking it unhealthy")
+}
+
+// positiveDuration is a duration flag that refuses zero and negative values.
+type positiveDuration time.Duration
+
+func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+func (d *positiveDuration) Type() string   { return "duration" }
+
+func (d *positiveDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v <= 0 {
+		return fmt.Errorf("must be positive, got %s", v)
+	}
+	*d = positiveDuration(v)
+	return nil
 }
 
 // registerInFlightLimits adds the flags `server` and `up` share with kube-apiserver
@@ -166,7 +197,7 @@ func (n *serviceNetFlags) register(cmd *cobra.Command) {
 	f.StringVar(&n.advertise, "advertise-address", "10.240.0.1", "address the kubernetes Service's endpoints point at")
 	f.StringVar(&n.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod range; each node gets a /24 of it")
 	f.StringVar(&n.lbPool, "loadbalancer-pool", servicelb.DefaultPool,
-		"addresses for LoadBalancer Services: comma-separated addresses, CIDRs and FIRST-LAST ranges; empty leaves them to another controller")
+		"addresses for LoadBalancer Services: comma-separated addresses, CIDRs and FIRST-LAST ranges; \"nodes\" for the nodes' own addresses (as k3s's ServiceLB, on machines); empty leaves them to another controller")
 }
 
 func (n *serviceNetFlags) apply(cfg *server.Config) error {

@@ -130,6 +130,7 @@ func upCmd() *cobra.Command {
 	f.StringVar(&cfg.Prefix, "netns-prefix", "", "prefix of the cluster's network namespace names (default tr-, one chosen for another --name, or the one recorded in the data dir)")
 	_ = f.MarkHidden("netns-prefix")
 	registerHPASyncPeriod(cmd, &cfg.Server)
+	registerNodeMonitorGracePeriod(cmd, &cfg.Server)
 	registerInFlightLimits(cmd, &cfg.Server)
 	f.DurationVar(&cfg.Server.CompactInterval, "compact-interval", 0, "how often etcd history is compacted (default 5m)")
 	net.register(cmd)

@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/knftables"
 
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/overlay"
@@ -36,19 +35,12 @@ func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me
 	if err := clusternet.PrepareNode(t, me.Name); err != nil {
 		return t, err
 	}
-	nft, err := knftables.New(knftables.IPv4Family, MasqTable)
-	if err != nil {
-		return t, fmt.Errorf("nftables: %w", err)
-	}
-	if err := ensureIPMasq(ctx, nft, t.ClusterCIDR); err != nil {
-		return t, err
-	}
 	dp, err := overlay.OpenNetlink(t.NodeNamespace(me.Name))
 	if err != nil {
 		return t, err
 	}
 	ov, err := overlay.Prepare(overlay.Config{Backend: backend, NodeName: me.Name, PublicIP: me.Underlay, PodCIDR: me.PodCIDR,
-		Dataplane: dp, Client: client, Watch: network, Logger: log})
+		ClusterCIDR: t.ClusterCIDR, Dataplane: dp, Client: client, Watch: network, Logger: log})
 	if err != nil {
 		dp.Close()
 		return t, fmt.Errorf("--backend %s: %w", backend, err)

@@ -304,3 +304,38 @@ func (n *Netlink) fdb(f FDB) (*netlink.Neigh, error) {
 	return &netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, State: netlink.NUD_PERMANENT, Flags: netlink.NTF_SELF,
 		IP: f.Dst.AsSlice(), HardwareAddr: mac}, nil
 }
+
+// LinkWatcher is what a Dataplane may add: word of links coming up, so that routes the
+// kernel flushed when the uplink went down are written again at once rather than at the
+// next resync.
+type LinkWatcher interface {
+	// LinkUps sends the name of every link seen up and running until done is closed.
+	LinkUps(done <-chan struct{}) (<-chan string, error)
+}
+
+var _ LinkWatcher = (*Netlink)(nil)
+
+// LinkUps implements LinkWatcher with a netlink subscription opened in the namespace.
+func (n *Netlink) LinkUps(done <-chan struct{}) (<-chan string, error) {
+	updates := make(chan netlink.LinkUpdate, 16)
+	err := netns.Do(n.ns, func() error { return netlink.LinkSubscribe(updates, done) })
+	if err != nil {
+		return nil, fmt.Errorf("watching links in network namespace %q: %w", n.ns, err)
+	}
+	ups := make(chan string, 1)
+	go func() {
+		defer close(ups)
+		for u := range updates {
+			a := u.Attrs()
+			if a == nil || a.Flags&net.FlagUp == 0 || u.IfInfomsg.Flags&unix.IFF_RUNNING == 0 {
+				continue
+			}
+			select {
+			case ups <- a.Name:
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ups, nil
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/knftables"
 )
 
 // Config is what an overlay runs with.
@@ -37,6 +38,12 @@ type Config struct {
 	// Resync is how often a full sync runs without any Node event (a minute when 0),
 	// repairing entries someone else removed.
 	Resync time.Duration
+	// ClusterCIDR is the cluster's pod network; when valid, pods' traffic leaving it
+	// is masqueraded (MasqTable), as flannel's --ip-masq.
+	ClusterCIDR netip.Prefix
+	// NFT writes MasqTable; nil means nftables in the current network namespace
+	// (the agent runs in its node's).
+	NFT knftables.Interface
 }
 
 // Overlay keeps a node's routes to the other nodes' pod subnets.
@@ -70,6 +77,17 @@ func Prepare(cfg Config) (*Overlay, error) {
 	}
 	if err := o.ensureDevice(); err != nil {
 		return nil, err
+	}
+	if cfg.ClusterCIDR.IsValid() {
+		nft := cfg.NFT
+		if nft == nil {
+			if nft, err = knftables.New(knftables.IPv4Family, MasqTable); err != nil {
+				return nil, fmt.Errorf("overlay of node %q: pod network masquerade: %w", cfg.NodeName, err)
+			}
+		}
+		if err := ensureMasq(context.Background(), nft, cfg.ClusterCIDR); err != nil {
+			return nil, fmt.Errorf("overlay of node %q: %w", cfg.NodeName, err)
+		}
 	}
 	return o, nil
 }
@@ -159,6 +177,21 @@ func (o *Overlay) Run(ctx context.Context) error {
 		},
 	}); err != nil {
 		return err
+	}
+	if lw, ok := o.cfg.Dataplane.(LinkWatcher); ok {
+		// The kernel drops routes through a link that goes down (host-gw's through
+		// the uplink): a link that returns is synced at once.
+		ups, err := lw.LinkUps(ctx.Done())
+		if err != nil {
+			return err
+		}
+		go func() {
+			for name := range ups {
+				if name == o.local.Uplink {
+					poke(nil)
+				}
+			}
+		}()
 	}
 	lister := inf.Lister()
 	f.Start(ctx.Done())

@@ -52,6 +52,8 @@ type controllerOptions struct {
 	caPEM         []byte
 	pvRoot        string
 	hpaSyncPeriod time.Duration
+	// nodeMonitorGrace is the node lifecycle controller's grace period (0: its default).
+	nodeMonitorGrace time.Duration
 }
 
 // startControllers runs the controller manager and the scheduler in this process until
@@ -141,7 +143,7 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		}},
 		{Name: "nodelifecycle", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return nodelifecycle.New(nodelifecycle.Config{Client: c.Client, Informers: c.Informers,
-				Recorder: recorder(ctx, c, "node-controller"), Logger: c.Logger}), nil
+				Recorder: recorder(ctx, c, "node-controller"), Logger: c.Logger, GracePeriod: o.nodeMonitorGrace}), nil
 		}},
 		{Name: "replicaset", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(replicaset.New(replicaset.Config{Client: c.Client, Informers: c.Informers,

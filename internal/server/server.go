@@ -81,6 +81,9 @@ type Config struct {
 	// HPASyncPeriod is how often each HorizontalPodAutoscaler is synced; 0 means 15s
 	// (kube-controller-manager's --horizontal-pod-autoscaler-sync-period).
 	HPASyncPeriod time.Duration
+	// NodeMonitorGracePeriod is how long a node may go silent before it is Unknown
+	// (kube-controller-manager's --node-monitor-grace-period); 0 means 50s.
+	NodeMonitorGracePeriod time.Duration
 	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the read-only and
 	// mutating requests served at once (kube-apiserver's --max-requests-inflight and
 	// --max-mutating-requests-inflight); 0 means no limit.
@@ -306,7 +309,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	go servicecidr.KeepDefault(ctx, client, cfg.ServiceCIDR, 10*time.Second, log.With("component", "default-servicecidr"))
 	go flowcontrol.KeepBootstrap(ctx, client, time.Minute, log.With("component", "apf-bootstrap"))
 	controllersStopped, err := startControllers(ctx, loop, controllerOptions{clusterCIDR: cfg.ClusterCIDR, lbPool: cfg.LoadBalancerPool,
-		caPEM: ca.CertPEM, pvRoot: filepath.Join(cfg.DataDir, "pv"), hpaSyncPeriod: cfg.HPASyncPeriod}, cfg.LeaderElection, reg, log)
+		caPEM: ca.CertPEM, pvRoot: filepath.Join(cfg.DataDir, "pv"), hpaSyncPeriod: cfg.HPASyncPeriod,
+		nodeMonitorGrace: cfg.NodeMonitorGracePeriod}, cfg.LeaderElection, reg, log)
 	if err != nil {
 		return err
 	}

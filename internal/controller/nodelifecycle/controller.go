@@ -46,9 +46,10 @@ import (
 )
 
 // Defaults for Config's zero values: kube-controller-manager's
-// --node-monitor-grace-period and --node-monitor-period.
+// --node-monitor-grace-period (50 s since Kubernetes 1.32) and
+// --node-monitor-period.
 const (
-	DefaultGracePeriod   = 40 * time.Second
+	DefaultGracePeriod   = 50 * time.Second
 	DefaultMonitorPeriod = 5 * time.Second
 )
 

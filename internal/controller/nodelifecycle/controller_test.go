@@ -39,7 +39,9 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		recorder: record.NewFakeRecorder(100),
 	}
 	f.factory = informers.NewSharedInformerFactory(f.client, 0)
-	f.c = New(Config{Client: f.client, Informers: f.factory, Clock: f.clock, Recorder: f.recorder})
+	// The tests' grace period is set, not the default, so that they keep their figures
+	// when the default follows Kubernetes'.
+	f.c = New(Config{Client: f.client, Informers: f.factory, Clock: f.clock, Recorder: f.recorder, GracePeriod: grace})
 	f.factory.Start(ctx.Done())
 	f.factory.WaitForCacheSync(ctx.Done())
 	t.Cleanup(func() {
@@ -362,5 +364,17 @@ func TestRun(t *testing.T) {
 	stepUntil("five-minutes' deletion", tainted.Sub(t0)+400*time.Second, func() bool { return f.pod(t, "five-minutes") == nil })
 	if now := f.clock.Now(); now.Before(tainted.Add(300 * time.Second)) {
 		t.Fatalf("five-minutes deleted %v after the taint", now.Sub(tainted))
+	}
+}
+
+// TestDefaultGracePeriod: without a grace period the controller uses
+// kube-controller-manager's --node-monitor-grace-period default, 50 s since 1.32, and
+// its 5 s --node-monitor-period.
+func TestDefaultGracePeriod(t *testing.T) {
+	client := fake.NewClientset()
+	c := New(Config{Client: client, Informers: informers.NewSharedInformerFactory(client, 0)})
+	defer c.evictQueue.ShutDown()
+	if c.grace != 50*time.Second || c.period != 5*time.Second {
+		t.Fatalf("grace %s, period %s: want 50s and 5s", c.grace, c.period)
 	}
 }

@@ -16,6 +16,10 @@
 // publisher does: it forwards connections to a node's address and the Service's
 // nodePort, so nodes need no rule for the address itself.
 //
+// On machines, where no pool is routed, the pool NodesPool gives each Service the
+// Ready nodes' own addresses instead, as k3s's ServiceLB does (ComputeNodes); each
+// node's proxy takes the traffic arriving there (ipMode VIP).
+//
 // The controller computes the whole assignment at once (Compute, pure) from the
 // Services in its cache and writes the statuses that differ (one apply step).
 package servicelb
@@ -25,7 +29,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -77,8 +83,10 @@ type Controller struct {
 	recorder record.EventRecorder
 	log      *slog.Logger
 	services corelisters.ServiceLister
-	synced   cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
+	// nodes lists the Nodes whose addresses NodesPool hands out; nil for other pools.
+	nodes  corelisters.NodeLister
+	synced []cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[string]
 
 	// prev is the last plan computed; only the single worker touches it.
 	prev Plan
@@ -112,7 +120,7 @@ func New(cfg Config) *Controller {
 		recorder: cfg.Recorder,
 		log:      log,
 		services: inf.Lister(),
-		synced:   inf.Informer().HasSynced,
+		synced:   []cache.InformerSynced{inf.Informer().HasSynced},
 		queue:    worker.NewQueue("servicelb", nil),
 		written:  map[types.NamespacedName]pendingWrite{},
 	}
@@ -126,6 +134,23 @@ func New(cfg Config) *Controller {
 			}
 		},
 	})
+	if cfg.Pool.Nodes() {
+		nodes := cfg.Informers.Core().V1().Nodes()
+		c.nodes = nodes.Lister()
+		c.synced = append(c.synced, nodes.Informer().HasSynced)
+		_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { c.queue.Add(syncKey) },
+			UpdateFunc: func(old, cur any) {
+				o, ok1 := old.(*v1.Node)
+				n, ok2 := cur.(*v1.Node)
+				if !ok1 || !ok2 || o.Labels[LabelEnableLB] != n.Labels[LabelEnableLB] ||
+					!slices.Equal(nodeAddrs([]*v1.Node{o}), nodeAddrs([]*v1.Node{n})) {
+					c.queue.Add(syncKey)
+				}
+			},
+			DeleteFunc: func(any) { c.queue.Add(syncKey) },
+		})
+	}
 	return c
 }
 
@@ -163,7 +188,7 @@ func (c *Controller) Run(ctx context.Context) {
 	worker.Loop{
 		Kind:       "load-balancer pool",
 		Queue:      c.queue,
-		Synced:     []cache.InformerSynced{c.synced},
+		Synced:     c.synced,
 		Sync:       func(ctx context.Context, _ string) error { return c.sync(ctx) },
 		MaxRetries: worker.DefaultMaxRetries,
 		Logger:     c.log,
@@ -171,7 +196,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 // HasSynced reports whether the Service cache is filled.
-func (c *Controller) HasSynced() bool { return c.synced() }
+func (c *Controller) HasSynced() bool { return worker.AllSynced(c.synced) }
 
 // sync computes the plan over every Service in the cache and writes the statuses that
 // differ from it; Events tell what changed since the previous plan.
@@ -180,7 +205,16 @@ func (c *Controller) sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing services: %w", err)
 	}
-	plan := Compute(svcs, c.pool, c.prev)
+	var plan Plan
+	if c.nodes != nil {
+		nodes, err := c.nodes.List(labels.Everything())
+		if err != nil {
+			return fmt.Errorf("listing nodes: %w", err)
+		}
+		plan = ComputeNodes(svcs, nodes, c.prev)
+	} else {
+		plan = Compute(svcs, c.pool, c.prev)
+	}
 	var errs []error
 	for _, svc := range sortedServices(svcs) {
 		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
@@ -226,7 +260,12 @@ func (c *Controller) apply(ctx context.Context, svc *v1.Service, a Assignment) e
 		return fmt.Errorf("writing the load-balancer status of service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	c.written[key] = pendingWrite{over: svc.ResourceVersion, ingress: want}
-	if a.IP.IsValid() {
+	if len(a.Nodes) > 0 {
+		c.log.Info("assigned the nodes' addresses", "service", svc.Namespace+"/"+svc.Name, "ips", a.Nodes)
+		if c.recorder != nil {
+			c.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned the nodes' addresses %s", addrList(a.Nodes))
+		}
+	} else if a.IP.IsValid() {
 		c.log.Info("assigned load-balancer address", "service", svc.Namespace+"/"+svc.Name, "ip", a.IP, "left", a.Left)
 		if c.recorder != nil {
 			if a.Left != "" {
@@ -262,8 +301,17 @@ func (c *Controller) report(svcs []*v1.Service, plan Plan) {
 }
 
 // Ingress is the status.loadBalancer.ingress an assignment makes: the address with
-// ipMode Proxy, or nothing while pending.
+// ipMode Proxy (the host publisher forwards), the nodes' addresses with ipMode VIP (each
+// node's proxy takes the traffic itself), or nothing while pending.
 func Ingress(a Assignment) []v1.LoadBalancerIngress {
+	if len(a.Nodes) > 0 {
+		vip := v1.LoadBalancerIPModeVIP
+		out := make([]v1.LoadBalancerIngress, len(a.Nodes))
+		for i, ip := range a.Nodes {
+			out[i] = v1.LoadBalancerIngress{IP: ip.String(), IPMode: &vip}
+		}
+		return out
+	}
 	if !a.IP.IsValid() {
 		return nil
 	}
@@ -285,4 +333,13 @@ func sortedServices(svcs []*v1.Service) []*v1.Service {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out
+}
+
+// addrList writes addresses comma-separated.
+func addrList(addrs []netip.Addr) string {
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
 }

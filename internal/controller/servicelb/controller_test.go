@@ -81,7 +81,10 @@ func (f *fixture) statusWrites() []string {
 		if !ok || a.GetSubresource() != "status" {
 			continue
 		}
-		svc := u.GetObject().(*v1.Service)
+		svc, ok := u.GetObject().(*v1.Service)
+		if !ok {
+			continue // a Node's status, written by a test
+		}
 		w := svc.Name + " -"
 		if ing := svc.Status.LoadBalancer.Ingress; len(ing) > 0 {
 			w = fmt.Sprintf("%s %s/%s", svc.Name, ing[0].IP, *ing[0].IPMode)

@@ -28,7 +28,10 @@ func (p Port) String() string { return fmt.Sprintf("%s/%d", p.Protocol, p.Port) 
 // Assignment is the plan's outcome for one Service.
 type Assignment struct {
 	// IP is the Service's address; it is not valid while the Service is pending.
+	// With NodesPool it is the first of Nodes.
 	IP netip.Addr
+	// Nodes are the nodes' addresses a Service of NodesPool gets (ComputeNodes).
+	Nodes []netip.Addr
 	// Ports are the ports the Service occupies, sorted.
 	Ports []Port
 	// Pending says why the Service has no address; empty when it has one.

@@ -19,6 +19,8 @@ type Pool struct {
 	ranges []addrRange
 	text   string
 	host   Host // nil: addresses are not checked on a host (see OnHost)
+	// nodes: the pool is NodesPool, Services get the nodes' own addresses.
+	nodes bool
 }
 
 // addrRange is an inclusive range of addresses of one family.
@@ -28,11 +30,15 @@ type addrRange struct{ first, last netip.Addr }
 // ("127.0.10.0/24") and inclusive ranges ("127.0.10.10-127.0.10.20"). A CIDR of IPv4
 // with more than two addresses leaves out its network and broadcast addresses, as
 // users expect from a subnet. The empty string is the empty pool (no addresses are
-// assigned). Entries may not overlap.
+// assigned). Entries may not overlap. The word NodesPool ("nodes") is the pool of the
+// nodes' own addresses (ComputeNodes).
 func ParsePool(s string) (Pool, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return Pool{}, nil
+	}
+	if s == NodesPool {
+		return Pool{text: s, nodes: true}, nil
 	}
 	var rs []addrRange
 	for _, item := range strings.Split(s, ",") {
@@ -127,10 +133,15 @@ func (r addrRange) contains(a netip.Addr) bool {
 	return a.BitLen() == r.first.BitLen() && r.first.Compare(a) <= 0 && a.Compare(r.last) <= 0
 }
 
-// Empty reports whether the pool has no address.
-func (p Pool) Empty() bool { return len(p.ranges) == 0 }
+// Empty reports whether the pool has no address; the pool of the nodes' addresses is
+// not empty.
+func (p Pool) Empty() bool { return len(p.ranges) == 0 && !p.nodes }
 
-// Contains reports whether a is in the pool.
+// Nodes reports whether the pool is NodesPool: Services get the nodes' addresses.
+func (p Pool) Nodes() bool { return p.nodes }
+
+// Contains reports whether a is in the pool (never for NodesPool, whose addresses are
+// the nodes').
 func (p Pool) Contains(a netip.Addr) bool {
 	a = a.Unmap()
 	for _, r := range p.ranges {
