@@ -125,10 +125,11 @@ func machinesOverlay(t *testing.T, tag, backend string) {
 
 	ns := s.namespace(t)
 	t.Cleanup(func() {
-		// Before the agents stop. Forced: m2's agent is gone by then, and m1's restarted
-		// agent was seen taking 30 s and more to finish a graceful deletion of a pod it
-		// adopted (reported; the agent's, not the overlay's). What is left running is
-		// killed with the machines' namespaces and by tranche down.
+		// Forced: cleanups run last-registered first, so m2's agent (stopped below) and
+		// m1's restarted one (registered after this) are gone by now and nothing would
+		// confirm a graceful deletion. (That is what looked like a restarted agent taking
+		// 30 s; TestGracefulDeletionAfterAgentRestart checks the graceful path.) What is
+		// left running is killed with the machines' namespaces and by tranche down.
 		s.kubectl(t, "", "delete", "pod", "web-1", "web-2", "-n", ns, "--force", "--grace-period=0")
 	})
 	for _, p := range []struct{ name, node string }{{"web-1", "m1"}, {"web-2", "m2"}} {
