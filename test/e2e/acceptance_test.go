@@ -26,7 +26,8 @@ import (
 // token; the seeds' Deployment and Service (000-api.yaml) answer through their ClusterIP
 // from every machine, through the cluster DNS and on a NodePort of every machine's
 // address; then the faults: the elected server is killed (the other takes over, kubectl
-// through it works, no duplicated EndpointSlices or ClusterIPs), one etcd member is
+// through it works, no duplicated EndpointSlices or ClusterIPs), one agent machine's
+// link is cut and returns (testLinkCut), one etcd member is
 // stopped (no error), then two (writes fail with a 5xx, resourceVersion=0 reads
 // answer), and when they return nothing is lost and the Service still answers.
 func TestAcceptanceSeveralMachines(t *testing.T) {
@@ -36,7 +37,7 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	prefix := fmt.Sprintf("ac%d-", os.Getpid()%1000)
 	l := newLAN(t, prefix+"lan", netip.MustParsePrefix("192.168.92.0/24"), netip.Addr{})
 	etcd := startEtcdCluster(t, l, 3)
-	serverArgs := []string{"--request-timeout", "8s", "--leader-elect-lease-duration", "6s",
+	serverArgs := []string{"--request-timeout", "8s", "--node-monitor-grace-period", "30s", "--leader-elect-lease-duration", "6s",
 		"--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s"}
 	var servers []*machineServer
 	for i, host := range []string{"tre2e-ac-a", "tre2e-ac-b"} {
@@ -174,11 +175,13 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	leader.start(t)
 	leader.waitReady(t)
 
-	// TODO(linkcut): the link-cut fault (engineer linkcut's test/e2e/linkcut_test.go)
-	// belongs here: cut one agent machine's link, its Node NotReady, its endpoints out
-	// of the slices, eviction after tolerations, reconvergence when the link returns.
+	// Fault 2: m3's link is cut and returns (testLinkCut: NotReady after the grace
+	// period, its endpoints out of the slices, eviction after a toleration, the node and
+	// its routes converging without restarts), through the surviving server.
+	testLinkCut(t, machineKubectl{survivor}, machines["m3"], machines["m1"])
+	t.Logf("%.0fs: m3's link cut and back", time.Since(start).Seconds())
 
-	// Fault 2: etcd members stop, one then two.
+	// Fault 3: etcd members stop, one then two.
 	first := etcd.leader()
 	etcd.Stop(first)
 	t.Logf("stopped etcd member %s (the leader)", etcd.members[first].name)
@@ -385,4 +388,25 @@ func removeMachinePods(t *testing.T, prefix string) {
 			t.Errorf("removing cgroup %s: %v", cg, err)
 		}
 	}
+}
+
+// machineKubectl runs kubectl against a server on a machine for the fault tests shared
+// with `tranche up` clusters (kubectlRunner).
+type machineKubectl struct{ s *machineServer }
+
+func (k machineKubectl) kubectl(_ testing.TB, stdin string, args ...string) (string, string, error) {
+	return k.s.kubectl(stdin, args...)
+}
+
+func (k machineKubectl) must(t testing.TB, args ...string) string { return k.s.must(t, args...) }
+
+// namespace makes a namespace named after the test, as server.namespace does.
+func (k machineKubectl) namespace(t testing.TB) string {
+	t.Helper()
+	name := "e2e-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	k.s.must(t, "create", "namespace", name)
+	return name
 }

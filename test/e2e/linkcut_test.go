@@ -155,7 +155,7 @@ func linkCut(t *testing.T, tag, backend string, subnet byte) {
 //     untainted, web-cut-evicted gone, web-cut-kept Ready and ready in the slices
 //     again, each machine routing the other's pod CIDR, and peer reaching
 //     web-cut-kept by pod IP.
-func testLinkCut(t *testing.T, s *server, cut, peer *machine) {
+func testLinkCut(t *testing.T, s kubectlRunner, cut, peer *machine) {
 	t.Helper()
 	ns := s.namespace(t)
 	t.Cleanup(func() {
@@ -268,6 +268,14 @@ func testLinkCut(t *testing.T, s *server, cut, peer *machine) {
 			t.Errorf("process %d on %s ended while its link was cut (nothing may restart)", pid, cut.name)
 		}
 	}
+}
+
+// kubectlRunner is what testLinkCut needs of a server: *server (a `tranche up`
+// cluster's) or, through machineKubectl, a server running on a machine.
+type kubectlRunner interface {
+	kubectl(t testing.TB, stdin string, args ...string) (string, string, error)
+	must(t testing.TB, args ...string) string
+	namespace(t testing.TB) string
 }
 
 // dnsOnMachines moves the cluster DNS pods of s onto the machines (Nodes) named, as
