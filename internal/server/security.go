@@ -78,7 +78,7 @@ func newSecurity(cfg Config, ca *pki.CA, frontProxy *pki.FrontProxy) (*security,
 	s := &security{issuer: issuer, nodeGraph: authz.NewNodeGraph()}
 	chain := authn.Union{
 		authn.NewRequestHeader([]*x509.Certificate{frontProxy.CA.Cert}, frontProxyHeaders),
-		authn.ClientCert{Roots: ca.Pool()},
+		authn.NewClientCert(ca.Pool()),
 		&authn.ServiceAccountTokens{Keys: []crypto.PublicKey{key.Public()}, Accounts: saGetter{s}, Pods: podGetter{s}, Nodes: nodeGetter{s}},
 		&s.bootstrapTokens,
 	}
