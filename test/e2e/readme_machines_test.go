@@ -42,8 +42,9 @@ func walkthrough(t *testing.T) (map[string]netip.Addr, []readmeBlock) {
 		t.Fatal("README.md has no walkthrough section")
 	}
 	text = text[start:]
-	if end := strings.Index(text[4:], "\n## "); end >= 0 {
-		text = text[:end+4]
+	// The walkthrough ends at the next heading ("### How it works" follows it).
+	if end := regexp.MustCompile(`\n##+ `).FindStringIndex(text[4:]); end != nil {
+		text = text[:end[0]+4]
 	}
 	addrs := map[string]netip.Addr{}
 	for _, m := range regexp.MustCompile("`([a-z0-9]+)`\\s*\\((\\d+\\.\\d+\\.\\d+\\.\\d+)\\)").FindAllStringSubmatch(text, -1) {
