@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -259,17 +260,20 @@ const webContainer = `  containers:
 `
 
 // waitNodesReady waits up to within until the Nodes names (machines running agents)
-// are all Ready on s.
+// are all Ready on s. (It lists every Node: `kubectl get nodes NAME` of one name
+// returns the Node itself, not a list.)
 func waitNodesReady(t testing.TB, s kubectlRunner, within time.Duration, names ...string) {
 	t.Helper()
-	want := ""
-	for _, n := range names {
-		want += n + " True\n"
-	}
 	eventually(t, within, strings.Join(names, " and ")+" Ready", func() (bool, string) {
-		out, _, _ := s.kubectl(t, "", append([]string{"get", "nodes", "-o",
-			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`}, names...)...)
-		return out == want, out
+		out, _, _ := s.kubectl(t, "", "get", "nodes", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		lines := strings.Split(out, "\n")
+		for _, n := range names {
+			if !slices.Contains(lines, n+" True") {
+				return false, out
+			}
+		}
+		return true, ""
 	})
 }
 
