@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -14,9 +13,6 @@ import (
 	"time"
 
 	"github.com/tranche/tranche/internal/agent/runc"
-	"github.com/tranche/tranche/internal/auth/bootstrap"
-	"github.com/tranche/tranche/internal/auth/pki"
-	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/netns"
 	"golang.org/x/sys/unix"
 )
@@ -39,15 +35,7 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	etcd := startEtcdCluster(t, l, 3)
 	serverArgs := []string{"--request-timeout", "8s", "--node-monitor-grace-period", "30s", "--leader-elect-lease-duration", "6s",
 		"--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s"}
-	var servers []*machineServer
-	for i, host := range []string{"tre2e-ac-a", "tre2e-ac-b"} {
-		m := l.addMachine(t, host, prefix+fmt.Sprintf("s%d", i), netip.MustParseAddr(fmt.Sprintf("192.168.92.%d", 11+i)))
-		var from *machineServer
-		if i > 0 {
-			from = servers[0]
-		}
-		servers = append(servers, startMachineServer(t, m, host, etcd.Endpoints(), from, serverArgs...))
-	}
+	servers := startMachineServers(t, l, prefix, etcd, []string{"tre2e-ac-a", "tre2e-ac-b"}, serverArgs...)
 	a := servers[0]
 
 	// The join command, as an operator gets it.
@@ -182,16 +170,7 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	t.Logf("%.0fs: m3's link cut and back", time.Since(start).Seconds())
 
 	// Fault 3: etcd members stop, one then two.
-	first := etcd.leader()
-	etcd.Stop(first)
-	t.Logf("stopped etcd member %s (the leader)", etcd.members[first].name)
-	var up []int
-	for i := range etcd.members {
-		if i != first {
-			up = append(up, i)
-			etcd.waitHealthy(i)
-		}
-	}
+	first, up := etcd.stopLeader()
 	for i, s := range servers {
 		s.must(t, "create", "configmap", "-n", ns, fmt.Sprintf("one-down-%d", i))
 		if out := s.must(t, "get", "pods", "-n", ns, "-l", "app=api", "-o", "name"); strings.Count(out, "pod/") != 3 {
@@ -246,54 +225,10 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	})
 }
 
-// acceptanceAPI is seed 000 (Deployment api, 3 replicas, Service api-svc 80 -> 8080)
-// with the seed's image myregistry/api:2.1, which no node can pull (there is no
-// registry), replaced by busybox's httpd answering with the pod's hostname, as
-// TestServiceProxy does; the probe runs every second instead of five.
-const acceptanceAPI = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: api
-spec:
-  replicas: 3
-  selector:
-    matchLabels:
-      app: api
-  template:
-    metadata:
-      labels:
-        app: api
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-        - name: api
-          image: busybox
-          command: ["sh", "-c", "hostname > /tmp/index.html; echo ok > /tmp/healthz; exec busybox httpd -f -p 8080 -h /tmp"]
-          ports:
-            - containerPort: 8080
-          readinessProbe:
-            httpGet:
-              path: /healthz
-              port: 8080
-            periodSeconds: 1
-          volumeMounts:
-            - {name: www, mountPath: /tmp}
-      volumes:
-        - name: www
-          emptyDir: {}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: api-svc
-spec:
-  type: ClusterIP
-  selector:
-    app: api
-  ports:
-    - port: 80
-      targetPort: 8080
-`
+// acceptanceAPI is seed 000 as TestServiceProxy runs it (busybox's httpd instead of
+// the seed's image, which no node can pull; the probe every second), with the probe's
+// default failure threshold.
+const acceptanceAPI = seedAPIHead + seedAPITail
 
 // startJoinedAgent runs `tranche agent --server --token --ca-cert-hash` on m as node
 // m.name (namespace prefix+name) with its root directory dir, and with the cluster file a joined agent still needs on
@@ -305,31 +240,7 @@ func startJoinedAgent(t *testing.T, m *machine, dir, prefix string, podCIDR neti
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	topo := clusternet.Topology{Prefix: prefix, UnderlayCIDR: m.lan.cidr, APIAddress: s.m.addr,
-		ClusterCIDR: clusternet.DefaultClusterCIDR, Nodes: []clusternet.Node{{Name: m.name, Underlay: m.addr, PodCIDR: podCIDR}}}
-	if m.ns != topo.NodeNamespace(m.name) {
-		t.Fatalf("machine %s: namespace %s must be %s for its agent", m.name, m.ns, topo.NodeNamespace(m.name))
-	}
-	data, err := json.Marshal(map[string]any{"topology": topo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clusterFile := filepath.Join(dir, "cluster.json")
-	if err := os.WriteFile(clusterFile, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.EnsureCA(filepath.Join(s.dataDir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ncert, nkey, err := pki.EnsureClient(dir, ca, "network", bootstrap.NodeNetworkUser, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	networkKubeconfig := filepath.Join(dir, "network.kubeconfig")
-	if err := pki.WriteKubeconfig(networkKubeconfig, s.url, ca.CertPEM, ncert, nkey, ""); err != nil {
-		t.Fatal(err)
-	}
+	clusterFile, networkKubeconfig, _ := m.agentFiles(t, dir, prefix, s.m.addr, podCIDR, filepath.Join(s.dataDir, "pki"), s.url)
 	cmd := exec.Command(trancheBin, "agent", "--server", server, "--token", token, "--ca-cert-hash", caHash,
 		"--network-kubeconfig", networkKubeconfig, "--node-name", m.name, "--cluster-file", clusterFile, "--root-dir", dir,
 		"--backend", "vxlan")

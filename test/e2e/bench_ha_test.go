@@ -30,15 +30,7 @@ func BenchmarkHA(b *testing.B) {
 	tb := testing.TB(b)
 	l := newLAN(tb, prefix+"lan", netip.MustParsePrefix("192.168.93.0/24"), netip.Addr{})
 	etcd := startEtcdCluster(tb, l, 3)
-	var servers []*machineServer
-	for i, host := range []string{"tre2e-bh-a", "tre2e-bh-b"} {
-		m := l.addMachine(tb, host, prefix+fmt.Sprintf("s%d", i), netip.MustParseAddr(fmt.Sprintf("192.168.93.%d", 11+i)))
-		var from *machineServer
-		if i > 0 {
-			from = servers[0]
-		}
-		servers = append(servers, startMachineServer(tb, m, host, etcd.Endpoints(), from, "--log-level", "warn"))
-	}
+	servers := startMachineServers(tb, l, prefix, etcd, []string{"tre2e-bh-a", "tre2e-bh-b"}, "--log-level", "warn")
 	ns := "bench-ha"
 	servers[0].must(tb, "create", "namespace", ns)
 	var clients []kubernetes.Interface

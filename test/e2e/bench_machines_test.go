@@ -2,14 +2,11 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,12 +16,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tranche/tranche/bench/benchcluster"
+	"github.com/tranche/tranche/bench/netprog"
 	"github.com/tranche/tranche/internal/netns"
 )
 
@@ -38,16 +33,6 @@ const (
 	// npChanges is how many times the network programming benchmark turns its pod
 	// Ready (and unready again).
 	npChanges = 200
-	// npGoalP99 is the issue's goal for pod Ready -> reachable from every machine.
-	npGoalP99 = 100 * time.Millisecond
-	// npGate is the pod's readiness gate: the benchmark sets its condition, so the pod
-	// turns Ready at once instead of after a probe period.
-	npGate = "bench.tranche.dev/ready"
-	// npPollEvery is the pause between two connection attempts of a machine's poller:
-	// the measurement's resolution.
-	npPollEvery = time.Millisecond
-	// npTimeout bounds each wait of one change.
-	npTimeout = 30 * time.Second
 	// p2pGoal is the issue's goal for across machines / within one machine requests/s.
 	p2pGoal = 0.85
 	// p2pRounds, p2pRunFor, p2pThreads and p2pConns are the wrk runs of the pod-to-pod
@@ -76,11 +61,7 @@ func fiveMachines(b *testing.B, tag string) (*localCluster, []*machine) {
 		ms = append(ms, m)
 		names = append(names, name)
 	}
-	eventually(b, 120*time.Second, "every machine Ready", func() (bool, string) {
-		out, _, _ := c.srv.kubectl(b, "", append([]string{"get", "nodes", "-o",
-			`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}`}, names...)...)
-		return strings.Count(out, "True") == benchMachines, out
-	})
+	waitNodesReady(b, c.srv, 120*time.Second, names...)
 	for i, m := range ms {
 		eventually(b, 60*time.Second, m.name+" routing every other machine's pod subnet over VXLAN", func() (bool, string) {
 			out, _ := exec.Command("ip", "-n", m.ns, "route").CombinedOutput()
@@ -118,256 +99,40 @@ func BenchmarkMachinesNetworkProgramming(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ns := c.srv.namespace(b)
-	svc, err := client.CoreV1().Services(ns).Create(ctx, &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "np"},
-		Spec: v1.ServiceSpec{Selector: map[string]string{"app": "np"},
-			Ports: []v1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	target := net.JoinHostPort(svc.Spec.ClusterIP, "80")
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "np", Labels: map[string]string{"app": "np"}},
-		Spec: v1.PodSpec{
-			NodeName:                      ms[0].name,
-			ReadinessGates:                []v1.PodReadinessGate{{ConditionType: npGate}},
-			TerminationGracePeriodSeconds: new(int64),
-			Containers: []v1.Container{{Name: "np", Image: "registry.k8s.io/e2e-test-images/agnhost:2.52",
-				Args: []string{"netexec", "--http-port=8080", "--udp-port=-1"}}},
-		},
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		// Before the agents stop: nothing waits for a graceful deletion.
-		_ = client.CoreV1().Pods(ns).Delete(context.Background(), "np", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-	})
-	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "np").String()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
-	states := make(chan npState, 64)
-	go func() {
-		defer close(states)
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*v1.Pod); ok {
-				s := npState{at: time.Now()}
-				for _, cond := range p.Status.Conditions {
-					switch cond.Type {
-					case v1.PodReady:
-						s.ready = cond.Status == v1.ConditionTrue
-					case v1.ContainersReady:
-						s.containersReady = cond.Status == v1.ConditionTrue
-					}
-				}
-				states <- s
-			}
-		}
-	}()
-	npWait(b, states, func(s npState) bool { return s.containersReady && !s.ready }, "the pod's containers ready, the pod not")
+	target := netprog.StartTarget(b, ctx, client, ns, ms[0].name)
 
-	var pollers []*npPoller
+	var pollers []*netprog.Poller
 	for _, m := range ms {
-		p, err := newNPPoller(m.name, m.ns, target)
+		p, err := netprog.NewPoller("machine "+m.name, m.ns, target.Addr)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer p.close()
+		defer p.Close()
 		pollers = append(pollers, p)
 	}
-	if _, err := npUntilAll(pollers, false); err != nil {
+	if _, err := netprog.UntilAll(pollers, false); err != nil {
 		b.Fatal(err)
 	}
-	setGate := func(status v1.ConditionStatus) {
-		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q}]}}`, npGate, status)
-		if _, err := client.CoreV1().Pods(ns).Patch(ctx, "np", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	var toReady, toUnready, local, remote []time.Duration
-	early := 0
 	b.ResetTimer()
-	for range npChanges {
-		for _, want := range []bool{true, false} {
-			for len(states) > 0 {
-				<-states
-			}
-			setGate(map[bool]v1.ConditionStatus{true: v1.ConditionTrue, false: v1.ConditionFalse}[want])
-			type reached struct {
-				at  []time.Time
-				err error
-			}
-			done := make(chan reached, 1)
-			go func() { at, err := npUntilAll(pollers, want); done <- reached{at, err} }()
-			t0 := npWait(b, states, func(s npState) bool { return s.ready == want }, fmt.Sprintf("the pod Ready=%v", want))
-			r := <-done
-			if r.err != nil {
-				b.Fatal(r.err)
-			}
-			d := slices.MaxFunc(r.at, func(x, y time.Time) int { return x.Compare(y) }).Sub(t0)
-			if d < 0 {
-				// Every machine answered before the watch delivered the change.
-				early++
-				d = 0
-			}
-			if !want {
-				toUnready = append(toUnready, d)
-				continue
-			}
-			toReady = append(toReady, d)
-			local = append(local, max(r.at[0].Sub(t0), 0))
-			for _, at := range r.at[1:] {
-				remote = append(remote, max(at.Sub(t0), 0))
-			}
-		}
-	}
+	got := target.Measure(b, ctx, pollers, npChanges)
 	b.StopTimer()
-	b.ReportMetric(ms2(npPercentile(toReady, 50)), "p50-ms")
-	b.ReportMetric(ms2(npPercentile(toReady, 99)), "p99-ms")
+	toReady, toUnready := got.ToReady, got.ToUnready
+	local, remote := got.ReadyFrom(0, 1), got.ReadyFrom(1, len(pollers))
+	b.ReportMetric(netprog.Percentile(toReady, 50).Seconds()*1000, "p50-ms")
+	b.ReportMetric(netprog.Percentile(toReady, 99).Seconds()*1000, "p99-ms")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "network programming, %d changes, %d machines (VXLAN)\tp50\tp99\tmax\tgoal p99\tp99 / goal\n", npChanges, benchMachines)
-	row := func(name string, d []time.Duration) {
-		fmt.Fprintf(tw, "%s\t%.1f ms\t%.1f ms\t%.1f ms\t%.0f ms\t%.2f\n", name, ms2(npPercentile(d, 50)), ms2(npPercentile(d, 99)),
-			ms2(slices.Max(d)), ms2(npGoalP99), float64(npPercentile(d, 99))/float64(npGoalP99))
-	}
-	row("pod Ready -> ClusterIP reaches it from every machine", toReady)
-	row("  the same, the pod's own machine (m1)", local)
-	row("  the same, each other machine on its own (across VXLAN)", remote)
-	row("pod unready -> every machine refused", toUnready)
+	netprog.Row(tw, "pod Ready -> ClusterIP reaches it from every machine", toReady, netprog.GoalP99)
+	netprog.Row(tw, "  the same, the pod's own machine (m1)", local, netprog.GoalP99)
+	netprog.Row(tw, "  the same, each other machine on its own (across VXLAN)", remote, netprog.GoalP99)
+	netprog.Row(tw, "pod unready -> every machine refused", toUnready, netprog.GoalP99)
 	tw.Flush()
-	if early > 0 {
-		fmt.Printf("  %d changes reached every machine before the benchmark's watch saw the pod change (counted as 0).\n", early)
+	if got.Early > 0 {
+		fmt.Printf("  %d changes reached every machine before the benchmark's watch saw the pod change (counted as 0).\n", got.Early)
 	}
 	fmt.Printf("  load average before: %s, after: %s\n\n", load, loadAvg())
 }
-
-// npState is what the network programming benchmark follows of its pod.
-type npState struct {
-	ready, containersReady bool
-	at                     time.Time // when the watch delivered it
-}
-
-// npWait returns the arrival time of the first state matching ok.
-func npWait(b *testing.B, ch <-chan npState, ok func(npState) bool, what string) time.Time {
-	b.Helper()
-	timeout := time.After(npTimeout)
-	for {
-		select {
-		case s, open := <-ch:
-			if !open {
-				b.Fatalf("waiting for %s: the watch ended", what)
-			}
-			if ok(s) {
-				return s.at
-			}
-		case <-timeout:
-			b.Fatalf("waiting for %s: timed out after %s", what, npTimeout)
-		}
-	}
-}
-
-// npPoller dials the ClusterIP from inside one machine's namespace, on a thread that
-// stays there, until a connection is accepted (or refused).
-type npPoller struct {
-	name string
-	reqs chan npPollReq
-}
-
-type npPollReq struct {
-	accepted bool
-	done     chan npPollResult
-}
-
-type npPollResult struct {
-	at  time.Time
-	err error
-}
-
-func newNPPoller(name, nsName, target string) (*npPoller, error) {
-	p := &npPoller{name: name, reqs: make(chan npPollReq)}
-	started := make(chan error, 1)
-	go func() {
-		err := netns.Do(nsName, func() error {
-			started <- nil
-			for req := range p.reqs {
-				req.done <- npPollUntil(target, req.accepted)
-			}
-			return nil
-		})
-		if err != nil {
-			started <- err
-		}
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("machine %s: %w", name, err)
-	}
-	return p, nil
-}
-
-func (p *npPoller) close() { close(p.reqs) }
-
-// npPollUntil dials target every npPollEvery until a connection is accepted
-// (accepted) or refused (!accepted) and returns when that was seen.
-func npPollUntil(target string, accepted bool) npPollResult {
-	deadline := time.Now().Add(npTimeout)
-	for time.Now().Before(deadline) {
-		conn, err := net.DialTimeout("tcp4", target, time.Second)
-		at := time.Now()
-		switch {
-		case err == nil:
-			conn.Close()
-			if accepted {
-				return npPollResult{at: at}
-			}
-		case errors.Is(err, syscall.ECONNREFUSED):
-			if !accepted {
-				return npPollResult{at: at}
-			}
-		default:
-			return npPollResult{err: fmt.Errorf("dialing %s: %w", target, err)}
-		}
-		time.Sleep(npPollEvery)
-	}
-	return npPollResult{err: fmt.Errorf("dialing %s: still not %s after %s", target, map[bool]string{true: "accepted", false: "refused"}[accepted], npTimeout)}
-}
-
-// npUntilAll polls from every machine at once and returns when each saw the outcome.
-func npUntilAll(pollers []*npPoller, accepted bool) ([]time.Time, error) {
-	dones := make([]chan npPollResult, len(pollers))
-	for i, p := range pollers {
-		dones[i] = make(chan npPollResult, 1)
-		p.reqs <- npPollReq{accepted: accepted, done: dones[i]}
-	}
-	at := make([]time.Time, len(pollers))
-	var errs []string
-	for i, d := range dones {
-		r := <-d
-		if r.err != nil {
-			errs = append(errs, pollers[i].name+": "+r.err.Error())
-		}
-		at[i] = r.at
-	}
-	if errs != nil {
-		return nil, errors.New(strings.Join(errs, "; "))
-	}
-	return at, nil
-}
-
-// npPercentile is the nearest-rank p-th percentile of d (0 when empty).
-func npPercentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[max(int(math.Ceil(p/100*float64(len(s))))-1, 0)]
-}
-
-func ms2(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkMachinesPodToPod measures pod-to-pod requests/s on five simulated machines:
 // wrk (Debian's) in a client pod's network namespace against the built-in netexec of a
@@ -495,12 +260,7 @@ func fmtRuns(v []float64, format string) string {
 // Twice: SIGKILL (the lease must expire: the figure to read beside the lease duration),
 // then, after the killed server came back, SIGTERM of the leader (it releases its lease).
 func BenchmarkMachinesFailover(b *testing.B) {
-	etcdURL := startEtcd(b)
-	port := portFreeOn(b, "127.0.0.31", "127.0.0.32")
-	a := startHAServer(b, "tre2e-bf-a", "127.0.0.31:"+port, "10.240.0.31", etcdURL, nil)
-	s2 := startHAServer(b, "tre2e-bf-b", "127.0.0.32:"+port, "10.240.0.32", etcdURL, a)
-	servers := []*haServer{a, s2}
-	clients := []kubernetes.Interface{a.client(b), s2.client(b)}
+	servers, clients := twoHAServers(b, "bf", 31)
 	ns := "bench-failover"
 	if _, err := clients[0].CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)

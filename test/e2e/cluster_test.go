@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,8 +107,17 @@ func startServer(extra []string) (*server, error) {
 }
 
 func (s *server) start() error {
+	return s.run(exec.Command(trancheBin, s.args...), "tranche server", 60*time.Second)
+}
+
+// run starts cmd as s's process, its output in s's logs, and waits up to within until
+// s answers /readyz; what names the process in errors. A process not ready in time is
+// stopped.
+func (s *server) run(cmd *exec.Cmd, what string, within time.Duration) error {
+	s.mu.Lock()
 	s.logs = &bytes.Buffer{}
-	s.cmd = exec.Command(trancheBin, s.args...)
+	s.mu.Unlock()
+	s.cmd = cmd
 	w := &lockedWriter{mu: &s.mu, w: s.logs}
 	s.cmd.Stdout, s.cmd.Stderr = w, w
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -116,11 +126,11 @@ func (s *server) start() error {
 	}
 	s.done = make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.done:
-			return fmt.Errorf("tranche server exited: %s", s.logs.String())
+			return fmt.Errorf("%s exited: %s", what, s.logText())
 		default:
 		}
 		if _, err := os.Stat(s.kubeconfig); err == nil {
@@ -132,7 +142,14 @@ func (s *server) start() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.stop()
-	return fmt.Errorf("tranche server not ready within 60s: %s", s.logs.String())
+	return fmt.Errorf("%s not ready within %s: %s", what, within, s.logText())
+}
+
+// logText is what the server wrote so far.
+func (s *server) logText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
 }
 
 func (s *server) stop() {
@@ -177,9 +194,17 @@ func (s *server) client(t testing.TB) kubernetes.Interface {
 // kubectl runs kubectl against s and returns stdout, stderr and the error.
 func (s *server) kubectl(t testing.TB, stdin string, args ...string) (string, string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return runKubectl(60*time.Second, nil, s.kubeconfig, stdin, args...)
+}
+
+// runKubectl runs kubectl with kubeconfig and args, through the command wrap (such as
+// nsenter into a machine's namespace) when it is not empty, with stdin when it is not
+// empty, for at most timeout, and returns stdout, stderr and the error.
+func runKubectl(timeout time.Duration, wrap []string, kubeconfig, stdin string, args ...string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", s.kubeconfig}, args...)...)
+	argv := append(append(slices.Clone(wrap), kubectlBin, "--kubeconfig", kubeconfig), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "KUBECTL_KUBERC=false")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

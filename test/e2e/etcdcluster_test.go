@@ -179,6 +179,22 @@ func (c *etcdCluster) client() *clientv3.Client {
 	return cli
 }
 
+// stopLeader stops the member that leads and waits until the others are healthy; it
+// returns the index of the stopped member and those of the members still up.
+func (c *etcdCluster) stopLeader() (first int, up []int) {
+	c.t.Helper()
+	first = c.leader()
+	c.Stop(first)
+	c.t.Logf("stopped etcd member %s (the leader)", c.members[first].name)
+	for i := range c.members {
+		if i != first {
+			up = append(up, i)
+			c.waitHealthy(i)
+		}
+	}
+	return first, up
+}
+
 // leader is the index of the member that leads, as member statuses say.
 func (c *etcdCluster) leader() int {
 	c.t.Helper()
@@ -222,18 +238,7 @@ func startMachineServer(t testing.TB, m *machine, host string, endpoints []strin
 	t.Helper()
 	dir := t.TempDir()
 	if from != nil {
-		if err := os.MkdirAll(filepath.Join(dir, "pki"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range sharedPKI {
-			data, err := os.ReadFile(filepath.Join(from.dataDir, "pki", f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "pki", f), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		copySharedPKI(t, from.dataDir, dir)
 	}
 	listen := netip.AddrPortFrom(m.addr, 6443).String()
 	s := &machineServer{host: host, m: m, dataDir: dir, kubeconfig: filepath.Join(dir, "kubeconfig"), url: "https://" + listen,
@@ -250,6 +255,25 @@ func startMachineServer(t testing.TB, m *machine, host string, endpoints []strin
 	})
 	s.waitReady(t)
 	return s
+}
+
+// startMachineServers starts a server for each of hosts over etcd with extra arguments,
+// server i on a machine of its own on l named prefix+"s<i>", at the address .11+i of
+// l's subnet; every server after the first shares the first's PKI.
+func startMachineServers(t testing.TB, l *lan, prefix string, etcd *etcdCluster, hosts []string, extra ...string) []*machineServer {
+	t.Helper()
+	var servers []*machineServer
+	for i, host := range hosts {
+		a := l.cidr.Addr().As4()
+		a[3] = byte(11 + i)
+		m := l.addMachine(t, host, prefix+fmt.Sprintf("s%d", i), netip.AddrFrom4(a))
+		var from *machineServer
+		if i > 0 {
+			from = servers[0]
+		}
+		servers = append(servers, startMachineServer(t, m, host, etcd.Endpoints(), from, extra...))
+	}
+	return servers
 }
 
 // start starts the server process (again, on its data directory) without waiting.
@@ -312,17 +336,7 @@ func (s *machineServer) logText() string {
 
 // kubectl runs kubectl with s's admin kubeconfig from inside s's machine.
 func (s *machineServer) kubectl(stdin string, args ...string) (string, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + netns.Path(s.m.ns), "--", kubectlBin, "--kubeconfig", s.kubeconfig}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECTL_KUBERC=false")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	err := cmd.Run()
-	return out.String(), errb.String(), err
+	return runKubectl(90*time.Second, []string{"nsenter", "--net=" + netns.Path(s.m.ns), "--"}, s.kubeconfig, stdin, args...)
 }
 
 // must runs kubectl and fails the test when it fails.
@@ -398,15 +412,7 @@ func TestEtcdQuorum(t *testing.T) {
 	// short so that the controllers come back quickly after the outage.
 	serverArgs := []string{"--request-timeout", "8s", "--leader-elect-lease-duration", "4s",
 		"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "1s"}
-	var servers []*machineServer
-	for i, host := range []string{"tre2e-eq-a", "tre2e-eq-b"} {
-		m := l.addMachine(t, host, prefix+fmt.Sprintf("s%d", i), netip.MustParseAddr(fmt.Sprintf("192.168.91.%d", 11+i)))
-		var from *machineServer
-		if i > 0 {
-			from = servers[0]
-		}
-		servers = append(servers, startMachineServer(t, m, host, etcd.Endpoints(), from, serverArgs...))
-	}
+	servers := startMachineServers(t, l, prefix, etcd, []string{"tre2e-eq-a", "tre2e-eq-b"}, serverArgs...)
 	a, b := servers[0], servers[1]
 	ns := "e2e-quorum"
 	a.must(t, "create", "namespace", ns)
@@ -453,16 +459,7 @@ func TestEtcdQuorum(t *testing.T) {
 
 	// One member down (the leader, the harder case): once the two others have elected
 	// a leader, which takes about a second, kubectl sees no error through either server.
-	first := etcd.leader()
-	etcd.Stop(first)
-	t.Logf("stopped etcd member %s (the leader)", etcd.members[first].name)
-	var up []int
-	for i := range etcd.members {
-		if i != first {
-			up = append(up, i)
-			etcd.waitHealthy(i)
-		}
-	}
+	first, up := etcd.stopLeader()
 	for i, s := range servers {
 		name := fmt.Sprintf("one-down-%d", i)
 		s.must(t, "create", "configmap", "-n", ns, name, "--from-literal=k=v")

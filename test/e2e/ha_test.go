@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -36,6 +35,24 @@ type haServer struct {
 // its own serving and client certificates from them.
 var sharedPKI = []string{"ca.crt", "ca.key", "front-proxy-ca.crt", "front-proxy-ca.key", "sa.key"}
 
+// copySharedPKI copies the sharedPKI files of the server whose data directory is from
+// into the data directory dir of a server that joins it.
+func copySharedPKI(t testing.TB, from, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range sharedPKI {
+		data, err := os.ReadFile(filepath.Join(from, "pki", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "pki", f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // startHAServer starts one server; from, when not nil, is a running server whose PKI
 // it shares.
 func startHAServer(t testing.TB, host, listen, advertise, etcdURL string, from *haServer) *haServer {
@@ -46,18 +63,7 @@ func startHAServer(t testing.TB, host, listen, advertise, etcdURL string, from *
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	if from != nil {
-		if err := os.MkdirAll(filepath.Join(dir, "pki"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range sharedPKI {
-			data, err := os.ReadFile(filepath.Join(from.dataDir, "pki", f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "pki", f), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		copySharedPKI(t, from.dataDir, dir)
 	}
 	s := &haServer{server: &server{dataDir: dir, listen: listen, kubeconfig: filepath.Join(dir, "kubeconfig")}, host: host, advertise: advertise}
 	s.args = []string{"server", "--data-dir", dir, "--listen", listen, "--etcd-servers", etcdURL,
@@ -74,37 +80,34 @@ func startHAServer(t testing.TB, host, listen, advertise, etcdURL string, from *
 	return s
 }
 
+// twoHAServers starts an etcd and two servers over it, tre2e-<tag>-a and tre2e-<tag>-b,
+// listening at one port on 127.0.0.<n> and 127.0.0.<n+1> and advertising 10.240.0.<n>
+// and 10.240.0.<n+1>; the second shares the first's PKI. It returns them and a client
+// of each.
+func twoHAServers(t testing.TB, tag string, n byte) ([]*haServer, []kubernetes.Interface) {
+	t.Helper()
+	etcdURL := startEtcd(t)
+	port := portFreeOn(t, fmt.Sprintf("127.0.0.%d", n), fmt.Sprintf("127.0.0.%d", n+1))
+	var servers []*haServer
+	var clients []kubernetes.Interface
+	for i, suffix := range []string{"a", "b"} {
+		var from *haServer
+		if i > 0 {
+			from = servers[0]
+		}
+		s := startHAServer(t, "tre2e-"+tag+"-"+suffix, fmt.Sprintf("127.0.0.%d:%s", n+byte(i), port), fmt.Sprintf("10.240.0.%d", n+byte(i)), etcdURL, from)
+		servers = append(servers, s)
+		clients = append(clients, s.client(t))
+	}
+	return servers, clients
+}
+
 // startWithHostname starts the server in a new UTS namespace named s.host (unshare
 // execs sh, which execs tranche: the process is the server itself) and waits until
 // it is ready.
 func (s *haServer) startWithHostname() error {
-	s.logs = &bytes.Buffer{}
 	args := append([]string{"--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, s.host, trancheBin}, s.args...)
-	s.cmd = exec.Command("unshare", args...)
-	w := &lockedWriter{mu: &s.mu, w: s.logs}
-	s.cmd.Stdout, s.cmd.Stderr = w, w
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		return err
-	}
-	s.done = make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			return fmt.Errorf("tranche server %s exited: %s", s.host, s.logText())
-		default:
-		}
-		if _, err := os.Stat(s.kubeconfig); err == nil {
-			out, err := exec.Command(kubectlBin, "--kubeconfig", s.kubeconfig, "get", "--raw", "/readyz").CombinedOutput()
-			if err == nil && strings.TrimSpace(string(out)) == "ok" {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("tranche server %s not ready within 90s: %s", s.host, s.logText())
+	return s.run(exec.Command("unshare", args...), "tranche server "+s.host, 90*time.Second)
 }
 
 func (s *haServer) kill() {
@@ -112,12 +115,6 @@ func (s *haServer) kill() {
 		_ = s.cmd.Process.Signal(syscall.SIGKILL)
 		<-s.done
 	}
-}
-
-func (s *haServer) logText() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.logs.String()
 }
 
 // portFreeOn returns a port nobody listens on at any of hosts, so that servers on
@@ -219,12 +216,7 @@ func makeService(name string) *v1.Service {
 // killed the other takes over within the lease duration + 2s, its controllers write,
 // kubectl keeps working against it and the dead server leaves the endpoints.
 func TestElectedControlPlane(t *testing.T) {
-	etcdURL := startEtcd(t)
-	port := portFreeOn(t, "127.0.0.11", "127.0.0.12")
-	a := startHAServer(t, "tre2e-ha-a", "127.0.0.11:"+port, "10.240.0.11", etcdURL, nil)
-	b := startHAServer(t, "tre2e-ha-b", "127.0.0.12:"+port, "10.240.0.12", etcdURL, a)
-	servers := []*haServer{a, b}
-	clients := []kubernetes.Interface{a.client(t), b.client(t)}
+	servers, clients := twoHAServers(t, "ha", 11)
 
 	// One holder per lease, named <hostname>_<uuid>, the same as seen through either server.
 	holders := map[string]string{}

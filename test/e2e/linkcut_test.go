@@ -40,14 +40,9 @@ spec:
   terminationGracePeriodSeconds: 5
   tolerations:
   - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 5}
-  containers:
-  - name: web
-    image: registry.k8s.io/e2e-test-images/agnhost:2.52
-    args: ["netexec", "--http-port=8080"]
-    readinessProbe:
-      httpGet: {path: /healthz, port: 8080}
-      periodSeconds: 1
----
+` +
+	webContainer +
+	`---
 apiVersion: v1
 kind: Pod
 metadata:
@@ -56,14 +51,9 @@ metadata:
 spec:
   nodeName: %[1]s
   terminationGracePeriodSeconds: 5
-  containers:
-  - name: web
-    image: registry.k8s.io/e2e-test-images/agnhost:2.52
-    args: ["netexec", "--http-port=8080"]
-    readinessProbe:
-      httpGet: {path: /healthz, port: 8080}
-      periodSeconds: 1
----
+` +
+	webContainer +
+	`---
 apiVersion: v1
 kind: Pod
 metadata:
@@ -72,14 +62,9 @@ metadata:
 spec:
   nodeName: %[2]s
   terminationGracePeriodSeconds: 5
-  containers:
-  - name: web
-    image: registry.k8s.io/e2e-test-images/agnhost:2.52
-    args: ["netexec", "--http-port=8080"]
-    readinessProbe:
-      httpGet: {path: /healthz, port: 8080}
-      periodSeconds: 1
----
+` +
+	webContainer +
+	`---
 apiVersion: v1
 kind: Service
 metadata:
@@ -128,11 +113,7 @@ func linkCut(t *testing.T, tag, backend string, subnet byte) {
 	m2 := l.addMachine(t, "m2", c.prefix+"m2", netip.AddrFrom4([4]byte{10, 240, 0, base + 1}))
 	m1.startAgent(t, c, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, subnet, 0}), 24), backend)
 	m2.startAgent(t, c, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, subnet + 1, 0}), 24), backend)
-	eventually(t, 90*time.Second, "m1 and m2 Ready", func() (bool, string) {
-		out, _, _ := c.srv.kubectl(t, "", "get", "nodes", "m1", "m2", "-o",
-			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
-		return out == "m1 True\nm2 True\n", out
-	})
+	waitNodesReady(t, c.srv, 90*time.Second, "m1", "m2")
 	dnsOnMachines(t, c.srv, "m1", "m2")
 	testLinkCut(t, c.srv, m2, m1)
 }

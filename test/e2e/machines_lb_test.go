@@ -14,14 +14,9 @@ metadata:
   labels: {app: web}
 spec:
   nodeName: %s
-  containers:
-  - name: web
-    image: registry.k8s.io/e2e-test-images/agnhost:2.52
-    args: ["netexec", "--http-port=8080"]
-    readinessProbe:
-      httpGet: {path: /healthz, port: 8080}
-      periodSeconds: 1
----
+` +
+	webContainer +
+	`---
 apiVersion: v1
 kind: Service
 metadata:
@@ -49,11 +44,7 @@ func TestMachinesLoadBalancer(t *testing.T) {
 	client := l.addMachine(t, "client", c.prefix+"client", netip.MustParseAddr("10.240.0.129"))
 	stopM1 := m1.startAgent(t, c, netip.MustParsePrefix("10.244.31.0/24"), "vxlan")
 	m2.startAgent(t, c, netip.MustParsePrefix("10.244.32.0/24"), "vxlan")
-	eventually(t, 90*time.Second, "m1 and m2 Ready", func() (bool, string) {
-		out, _, _ := s.kubectl(t, "", "get", "nodes", "m1", "m2", "-o",
-			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
-		return out == "m1 True\nm2 True\n", out
-	})
+	waitNodesReady(t, s, 90*time.Second, "m1", "m2")
 	// The `tranche up` node is not on the machines' overlay: only the machines serve.
 	s.must(t, "label", "node", "m1", "m2", "svccontroller.k3s.cattle.io/enablelb=true")
 	ns := s.namespace(t)

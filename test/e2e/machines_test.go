@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,7 +198,29 @@ func (m *machine) startAgent(t testing.TB, c *localCluster, podCIDR netip.Prefix
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	topo := clusternet.Topology{Prefix: c.prefix, UnderlayCIDR: m.lan.cidr, APIAddress: clusternet.DefaultAPIAddress,
+	server := "https://" + netip.AddrPortFrom(clusternet.DefaultAPIAddress, 6443).String()
+	clusterFile, networkKubeconfig, ca := m.agentFiles(t, dir, c.prefix, clusternet.DefaultAPIAddress, podCIDR, filepath.Join(c.dataDir, "pki"), server)
+	cert, key, err := pki.EnsureClient(dir, ca, "client", "system:node:"+m.name, []string{"system:nodes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := pki.WriteKubeconfig(kubeconfig, server, ca.CertPEM, cert, key, ""); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(trancheBin, "agent", "--kubeconfig", kubeconfig, "--network-kubeconfig", networkKubeconfig,
+		"--node-name", m.name, "--cluster-file", clusterFile, "--root-dir", dir, "--backend", backend)
+	return m.start(t, cmd, filepath.Join(dir, "agent.log"))
+}
+
+// agentFiles writes in dir what every agent on m needs beside its node credentials: the
+// cluster file (namespace prefix prefix, m's LAN, the API server's address apiAddr, the
+// node with m's address and podCIDR) and the kubeconfig of the pod network's own
+// identity (bootstrap.NodeNetworkUser, as flannel's service account: it reads every
+// Node) for server, signed by the CA in pkiDir. It returns their paths and that CA.
+func (m *machine) agentFiles(t testing.TB, dir, prefix string, apiAddr netip.Addr, podCIDR netip.Prefix, pkiDir, server string) (clusterFile, networkKubeconfig string, ca *pki.CA) {
+	t.Helper()
+	topo := clusternet.Topology{Prefix: prefix, UnderlayCIDR: m.lan.cidr, APIAddress: apiAddr,
 		ClusterCIDR: clusternet.DefaultClusterCIDR, Nodes: []clusternet.Node{{Name: m.name, Underlay: m.addr, PodCIDR: podCIDR}}}
 	if m.ns != topo.NodeNamespace(m.name) {
 		t.Fatalf("machine %s: namespace %s must be %s for its agent", m.name, m.ns, topo.NodeNamespace(m.name))
@@ -206,35 +229,52 @@ func (m *machine) startAgent(t testing.TB, c *localCluster, podCIDR netip.Prefix
 	if err != nil {
 		t.Fatal(err)
 	}
-	clusterFile := filepath.Join(dir, "cluster.json")
+	clusterFile = filepath.Join(dir, "cluster.json")
 	if err := os.WriteFile(clusterFile, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := pki.EnsureCA(filepath.Join(c.dataDir, "pki"))
+	ca, err = pki.EnsureCA(pkiDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, key, err := pki.EnsureClient(dir, ca, "client", "system:node:"+m.name, []string{"system:nodes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	server := "https://" + netip.AddrPortFrom(clusternet.DefaultAPIAddress, 6443).String()
-	if err := pki.WriteKubeconfig(kubeconfig, server, ca.CertPEM, cert, key, ""); err != nil {
-		t.Fatal(err)
-	}
-	// The pod network's own identity, as flannel's service account: it reads every Node.
 	ncert, nkey, err := pki.EnsureClient(dir, ca, "network", bootstrap.NodeNetworkUser, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	networkKubeconfig := filepath.Join(dir, "network.kubeconfig")
+	networkKubeconfig = filepath.Join(dir, "network.kubeconfig")
 	if err := pki.WriteKubeconfig(networkKubeconfig, server, ca.CertPEM, ncert, nkey, ""); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(trancheBin, "agent", "--kubeconfig", kubeconfig, "--network-kubeconfig", networkKubeconfig,
-		"--node-name", m.name, "--cluster-file", clusterFile, "--root-dir", dir, "--backend", backend)
-	return m.start(t, cmd, filepath.Join(dir, "agent.log"))
+	return clusterFile, networkKubeconfig, ca
+}
+
+// webContainer ends the spec of the machine tests' web pods in their manifests:
+// agnhost's netexec on port 8080, Ready once it answers /healthz (probed every second).
+const webContainer = `  containers:
+  - name: web
+    image: registry.k8s.io/e2e-test-images/agnhost:2.52
+    args: ["netexec", "--http-port=8080"]
+    readinessProbe:
+      httpGet: {path: /healthz, port: 8080}
+      periodSeconds: 1
+`
+
+// waitNodesReady waits up to within until the Nodes names (machines running agents)
+// are all Ready on s. (It lists every Node: `kubectl get nodes NAME` of one name
+// returns the Node itself, not a list.)
+func waitNodesReady(t testing.TB, s kubectlRunner, within time.Duration, names ...string) {
+	t.Helper()
+	eventually(t, within, strings.Join(names, " and ")+" Ready", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "nodes", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		lines := strings.Split(out, "\n")
+		for _, n := range names {
+			if !slices.Contains(lines, n+" True") {
+				return false, out
+			}
+		}
+		return true, ""
+	})
 }
 
 // TestSimulatedLAN checks the helper itself, without a cluster: three machines on a LAN

@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -13,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tranche/tranche/internal/netns"
 )
 
 const machinePod = `apiVersion: v1
@@ -24,14 +18,9 @@ metadata:
   labels: {app: %[1]s}
 spec:
   nodeName: %[2]s
-  containers:
-  - name: web
-    image: registry.k8s.io/e2e-test-images/agnhost:2.52
-    args: ["netexec", "--http-port=8080"]
-    readinessProbe:
-      httpGet: {path: /healthz, port: 8080}
-      periodSeconds: 1
----
+` +
+	webContainer +
+	`---
 apiVersion: v1
 kind: Service
 metadata:
@@ -150,19 +139,6 @@ func machinesOverlay(t *testing.T, tag, backend string) {
 	if got := ip(pns1, "link", "show", "eth0"); !strings.Contains(got, podMTU) {
 		t.Errorf("web-1's eth0 does not have the %s backend's %s:\n%s", backend, podMTU, got)
 	}
-	get := func(fromNS, url string) (string, error) {
-		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-			DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
-				return netns.Dial(fromNS, network, addr, 2*time.Second)
-			}}}
-		resp, err := hc.Get(url)
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return string(b), err
-	}
 	for _, tc := range []struct{ what, from, url, want string }{
 		{"web-1 on m1 reaches web-2 on m2 by pod IP", pns1, "http://" + web2 + ":8080/hostname", "web-2"},
 		{"web-2 on m2 reaches web-1 on m1 by pod IP", pns2, "http://" + web1 + ":8080/hostname", "web-1"},
@@ -170,7 +146,7 @@ func machinesOverlay(t *testing.T, tag, backend string) {
 		{"web-2 reaches web-1 through its ClusterIP", pns2, "http://" + s.must(t, "get", "svc", "web-1", "-n", ns, "-o", "jsonpath={.spec.clusterIP}") + "/hostname", "web-1"},
 	} {
 		eventually(t, 30*time.Second, tc.what, func() (bool, string) {
-			got, err := get(tc.from, tc.url)
+			got, err := httpGetFrom(tc.from, tc.url)
 			return err == nil && got == tc.want, fmt.Sprintf("%q %v", got, err)
 		})
 	}
@@ -178,13 +154,13 @@ func machinesOverlay(t *testing.T, tag, backend string) {
 	// namespace): m1 forwards to m2 across the machines.
 	nodePort := s.must(t, "get", "svc", "web-2", "-n", ns, "-o", "jsonpath={.spec.ports[0].nodePort}")
 	eventually(t, 30*time.Second, "web-2's NodePort on m1's address", func() (bool, string) {
-		got, err := get(l.ns, "http://10.240.0.101:"+nodePort+"/hostname")
+		got, err := httpGetFrom(l.ns, "http://10.240.0.101:"+nodePort+"/hostname")
 		return err == nil && got == "web-2", fmt.Sprintf("%q %v", got, err)
 	})
 	// A request larger than the MTU crosses the tunnel whole.
 	big := strings.Repeat("x", 20000)
 	eventually(t, 10*time.Second, "a 20 kB echo across machines", func() (bool, string) {
-		got, err := get(pns1, "http://"+web2+":8080/echo?msg="+big)
+		got, err := httpGetFrom(pns1, "http://"+web2+":8080/echo?msg="+big)
 		return err == nil && got == big, fmt.Sprintf("%d bytes %v", len(got), err)
 	})
 
@@ -203,7 +179,7 @@ func machinesOverlay(t *testing.T, tag, backend string) {
 		return n == 2, fmt.Sprintf("%d starts", n)
 	})
 	eventually(t, 30*time.Second, "web-1 reaching web-2 after m1's agent restarted", func() (bool, string) {
-		got, err := get(pns1, "http://"+web2+":8080/hostname")
+		got, err := httpGetFrom(pns1, "http://"+web2+":8080/hostname")
 		return err == nil && got == "web-2", fmt.Sprintf("%q %v", got, err)
 	})
 	if n := count("overlay sync"); n != writes {

@@ -25,51 +25,8 @@ import (
 // every second instead of five. Beside
 // it: the seed 003 NodePort 30080, services for session affinity, internal traffic
 // policy and no endpoints, and a client pod.
-const proxyManifests = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: api
-spec:
-  replicas: 3
-  selector:
-    matchLabels:
-      app: api
-  template:
-    metadata:
-      labels:
-        app: api
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-        - name: api
-          image: busybox
-          command: ["sh", "-c", "hostname > /tmp/index.html; echo ok > /tmp/healthz; exec busybox httpd -f -p 8080 -h /tmp"]
-          ports:
-            - containerPort: 8080
-          readinessProbe:
-            httpGet:
-              path: /healthz
-              port: 8080
-            periodSeconds: 1
-            failureThreshold: 1
-          volumeMounts:
-            - {name: www, mountPath: /tmp}
-      volumes:
-        - name: www
-          emptyDir: {}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: api-svc
-spec:
-  type: ClusterIP
-  selector:
-    app: api
-  ports:
-    - port: 80
-      targetPort: 8080
----
+const proxyManifests = seedAPIHead + `            failureThreshold: 1
+` + seedAPITail + `---
 apiVersion: v1
 kind: Service
 metadata:
@@ -128,6 +85,58 @@ spec:
     - name: c
       image: busybox
       command: ["sleep", "3600"]
+`
+
+// seedAPIHead and seedAPITail are seed 000 (Deployment api, 3 replicas, Service api-svc
+// 80 -> 8080) with its image myregistry/api:2.1, which no node can pull, replaced by
+// busybox's httpd answering with the pod's hostname and serving a /healthz file, probed
+// every second instead of five; between them, more of the readiness probe.
+const seedAPIHead = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: api
+  template:
+    metadata:
+      labels:
+        app: api
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: api
+          image: busybox
+          command: ["sh", "-c", "hostname > /tmp/index.html; echo ok > /tmp/healthz; exec busybox httpd -f -p 8080 -h /tmp"]
+          ports:
+            - containerPort: 8080
+          readinessProbe:
+            httpGet:
+              path: /healthz
+              port: 8080
+            periodSeconds: 1
+`
+
+// seedAPITail is the end of seed 000 after seedAPIHead.
+const seedAPITail = `          volumeMounts:
+            - {name: www, mountPath: /tmp}
+      volumes:
+        - name: www
+          emptyDir: {}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: api-svc
+spec:
+  type: ClusterIP
+  selector:
+    app: api
+  ports:
+    - port: 80
+      targetPort: 8080
 `
 
 // soloManifests are one netexec pod (HTTP /clientip, UDP "hostname") behind a

@@ -15,14 +15,8 @@ metadata:
   name: web
 spec:
   nodeName: m1
-  containers:
-  - name: web
-    image: registry.k8s.io/e2e-test-images/agnhost:2.52
-    args: ["netexec", "--http-port=8080"]
-    readinessProbe:
-      httpGet: {path: /healthz, port: 8080}
-      periodSeconds: 1
-`
+` +
+	webContainer
 
 // TestGracefulDeletionAfterAgentRestart: a pod adopted by a restarted agent (on a
 // simulated machine) and deleted with the default 30 s grace period is gone as soon as
@@ -38,10 +32,7 @@ func TestGracefulDeletionAfterAgentRestart(t *testing.T) {
 	m1 := l.addMachine(t, "m1", c.prefix+"m1", netip.MustParseAddr("10.240.0.131"))
 	cidr := netip.MustParsePrefix("10.244.41.0/24")
 	stop := m1.startAgent(t, c, cidr, "vxlan")
-	eventually(t, 90*time.Second, "m1 Ready", func() (bool, string) {
-		out, _, _ := s.kubectl(t, "", "get", "node", "m1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-		return out == "True", out
-	})
+	waitNodesReady(t, s, 90*time.Second, "m1")
 	ns := s.namespace(t)
 	t.Cleanup(func() { s.kubectl(t, "", "delete", "pod", "web", "-n", ns, "--force", "--grace-period=0") })
 	c.apply(t, ns, restartDeletePod)
