@@ -6,7 +6,8 @@
 package l2announce
 
 import (
-	"hash/fnv"
+	"crypto/sha256"
+	"encoding/binary"
 	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,20 +19,16 @@ import (
 // ExcludeLabel keeps a node out of the choice, as for cloud load balancers.
 const ExcludeLabel = v1.LabelNodeExcludeBalancers
 
-// Choose returns the node that announces addr of the Service key (namespace/name) among
-// candidates (rendezvous hashing: a node leaving moves only its own addresses), or ""
-// when there is none.
-func Choose(key string, addr netip.Addr, candidates []string) string {
+// Choose returns the node that announces addr among candidates (rendezvous hashing: a
+// node leaving moves only its own addresses), or "" when there is none. The address
+// alone is hashed, not its Service, so that Services sharing an address (different
+// ports) are announced by the same node, as MetalLB.
+func Choose(addr netip.Addr, candidates []string) string {
 	var best string
 	var bestScore uint64
 	for _, n := range candidates {
-		h := fnv.New64a()
-		h.Write([]byte(n))
-		h.Write([]byte{0})
-		h.Write([]byte(key))
-		h.Write([]byte{0})
-		h.Write([]byte(addr.String()))
-		s := h.Sum64()
+		sum := sha256.Sum256([]byte(n + "\x00" + addr.String()))
+		s := binary.BigEndian.Uint64(sum[:8])
 		if best == "" || s > bestScore || (s == bestScore && n < best) {
 			best, bestScore = n, s
 		}
@@ -77,29 +74,44 @@ func Desired(me string, lan netip.Prefix, nodes []*v1.Node, svcs []*v1.Service, 
 	}
 	cands := Candidates(nodes)
 	local := localEndpoints(slices)
-	out := map[netip.Addr]string{}
+	// Services sharing an address (different ports) are announced together: by a node
+	// that every Local one among them may use.
+	keys := map[netip.Addr]string{}
+	allowed := map[netip.Addr]func(string) bool{}
 	for _, s := range svcs {
 		if s.Spec.Type != v1.ServiceTypeLoadBalancer || s.DeletionTimestamp != nil {
 			continue
 		}
 		key := s.Namespace + "/" + s.Name
-		cs := cands
-		if s.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
-			cs = nil
-			for _, n := range cands {
-				if local[key][n] {
-					cs = append(cs, n)
-				}
-			}
-		}
 		for _, in := range s.Status.LoadBalancer.Ingress {
 			ip, err := netip.ParseAddr(in.IP)
 			if err != nil || !ip.Is4() || !lan.Contains(ip) || nodeAddrs[ip] {
 				continue
 			}
-			if Choose(key, ip, cs) == me {
-				out[ip] = key
+			if k, ok := keys[ip]; !ok || key < k {
+				keys[ip] = key
 			}
+			prev := allowed[ip]
+			if prev == nil {
+				prev = func(string) bool { return true }
+			}
+			if s.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
+				allowed[ip] = func(n string) bool { return prev(n) && local[key][n] }
+			} else {
+				allowed[ip] = prev
+			}
+		}
+	}
+	out := map[netip.Addr]string{}
+	for ip, ok := range allowed {
+		var cs []string
+		for _, n := range cands {
+			if ok(n) {
+				cs = append(cs, n)
+			}
+		}
+		if Choose(ip, cs) == me {
+			out[ip] = keys[ip]
 		}
 	}
 	return out

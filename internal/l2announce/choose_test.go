@@ -42,15 +42,15 @@ func lbService(name string, local bool, ips ...string) *v1.Service {
 // over the nodes.
 func TestChooseRendezvous(t *testing.T) {
 	all := []string{"m1", "m2", "m3"}
-	if got := Choose("default/web", netip.MustParseAddr("10.0.0.1"), nil); got != "" {
+	if got := Choose(netip.MustParseAddr("10.0.0.1"), nil); got != "" {
 		t.Errorf("no candidates: chose %q", got)
 	}
 	count := map[string]int{}
 	for i := range 60 {
-		key, ip := fmt.Sprintf("default/svc-%d", i), netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})
-		a := Choose(key, ip, all)
-		if b := Choose(key, ip, []string{"m3", "m1", "m2"}); a != b {
-			t.Fatalf("%s %s: %q, %q in another order", key, ip, a, b)
+		ip := netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})
+		a := Choose(ip, all)
+		if b := Choose(ip, []string{"m3", "m1", "m2"}); a != b {
+			t.Fatalf("%s: %q, %q in another order", ip, a, b)
 		}
 		count[a]++
 		for _, gone := range all {
@@ -60,8 +60,8 @@ func TestChooseRendezvous(t *testing.T) {
 					rest = append(rest, n)
 				}
 			}
-			if b := Choose(key, ip, rest); a != gone && b != a {
-				t.Errorf("%s %s: %s left and the address moved from %s to %s", key, ip, gone, a, b)
+			if b := Choose(ip, rest); a != gone && b != a {
+				t.Errorf("%s: %s left and the address moved from %s to %s", ip, gone, a, b)
 			}
 		}
 	}
@@ -89,13 +89,14 @@ func TestCandidates(t *testing.T) {
 
 // TestDesired: a node announces the LAN pool addresses chosen to it; not another
 // Service type's, nor an address off the LAN, nor a node's own (ServiceLB's node
-// addresses); with externalTrafficPolicy Local only nodes with a ready endpoint.
+// addresses); with externalTrafficPolicy Local only nodes with a ready endpoint;
+// Services sharing an address are announced by one node.
 func TestDesired(t *testing.T) {
 	lan := netip.MustParsePrefix("10.240.0.0/24")
 	nodes := []*v1.Node{node("m1", true, "10.240.0.11"), node("m2", true, "10.240.0.12")}
 	clusterIP := lbService("cip", false, "10.240.0.202")
 	clusterIP.Spec.Type = v1.ServiceTypeClusterIP
-	svcs := []*v1.Service{lbService("web", false, "10.240.0.200"), lbService("off", false, "192.0.2.1"),
+	svcs := []*v1.Service{lbService("web", false, "10.240.0.200"), lbService("web-udp", false, "10.240.0.200"), lbService("off", false, "192.0.2.1"),
 		lbService("nodes", false, "10.240.0.11"), clusterIP, lbService("local", true, "10.240.0.201")}
 	ready, notReady := true, false
 	m1, m2 := "m1", "m2"
