@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -31,6 +32,8 @@ type Config struct {
 type Announcer struct {
 	cfg Config
 	log *slog.Logger
+	// cands are the candidates of the last sync.
+	cands string
 }
 
 // New returns an Announcer.
@@ -45,7 +48,14 @@ func New(cfg Config) *Announcer {
 }
 
 // Sync takes the addresses of want not held yet and releases the held ones not in want.
-func (a *Announcer) Sync(want map[netip.Addr]string) error {
+// When the candidates changed since the last sync (cands, the nodes that may announce),
+// it also announces again the addresses it keeps: a node whose link came back is Ready
+// again and chosen again, and neighbours that followed another node's gratuitous ARP
+// meanwhile must come back to it.
+func (a *Announcer) Sync(want map[netip.Addr]string, cands []string) error {
+	key := strings.Join(cands, ",")
+	again := key != a.cands
+	a.cands = key
 	held, err := a.cfg.Dataplane.Held()
 	if err != nil {
 		return err
@@ -63,6 +73,11 @@ func (a *Announcer) Sync(want map[netip.Addr]string) error {
 	}
 	for ip, svc := range want {
 		if has[ip] {
+			if again {
+				if err := a.cfg.Dataplane.Announce(ip); err != nil && firstErr == nil {
+					firstErr = err
+				}
+			}
 			continue
 		}
 		a.log.Info("announcing load-balancer address", "address", ip, "service", svc)
@@ -103,7 +118,7 @@ func (a *Announcer) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	defer func() {
-		if err := a.Sync(nil); err != nil {
+		if err := a.Sync(nil, nil); err != nil {
 			a.log.Warn("releasing load-balancer addresses", "err", err)
 		}
 	}()
@@ -127,7 +142,7 @@ func (a *Announcer) Run(ctx context.Context) error {
 			sl, lerr := slices.Lister().List(labels.Everything())
 			err = lerr
 			if err == nil {
-				err = a.Sync(Desired(a.cfg.NodeName, a.cfg.LAN, ns, ss, sl))
+				err = a.Sync(Desired(a.cfg.NodeName, a.cfg.LAN, ns, ss, sl), Candidates(ns))
 			}
 		}
 		next := a.cfg.Resync

@@ -21,6 +21,8 @@ type Dataplane interface {
 	Take(addr netip.Addr) error
 	// Release removes addr from the uplink.
 	Release(addr netip.Addr) error
+	// Announce sends gratuitous ARP for a held addr again.
+	Announce(addr netip.Addr) error
 }
 
 // Label returns the address label marking announced addresses on uplink (an address
@@ -103,6 +105,15 @@ func (n *Netlink) Take(ip netip.Addr) error {
 	}
 	if err := n.h.AddrReplace(lk, n.addr(ip)); err != nil {
 		return fmt.Errorf("adding %s/32 to %s in network namespace %q: %w", ip, n.uplink, n.ns, err)
+	}
+	return n.gratuitousARP(lk, ip)
+}
+
+// Announce implements Dataplane.
+func (n *Netlink) Announce(ip netip.Addr) error {
+	lk, err := n.link()
+	if err != nil {
+		return err
 	}
 	return n.gratuitousARP(lk, ip)
 }
