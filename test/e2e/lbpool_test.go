@@ -53,7 +53,8 @@ func holds(t *testing.T, m *machine, addr string) bool {
 // announces a LoadBalancer address (holds it on eth0, answering ARP, as MetalLB's layer
 // 2 mode), so a third machine on the LAN that is no node reaches the Service's pod on m2
 // through it; the announcing node's agent stopped, the other machine takes the address
-// over (gratuitous ARP) and it answers again; the Service deleted, no machine holds it.
+// over (gratuitous ARP) and it answers again; the Service turned NodePort or deleted, no
+// machine holds it.
 // The announcer is m1 (the Service's address is picked so that the choice falls on it), so
 // stopping it leaves the pod running on m2.
 func TestLoadBalancerPoolL2(t *testing.T) {
@@ -106,6 +107,16 @@ func TestLoadBalancerPoolL2(t *testing.T) {
 	if holds(t, m1, addr) {
 		t.Errorf("m1 still holds %s after its agent stopped", addr)
 	}
+	// The Service turned NodePort: m2 releases the address; LoadBalancer again: m2
+	// announces it again; deleted: nobody holds it.
+	s.must(t, "patch", "svc", "web", "-n", ns, "--type=merge", "-p", `{"spec":{"type":"NodePort"}}`)
+	eventually(t, 30*time.Second, "no machine holding "+addr+" of a NodePort Service", func() (bool, string) {
+		return !holds(t, m1, addr) && !holds(t, m2, addr), ""
+	})
+	s.must(t, "patch", "svc", "web", "-n", ns, "--type=merge", "-p", `{"spec":{"type":"LoadBalancer"}}`)
+	eventually(t, 30*time.Second, "m2 holding "+addr+" again", func() (bool, string) {
+		return holds(t, m2, addr), ""
+	})
 	s.must(t, "delete", "svc", "web", "-n", ns)
 	eventually(t, 30*time.Second, "no machine holding "+addr, func() (bool, string) {
 		return !holds(t, m1, addr) && !holds(t, m2, addr), ""
