@@ -46,6 +46,10 @@ func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me
 		return t, fmt.Errorf("--backend %s: %w", backend, err)
 	}
 	t.PodMTU = ov.PodMTU()
+	if err := startAnnouncer(ctx, dp, t, me, client, network, log); err != nil {
+		dp.Close()
+		return t, err
+	}
 	go func() {
 		defer dp.Close()
 		if err := ov.Run(ctx); err != nil && ctx.Err() == nil {

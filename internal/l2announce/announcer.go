@@ -1,0 +1,157 @@
+package l2announce
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Config is what an Announcer runs with.
+type Config struct {
+	// NodeName is this node; LAN is its uplink's subnet.
+	NodeName string
+	LAN      netip.Prefix
+	// Nodes reads every Node (the pod network's identity); Services reads Services and
+	// EndpointSlices (the node's own).
+	Nodes, Services kubernetes.Interface
+	Dataplane       Dataplane
+	Logger          *slog.Logger
+	// Resync is how often a sync runs without any event (30 s when 0).
+	Resync time.Duration
+}
+
+// Announcer keeps the addresses a node announces.
+type Announcer struct {
+	cfg Config
+	log *slog.Logger
+	// cands are the candidates of the last sync.
+	cands string
+}
+
+// New returns an Announcer.
+func New(cfg Config) *Announcer {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = 30 * time.Second
+	}
+	return &Announcer{cfg: cfg, log: cfg.Logger.With("component", "l2announce")}
+}
+
+// Sync takes the addresses of want not held yet and releases the held ones not in want.
+// When the candidates changed since the last sync (cands, the nodes that may announce),
+// it also announces again the addresses it keeps: a node whose link came back is Ready
+// again and chosen again, and neighbours that followed another node's gratuitous ARP
+// meanwhile must come back to it.
+func (a *Announcer) Sync(want map[netip.Addr]string, cands []string) error {
+	key := strings.Join(cands, ",")
+	again := key != a.cands
+	a.cands = key
+	held, err := a.cfg.Dataplane.Held()
+	if err != nil {
+		return err
+	}
+	has := map[netip.Addr]bool{}
+	var firstErr error
+	for _, ip := range held {
+		has[ip] = true
+		if _, ok := want[ip]; !ok {
+			a.log.Info("releasing load-balancer address", "address", ip)
+			if err := a.cfg.Dataplane.Release(ip); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	for ip, svc := range want {
+		if has[ip] {
+			if again {
+				if err := a.cfg.Dataplane.Announce(ip); err != nil && firstErr == nil {
+					firstErr = err
+				}
+			}
+			continue
+		}
+		a.log.Info("announcing load-balancer address", "address", ip, "service", svc)
+		if err := a.cfg.Dataplane.Take(ip); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// Run syncs on every change of the Nodes, Services and EndpointSlices and every Resync
+// until ctx ends, then releases every address it holds (another node takes them over
+// once this one is no longer Ready).
+func (a *Announcer) Run(ctx context.Context) error {
+	nf := informers.NewSharedInformerFactory(a.cfg.Nodes, 0)
+	sf := informers.NewSharedInformerFactory(a.cfg.Services, 0)
+	nodes := nf.Core().V1().Nodes()
+	svcs := sf.Core().V1().Services()
+	slices := sf.Discovery().V1().EndpointSlices()
+	wake := make(chan struct{}, 1)
+	poke := func(any) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	h := cache.ResourceEventHandlerFuncs{AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, cur any) { poke(cur) }}
+	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), svcs.Informer(), slices.Informer()} {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+	}
+	nf.Start(ctx.Done())
+	sf.Start(ctx.Done())
+	defer nf.Shutdown()
+	defer sf.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced, svcs.Informer().HasSynced, slices.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	defer func() {
+		if err := a.Sync(nil, nil); err != nil {
+			a.log.Warn("releasing load-balancer addresses", "err", err)
+		}
+	}()
+	a.log.Info("announcing load-balancer addresses", "lan", a.cfg.LAN)
+	retry := time.Second
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-timer.C:
+		}
+		ns, err := nodes.Lister().List(labels.Everything())
+		var ss []*v1.Service
+		if err == nil {
+			ss, err = svcs.Lister().List(labels.Everything())
+		}
+		if err == nil {
+			sl, lerr := slices.Lister().List(labels.Everything())
+			err = lerr
+			if err == nil {
+				err = a.Sync(Desired(a.cfg.NodeName, a.cfg.LAN, ns, ss, sl), Candidates(ns))
+			}
+		}
+		next := a.cfg.Resync
+		if err != nil {
+			a.log.Warn("announcing load-balancer addresses failed", "err", err, "retry", retry)
+			next, retry = retry, min(2*retry, a.cfg.Resync)
+		} else {
+			retry = time.Second
+		}
+		timer.Reset(next)
+	}
+}
