@@ -6,12 +6,15 @@ import (
 	"encoding/pem"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/auth/authn"
@@ -45,7 +48,10 @@ func (c csrAdmission) Mutate(ctx context.Context, req *apiserver.AdmissionReques
 	switch {
 	case req.Operation == apiserver.AdmitCreate && req.Subresource == "":
 		setRequester(csr, user)
-		return restrictSubject(csr, req.Name)
+		if err := restrictSubject(csr, req.Name); err != nil {
+			return err
+		}
+		return c.guardLiveNode(csr, user, req.Name)
 	case req.Subresource == "approval" && old != nil:
 		if !c.authorizedForSigner(ctx, user, "approve", old.Spec.SignerName) {
 			return apierrors.NewForbidden(csrResource, req.Name, fmt.Errorf("user not permitted to approve requests with signerName %q", old.Spec.SignerName))
@@ -96,6 +102,48 @@ func restrictSubject(csr *certificatesv1.CertificateSigningRequest, name string)
 		}
 	}
 	return nil
+}
+
+// guardLiveNode refuses a bootstrap token's request for the client certificate of a
+// node that is registered and Ready. Kubernetes approves such a request for any node
+// name, so whoever holds a token can take over a live node's identity (its pods'
+// secrets, its status); tranche refuses it while that Node is Ready. A machine
+// reinstalled under its old name joins once its Node is NotReady or deleted.
+func (c csrAdmission) guardLiveNode(csr *certificatesv1.CertificateSigningRequest, user *authn.User, name string) error {
+	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || user == nil ||
+		!slices.Contains(user.Groups, bootstrapapi.BootstrapDefaultGroup) || c.sec == nil {
+		return nil
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil {
+		return nil // the request's own validation names what is wrong with it
+	}
+	parsed, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil
+	}
+	node, ok := strings.CutPrefix(parsed.Subject.CommonName, "system:node:")
+	if !ok {
+		return nil
+	}
+	n, found, err := lookup(c.sec, func(l *listers) (*v1.Node, error) { return l.nodes.Get(node) })
+	if err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("checking node %q: %v", node, err))
+	}
+	if found && nodeIsReady(n) {
+		return apierrors.NewForbidden(csrResource, name, fmt.Errorf("node %q is registered and Ready: a bootstrap token may not take over a live node's identity (delete the Node first if its machine was reinstalled)", node))
+	}
+	return nil
+}
+
+// nodeIsReady reports whether n's Ready condition is True.
+func nodeIsReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // authorizedForSigner asks the authorizer for verb on the signer by name, then on its

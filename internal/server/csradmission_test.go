@@ -12,6 +12,11 @@ import (
 	"testing"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/tranche/tranche/internal/apiserver"
 	"github.com/tranche/tranche/internal/auth/authn"
@@ -80,5 +85,57 @@ func TestCSRAdmission(t *testing.T) {
 		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("%s of %s: %v, want %q", tc.sub, tc.signer, err, tc.wantErr)
 		}
+	}
+}
+
+// TestCSRAdmissionGuardsLiveNodes: a bootstrap token may request the client certificate
+// of a new node or of one that is not Ready, not of a registered Ready node; other
+// requesters and signers are not concerned.
+func TestCSRAdmissionGuardsLiveNodes(t *testing.T) {
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for name, ready := range map[string]v1.ConditionStatus{"live": v1.ConditionTrue, "dead": v1.ConditionUnknown} {
+		nodes.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: ready}}}})
+	}
+	sec := &security{}
+	sec.caches.Store(&listers{nodes: corelisters.NewNodeLister(nodes)})
+	adm := csrAdmission{sec: sec}
+	gvr := certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
+	token := &authn.User{Name: "system:bootstrap:abcdef", Groups: []string{"system:bootstrappers", "system:bootstrappers:kubeadm:default-node-token"}}
+	admin := &authn.User{Name: "admin", Groups: []string{"system:masters"}}
+	request := func(cn string) []byte {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	}
+	for _, tc := range []struct {
+		name   string
+		user   *authn.User
+		node   string
+		signer string
+		want   string
+	}{
+		{name: "new node", user: token, node: "new", signer: certificatesv1.KubeAPIServerClientKubeletSignerName},
+		{name: "node not Ready", user: token, node: "dead", signer: certificatesv1.KubeAPIServerClientKubeletSignerName},
+		{name: "Ready node", user: token, node: "live", signer: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			want: `node "live" is registered and Ready: a bootstrap token may not take over a live node's identity`},
+		{name: "Ready node, not a token", user: admin, node: "live", signer: certificatesv1.KubeAPIServerClientKubeletSignerName},
+		{name: "Ready node, another signer", user: token, node: "live", signer: "example.com/other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.WithValue(context.Background(), userKey{}, tc.user)
+			csr := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+				SignerName: tc.signer, Request: request("system:node:" + tc.node)}}
+			err := adm.Mutate(ctx, &apiserver.AdmissionRequest{Operation: apiserver.AdmitCreate, Resource: gvr, Name: "node-csr", Object: csr})
+			if tc.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tc.want != "" && (err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("err = %v, want 403 %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -73,6 +73,9 @@ func TestJoinWithToken(t *testing.T) {
 	if err := os.Remove(filepath.Join(nodeDir, "kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
+	// As for a machine reinstalled under its old name: its Node, still Ready, goes first
+	// (a bootstrap token may not take over a Ready node's identity; checked below).
+	s.must(t, "delete", "node", "jn")
 	netns := c.prefix + "jn"
 	// nsenter enters the network namespace alone (ip netns exec would also remount
 	// /sys, hiding the cgroup file system the agent needs), as `tranche up` starts agents.
@@ -158,6 +161,18 @@ spec:
     args: ["pause"]
 `, "apply", "-n", ns, "-f", "-")
 	c.waitReady(t, ns, "on-joined")
+
+	// The token used again for the name of the joined node, which is Ready: refused, so
+	// that a token's holder cannot take over a live node's identity.
+	t.Run("token reused for a Ready node", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		root := filepath.Join(t.TempDir(), "nodes", "jn")
+		out, err := exec.CommandContext(ctx, "nsenter", agentArgs(root, "--server", server, "--token", token, "--ca-cert-hash", hash)...).CombinedOutput()
+		if want := `node "jn" is registered and Ready`; err == nil || !strings.Contains(string(out), want) {
+			t.Fatalf("a second join as jn: err %v, want a failure saying %q:\n%s", err, want, tail(string(out), 2000))
+		}
+	})
 
 	// The joined identity (its kubeconfig points into the cluster network).
 	asNode := func(args ...string) (string, error) {
