@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tranche/tranche/internal/resync"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -123,16 +124,7 @@ func (a *Announcer) Run(ctx context.Context) error {
 		}
 	}()
 	a.log.Info("announcing load-balancer addresses", "lan", a.cfg.LAN)
-	retry := time.Second
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-timer.C:
-		}
+	resync.Loop(ctx, wake, a.cfg.Resync, func() error {
 		ns, err := nodes.Lister().List(labels.Everything())
 		var ss []*v1.Service
 		if err == nil {
@@ -145,13 +137,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 				err = a.Sync(Desired(a.cfg.NodeName, a.cfg.LAN, ns, ss, sl), Candidates(ns))
 			}
 		}
-		next := a.cfg.Resync
-		if err != nil {
-			a.log.Warn("announcing load-balancer addresses failed", "err", err, "retry", retry)
-			next, retry = retry, min(2*retry, a.cfg.Resync)
-		} else {
-			retry = time.Second
-		}
-		timer.Reset(next)
-	}
+		return err
+	}, func(err error, retry time.Duration) {
+		a.log.Warn("announcing load-balancer addresses failed", "err", err, "retry", retry)
+	})
+	return nil
 }

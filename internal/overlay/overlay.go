@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tranche/tranche/internal/resync"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -200,16 +201,7 @@ func (o *Overlay) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	o.log.Info("overlay running", "uplink", o.local.Uplink, "podMTU", o.PodMTU(), "vtepMAC", o.local.VtepMAC.String())
-	retry := time.Second
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-timer.C:
-		}
+	resync.Loop(ctx, wake, o.cfg.Resync, func() error {
 		nodes, err := lister.List(labels.Everything())
 		if err == nil {
 			err = o.publish(ctx, nodes)
@@ -217,15 +209,9 @@ func (o *Overlay) Run(ctx context.Context) error {
 		if err == nil {
 			err = o.Sync(nodes)
 		}
-		next := o.cfg.Resync
-		if err != nil {
-			o.log.Warn("overlay sync failed", "err", err, "retry", retry)
-			next, retry = retry, min(2*retry, o.cfg.Resync)
-		} else {
-			retry = time.Second
-		}
-		timer.Reset(next)
-	}
+		return err
+	}, func(err error, retry time.Duration) { o.log.Warn("overlay sync failed", "err", err, "retry", retry) })
+	return nil
 }
 
 // publish patches this node's annotations when they differ (a re-registered Node has
