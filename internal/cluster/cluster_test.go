@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/netns"
 	"github.com/tranche/tranche/internal/server"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // standInEnv makes the test binary act as a node agent: it takes `tranche agent`'s
@@ -90,24 +90,6 @@ func register(ctx context.Context, client kubernetes.Interface, node *v1.Node) e
 	return err
 }
 
-// syncBuffer collects progress output from Up's goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -118,7 +100,7 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func testConfig(t *testing.T, prefix, dataDir string, out *syncBuffer) Config {
+func testConfig(t *testing.T, prefix, dataDir string, out *testutil.Buffer) Config {
 	ports, err := allocator.ParsePortRange("30000-32767")
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +254,7 @@ func TestLifecycle(t *testing.T) {
 	prefix := fmt.Sprintf("tk%03d-", os.Getpid()%1000)
 	dataDir := t.TempDir()
 	before := machineState(t, prefix, dataDir)
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	cfg := testConfig(t, prefix, dataDir, out)
 	// Registered after TempDir: runs before it, also after a failure.
 	t.Cleanup(func() {
@@ -319,11 +301,11 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	t.Run("one cluster per data dir and prefix", func(t *testing.T) {
-		err := Up(ctx, testConfig(t, prefix, dataDir, &syncBuffer{}), nil)
+		err := Up(ctx, testConfig(t, prefix, dataDir, &testutil.Buffer{}), nil)
 		if err == nil || !strings.Contains(err.Error(), "a cluster is already running on "+dataDir) {
 			t.Errorf("second Up on the data dir: %v", err)
 		}
-		err = Up(ctx, testConfig(t, prefix, t.TempDir(), &syncBuffer{}), nil)
+		err = Up(ctx, testConfig(t, prefix, t.TempDir(), &testutil.Buffer{}), nil)
 		if err == nil || !strings.Contains(err.Error(), "only one can run at a time") {
 			t.Errorf("second Up with the prefix: %v", err)
 		}

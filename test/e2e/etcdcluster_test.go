@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // An etcd cluster of Debian's etcd-server, one member per simulated machine, and API
@@ -378,24 +377,6 @@ func (s *machineServer) client(t testing.TB) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(s.restConfig(t))
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writers and readers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestEtcdQuorum runs two servers over a 3-member etcd cluster on simulated machines and
 // stops members under them. With one member down kubectl sees no error: creates, gets,
 // lists and a watch started before. With two down (no quorum) a write fails with a 5xx
@@ -428,7 +409,7 @@ func TestEtcdQuorum(t *testing.T) {
 	waitPods(a, 1)
 
 	// A watch through server b, started before any fault, sees every later change.
-	var watchOut, watchErr lockedBuffer
+	var watchOut, watchErr testutil.Buffer
 	watch := exec.Command("nsenter", "--net="+netns.Path(b.m.ns), "--", kubectlBin, "--kubeconfig", b.kubeconfig,
 		"get", "configmaps", "-n", ns, "-w", "-o", "name")
 	watch.Env = append(os.Environ(), "KUBECTL_KUBERC=false")

@@ -1,40 +1,21 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/tranche/tranche/internal/agent/status"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
-// syncBuffer is a bytes.Buffer safe for one writer and a polling reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitContains(t *testing.T, what string, buf *syncBuffer, want string) {
+func waitContains(t *testing.T, what string, buf *testutil.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(buf.String(), want) {
@@ -64,7 +45,7 @@ func TestAttachAndExecStream(t *testing.T) {
 		p.Spec.Containers[0].Stdin, p.Spec.Containers[0].StdinOnce = true, true
 	})
 	e.syncUntil(piped, "running", 10*time.Second, running("c"))
-	var out syncBuffer
+	var out testutil.Buffer
 	if err := e.m.Attach(context.Background(), piped.UID, "c", Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &out}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +58,7 @@ func TestAttachAndExecStream(t *testing.T) {
 	})
 	e.syncUntil(tty, "running", 10*time.Second, running("c"))
 	inR, inW := io.Pipe()
-	var term syncBuffer
+	var term testutil.Buffer
 	attached := make(chan error, 1)
 	go func() {
 		attached <- e.m.Attach(context.Background(), tty.UID, "c", Streams{Stdin: inR, Stdout: &term, TTY: true})
@@ -112,7 +93,7 @@ func TestAttachAndExecStream(t *testing.T) {
 
 	box := makePod("box", nil)
 	e.syncUntil(box, "running", 10*time.Second, running("c"))
-	var ttyOut syncBuffer
+	var ttyOut testutil.Buffer
 	code, err := e.m.ExecStream(context.Background(), box.UID, "c", []string{"sh", "-c", "tty && exit 4"}, Streams{Stdout: &ttyOut, TTY: true})
 	if err != nil || code != 4 || !strings.Contains(ttyOut.String(), "/dev/pts/") {
 		t.Fatalf("exec with a terminal: code %d, %v, output %q", code, err, ttyOut.String())
