@@ -79,20 +79,7 @@ func TestJoinResumesAndRotates(t *testing.T) {
 	if err := writeKubeconfig(KubeconfigPath(dir), "https://10.0.0.9:6443", filepath.Join(dir, "ca.crt"), pair); err != nil {
 		t.Fatal(err)
 	}
-	client := kubefake.NewClientset()
-	requests := make(chan *certificatesv1.CertificateSigningRequest, 4)
-	client.PrependReactor("create", "certificatesigningrequests", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		csr := action.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
-		block, _ := pem.Decode(csr.Spec.Request)
-		req, err := x509.ParseCertificateRequest(block.Bytes)
-		if err != nil {
-			return true, nil, err
-		}
-		requests <- csr.DeepCopy()
-		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue}}
-		csr.Status.Certificate = issue(t, ca, req.PublicKey, req.Subject, time.Now(), 24*time.Hour)
-		return false, nil, nil
-	})
+	client, requests := signingClient(t, ca)
 	path, m, err := Join(context.Background(), Config{Server: "https://127.0.0.1:1", NodeName: "n1", Dir: dir,
 		Token: bootstraptoken.Token{ID: "abcdef", Secret: "0123456789abcdef"}, Logger: slog.New(slog.DiscardHandler),
 		NewClient: func(*rest.Config) (kubernetes.Interface, error) { return client, nil }})
@@ -175,20 +162,7 @@ func TestNetworkIdentity(t *testing.T) {
 	if err := writeKubeconfig(KubeconfigPath(dir), "https://10.0.0.9:6443", filepath.Join(dir, "ca.crt"), filepath.Join(dir, "pki", "kubelet-client-current.pem")); err != nil {
 		t.Fatal(err)
 	}
-	client := kubefake.NewClientset()
-	requests := make(chan *certificatesv1.CertificateSigningRequest, 4)
-	client.PrependReactor("create", "certificatesigningrequests", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		csr := action.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
-		block, _ := pem.Decode(csr.Spec.Request)
-		req, err := x509.ParseCertificateRequest(block.Bytes)
-		if err != nil {
-			return true, nil, err
-		}
-		requests <- csr.DeepCopy()
-		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue}}
-		csr.Status.Certificate = issue(t, ca, req.PublicKey, req.Subject, time.Now(), 24*time.Hour)
-		return false, nil, nil
-	})
+	client, requests := signingClient(t, ca)
 	var seen *rest.Config
 	path, m, err := NetworkIdentity(context.Background(), Config{NodeName: "n1", Dir: dir, Logger: slog.New(slog.DiscardHandler),
 		NewClient: func(rc *rest.Config) (kubernetes.Interface, error) { seen = rc; return client, nil }})
@@ -217,4 +191,25 @@ func TestNetworkIdentity(t *testing.T) {
 	if got := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server; got != "https://10.0.0.9:6443" {
 		t.Errorf("kubeconfig server %q", got)
 	}
+}
+
+// signingClient is a fake client whose CertificateSigningRequests are approved and
+// signed by ca for a day as they are created; requests receives each one as created.
+func signingClient(t *testing.T, ca *pki.CA) (*kubefake.Clientset, <-chan *certificatesv1.CertificateSigningRequest) {
+	t.Helper()
+	client := kubefake.NewClientset()
+	requests := make(chan *certificatesv1.CertificateSigningRequest, 4)
+	client.PrependReactor("create", "certificatesigningrequests", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		csr := action.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
+		block, _ := pem.Decode(csr.Spec.Request)
+		req, err := x509.ParseCertificateRequest(block.Bytes)
+		if err != nil {
+			return true, nil, err
+		}
+		requests <- csr.DeepCopy()
+		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue}}
+		csr.Status.Certificate = issue(t, ca, req.PublicKey, req.Subject, time.Now(), 24*time.Hour)
+		return false, nil, nil
+	})
+	return client, requests
 }
