@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/knftables"
 
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/overlay"
@@ -39,8 +40,14 @@ func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me
 	if err != nil {
 		return t, err
 	}
+	// The agent runs in its node's network namespace: the kernel's nftables there.
+	nft, err := knftables.New(knftables.IPv4Family, overlay.MasqTable)
+	if err != nil {
+		dp.Close()
+		return t, fmt.Errorf("--backend %s: nftables table %s: %w", backend, overlay.MasqTable, err)
+	}
 	ov, err := overlay.Prepare(overlay.Config{Backend: backend, NodeName: me.Name, PublicIP: me.Underlay, PodCIDR: me.PodCIDR,
-		ClusterCIDR: t.ClusterCIDR, Dataplane: dp, Client: client, Watch: network, Logger: log})
+		ClusterCIDR: t.ClusterCIDR, Dataplane: dp, NFT: nft, Client: client, Watch: network, Logger: log})
 	if err != nil {
 		dp.Close()
 		return t, fmt.Errorf("--backend %s: %w", backend, err)

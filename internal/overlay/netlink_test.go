@@ -65,7 +65,7 @@ func TestNetlinkVXLANBetweenNamespaces(t *testing.T) {
 		t.Errorf("kernel state differs from the desired one: %+v\n%s", c, ipShow(ms[0].ns))
 	}
 	// Prepare again (an agent restart): the device is kept, nothing is rewritten.
-	o2, err := Prepare(Config{Backend: BackendVXLAN, NodeName: "a", PublicIP: ms[0].ip, PodCIDR: ms[0].podCIDR, Dataplane: ms[0].dp})
+	o2, err := Prepare(Config{Backend: BackendVXLAN, NodeName: "a", PublicIP: ms[0].ip, PodCIDR: ms[0].podCIDR, Dataplane: ms[0].dp, NFT: fakeNFT()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func twoMachines(t testing.TB, tag string) []*machine {
 			t.Fatal(err)
 		}
 		t.Cleanup(m.dp.Close)
-		if m.o, err = Prepare(Config{Backend: BackendVXLAN, NodeName: m.name, PublicIP: m.ip, PodCIDR: m.podCIDR, Dataplane: m.dp}); err != nil {
+		if m.o, err = Prepare(Config{Backend: BackendVXLAN, NodeName: m.name, PublicIP: m.ip, PodCIDR: m.podCIDR, Dataplane: m.dp, NFT: fakeNFT()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -42,8 +42,11 @@ type Config struct {
 	// ClusterCIDR is the cluster's pod network; when valid, pods' traffic leaving it
 	// is masqueraded (MasqTable), as flannel's --ip-masq.
 	ClusterCIDR netip.Prefix
-	// NFT writes MasqTable; nil means nftables in the current network namespace
-	// (the agent runs in its node's).
+	// NFT writes MasqTable (the masquerade, and with vxlan the VXLAN packets' exemption
+	// from connection tracking) in the node's network namespace: the agent passes the
+	// kernel's (knftables.New, in the namespace it runs in), tests a fake. Required
+	// whenever there is a table to write; there is no default, so that nothing writes
+	// into the namespace a caller happens to run in (a test's: the host's).
 	NFT knftables.Interface
 }
 
@@ -79,14 +82,15 @@ func Prepare(cfg Config) (*Overlay, error) {
 	if err := o.ensureDevice(); err != nil {
 		return nil, err
 	}
-	if cfg.ClusterCIDR.IsValid() {
-		nft := cfg.NFT
-		if nft == nil {
-			if nft, err = knftables.New(knftables.IPv4Family, MasqTable); err != nil {
-				return nil, fmt.Errorf("overlay of node %q: pod network masquerade: %w", cfg.NodeName, err)
-			}
+	var vxlanLocal netip.Addr
+	if cfg.Backend == BackendVXLAN {
+		vxlanLocal = cfg.PublicIP
+	}
+	if cfg.ClusterCIDR.IsValid() || vxlanLocal.IsValid() {
+		if cfg.NFT == nil {
+			return nil, fmt.Errorf("overlay of node %q: no nftables interface to write table %s with", cfg.NodeName, MasqTable)
 		}
-		if err := ensureMasq(context.Background(), nft, cfg.ClusterCIDR); err != nil {
+		if err := ensureTable(context.Background(), cfg.NFT, cfg.ClusterCIDR, vxlanLocal); err != nil {
 			return nil, fmt.Errorf("overlay of node %q: %w", cfg.NodeName, err)
 		}
 	}

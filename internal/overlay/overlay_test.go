@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/knftables"
 )
 
 func makeNode(name, podCIDR, ip string, mut func(*v1.Node)) *v1.Node {
@@ -169,10 +170,14 @@ func newFake() *Fake {
 		MAC: mac("0a:00:00:00:00:0a")}
 }
 
+// fakeNFT is the nftables the unit tests give the overlay: never the kernel's of the
+// namespace the test runs in (the host's).
+func fakeNFT() knftables.Interface { return knftables.NewFake(knftables.IPv4Family, MasqTable) }
+
 func prepare(t *testing.T, backend string, dp Dataplane) *Overlay {
 	t.Helper()
 	o, err := Prepare(Config{Backend: backend, NodeName: "a", PublicIP: netip.MustParseAddr("192.168.50.10"),
-		PodCIDR: netip.MustParsePrefix("10.244.0.0/24"), Dataplane: dp, Client: fake.NewClientset()})
+		PodCIDR: netip.MustParsePrefix("10.244.0.0/24"), Dataplane: dp, NFT: fakeNFT(), Client: fake.NewClientset()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +260,7 @@ func TestRunFollowsTheInformer(t *testing.T) {
 	client := fake.NewClientset(me)
 	dp := newFake()
 	o, err := Prepare(Config{Backend: BackendVXLAN, NodeName: "a", PublicIP: netip.MustParseAddr("192.168.50.10"),
-		PodCIDR: netip.MustParsePrefix("10.244.0.0/24"), Dataplane: dp, Client: client})
+		PodCIDR: netip.MustParsePrefix("10.244.0.0/24"), Dataplane: dp, NFT: fakeNFT(), Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}

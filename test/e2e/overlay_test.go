@@ -150,6 +150,20 @@ func machinesOverlay(t *testing.T, tag, backend string) {
 			return err == nil && got == tc.want, fmt.Sprintf("%q %v", got, err)
 		})
 	}
+	if backend == "vxlan" {
+		// The VXLAN packets that carried those requests were not tracked on either
+		// machine (the overlay's notrack rules); the pods' own connections were.
+		for _, m := range []string{m1, ms["m2"].ns} {
+			out, _ := exec.Command("ip", "netns", "exec", m, "conntrack", "-L", "-p", "udp").Output()
+			if strings.Contains(string(out), "dport=8472") {
+				t.Errorf("machine namespace %s tracks VXLAN packets:\n%s", m, out)
+			}
+			out, _ = exec.Command("ip", "netns", "exec", m, "conntrack", "-L", "-p", "tcp", "--dport", "8080").Output()
+			if !strings.Contains(string(out), "dport=8080") {
+				t.Errorf("machine namespace %s tracks no connection between the pods (conntrack -L):\n%s", m, out)
+			}
+		}
+	}
 	// web-2's NodePort answers on m1's address too, from the LAN (the underlay
 	// namespace): m1 forwards to m2 across the machines.
 	nodePort := s.must(t, "get", "svc", "web-2", "-n", ns, "-o", "jsonpath={.spec.ports[0].nodePort}")
