@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 )
 
@@ -83,10 +84,16 @@ func holder(t *testing.T, client kubernetes.Interface) string {
 // lease under its identity; when it stops, its work returns before Run does, and the
 // other takes over once the lease expired.
 func TestOneLeaderThenTakeOver(t *testing.T) {
+	// A lease of 2 s: client-go compares the records it reads through their JSON, where
+	// the renew time has whole seconds, so a candidate sees renewals 100 ms apart only
+	// when the second changes, which can be more than 1 s apart; with fast's 1 s lease b
+	// took over from a live a in about one run in fifty.
+	timing := fast
+	timing.LeaseDuration = 2 * time.Second
 	client := fake.NewClientset()
-	a := campaign(t, client, "host-a_1")
+	a := campaignWith(t, client, "host-a_1", timing)
 	eventually(t, "a leading", a.active.Load)
-	b := campaign(t, client, "host-b_2")
+	b := campaignWith(t, client, "host-b_2", timing)
 	for range 20 {
 		time.Sleep(fast.RetryPeriod)
 		if b.active.Load() {
@@ -281,5 +288,86 @@ func TestIdentity(t *testing.T) {
 	b, _ := Identity()
 	if a == b || !strings.Contains(a, "_") {
 		t.Fatalf("identities %q and %q: want <hostname>_<uuid>, unique per call", a, b)
+	}
+}
+
+// countActions counts the client's actions of verb on Leases from now on.
+func countActions(client *fake.Clientset, verb string) *atomic.Int32 {
+	n := &atomic.Int32{}
+	client.PrependReactor(verb, "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		n.Add(1)
+		return false, nil, nil
+	})
+	return n
+}
+
+// TestRenewalsOncePerRetryPeriod: the elector runs pollsPerRetry times per RetryPeriod,
+// so the other candidate reads the lease that often (and sees a renewal or the expiry
+// that early), while the leader still writes its renewal once per RetryPeriod.
+func TestRenewalsOncePerRetryPeriod(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 6 s")
+	}
+	second := Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second}
+	client := fake.NewClientset()
+	a := campaignWith(t, client, "host-a_1", second)
+	eventually(t, "a leading", a.active.Load)
+	campaignWith(t, client, "host-b_2", second)
+	time.Sleep(time.Second)
+	updates, gets := countActions(client, "update"), countActions(client, "get")
+	time.Sleep(5 * second.RetryPeriod)
+	// Once per RetryPeriod is 5 in 5 s; every run of the elector (200 to 440 ms apart)
+	// would be 11 to 25.
+	if n := updates.Load(); n < 3 || n > 7 {
+		t.Errorf("%d lease updates in 5 retry periods, want one per retry period", n)
+	}
+	// b's reads: 11 to 25 in 5 s; once per retry period (1 to 2.2 s, upstream's pace)
+	// would be 2 to 5.
+	if n := gets.Load(); n < 10 {
+		t.Errorf("%d lease reads in 5 retry periods, want about %d per retry period", n, pollsPerRetry)
+	}
+	if h := holder(t, client); h != "host-a_1" {
+		t.Errorf("holderIdentity = %q, want host-a_1", h)
+	}
+}
+
+// TestThrottledLockWritesWhatChanged: only a renewal (the renew time alone) of the
+// record last written, within the period, is held back; any other change, a failed
+// write's retry and a renewal after the period are written.
+func TestThrottledLockWritesWhatChanged(t *testing.T) {
+	client := fake.NewClientset()
+	updates := countActions(client, "update")
+	inner, err := resourcelock.New(resourcelock.LeasesResourceLock, "kube-system", "x", client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &throttledLock{Interface: inner, every: time.Hour}
+	ctx := context.Background()
+	now := metav1.NewTime(time.Now())
+	r := resourcelock.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}
+	if err := l.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.RenewTime = metav1.NewTime(now.Add(time.Second))
+	if err := l.Update(ctx, r); err != nil || updates.Load() != 0 {
+		t.Fatalf("a renewal within the period: %v, %d updates sent, want none", err, updates.Load())
+	}
+	r.LeaderTransitions++
+	if err := l.Update(ctx, r); err != nil || updates.Load() != 1 {
+		t.Fatalf("a changed record: %v, %d updates sent, want 1", err, updates.Load())
+	}
+	l.every = 0
+	r.RenewTime = metav1.NewTime(now.Add(2 * time.Second))
+	if err := l.Update(ctx, r); err != nil || updates.Load() != 2 {
+		t.Fatalf("a renewal after the period: %v, %d updates sent, want 2", err, updates.Load())
+	}
+	l.every = time.Hour
+	released := r
+	released.HolderIdentity = ""
+	if err := l.Update(ctx, released); err != nil || updates.Load() != 3 {
+		t.Fatalf("a release: %v, %d updates sent, want 3", err, updates.Load())
 	}
 }
