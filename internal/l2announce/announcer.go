@@ -25,7 +25,8 @@ type Config struct {
 	Nodes, Services kubernetes.Interface
 	Dataplane       Dataplane
 	Logger          *slog.Logger
-	// Resync is how often a sync runs without any event (30 s when 0).
+	// Resync is how often a sync runs without any event; it keeps the held addresses
+	// alive (AddressLifetime/3 when 0).
 	Resync time.Duration
 }
 
@@ -43,13 +44,13 @@ func New(cfg Config) *Announcer {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Resync == 0 {
-		cfg.Resync = 30 * time.Second
+		cfg.Resync = AddressLifetime / 3
 	}
 	return &Announcer{cfg: cfg, log: cfg.Logger.With("component", "l2announce")}
 }
 
-// Sync takes the addresses of want not held yet and releases the held ones not in want.
-// When the candidates changed since the last sync (cands, the nodes that may announce),
+// Sync takes the addresses of want not held yet, keeps (gives their whole lifetime
+// again) the held ones in want and releases the others. When the candidates changed since the last sync (cands, the nodes that may announce),
 // it also announces again the addresses it keeps: a node whose link came back is Ready
 // again and chosen again, and neighbours that followed another node's gratuitous ARP
 // meanwhile must come back to it.
@@ -74,6 +75,9 @@ func (a *Announcer) Sync(want map[netip.Addr]string, cands []string) error {
 	}
 	for ip, svc := range want {
 		if has[ip] {
+			if err := a.cfg.Dataplane.Keep(ip); err != nil && firstErr == nil {
+				firstErr = err
+			}
 			if again {
 				if err := a.cfg.Dataplane.Announce(ip); err != nil && firstErr == nil {
 					firstErr = err

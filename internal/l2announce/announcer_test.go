@@ -12,6 +12,7 @@ type fakeDP struct {
 	held  map[netip.Addr]bool
 	ops   []string
 	taken []netip.Addr
+	kept  []string
 }
 
 func (f *fakeDP) Held() ([]netip.Addr, error) {
@@ -26,6 +27,10 @@ func (f *fakeDP) Take(a netip.Addr) error {
 	f.ops = append(f.ops, "take "+a.String())
 	return nil
 }
+func (f *fakeDP) Keep(a netip.Addr) error {
+	f.kept = append(f.kept, a.String())
+	return nil
+}
 func (f *fakeDP) Announce(a netip.Addr) error {
 	f.ops = append(f.ops, "announce "+a.String())
 	return nil
@@ -36,9 +41,9 @@ func (f *fakeDP) Release(a netip.Addr) error {
 	return nil
 }
 
-// TestSync: a sync takes what is new, releases what is no longer chosen, writes
-// nothing when nothing changed, and announces what it keeps again when the candidates
-// changed.
+// TestSync: a sync takes what is new, releases what is no longer chosen, keeps alive
+// (and does nothing else to) what it holds when nothing changed, and announces what it
+// keeps again when the candidates changed.
 func TestSync(t *testing.T) {
 	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
 	f := &fakeDP{held: map[netip.Addr]bool{a: true, b: true}}
@@ -50,9 +55,16 @@ func TestSync(t *testing.T) {
 	if fmt.Sprint(f.ops) != "[announce 10.0.0.2 release 10.0.0.1 take 10.0.0.3]" {
 		t.Errorf("ops %v", f.ops)
 	}
-	f.ops = nil
+	if fmt.Sprint(f.kept) != "[10.0.0.2]" {
+		t.Errorf("kept %v, want the held address still chosen", f.kept)
+	}
+	f.ops, f.kept = nil, nil
 	if err := an.Sync(map[netip.Addr]string{b: "default/b", c: "default/c"}, []string{"m1"}); err != nil || len(f.ops) != 0 {
 		t.Errorf("second sync: %v %v", f.ops, err)
+	}
+	slices.Sort(f.kept)
+	if fmt.Sprint(f.kept) != "[10.0.0.2 10.0.0.3]" {
+		t.Errorf("second sync kept %v, want both held addresses", f.kept)
 	}
 	if err := an.Sync(map[netip.Addr]string{b: "default/b", c: "default/c"}, []string{"m1", "m2"}); err != nil {
 		t.Fatal(err)

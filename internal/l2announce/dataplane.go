@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -17,13 +18,24 @@ type Dataplane interface {
 	// Held returns the addresses this package put on the uplink (labelled Label).
 	Held() ([]netip.Addr, error)
 	// Take adds addr as a /32 on the uplink (the kernel then answers ARP for it) and
-	// sends gratuitous ARP for it, so that neighbours' caches move at once.
+	// sends gratuitous ARP for it, so that neighbours' caches move at once. The address
+	// lives for AddressLifetime unless kept.
 	Take(addr netip.Addr) error
+	// Keep gives a held addr its whole lifetime again.
+	Keep(addr netip.Addr) error
 	// Release removes addr from the uplink.
 	Release(addr netip.Addr) error
 	// Announce sends gratuitous ARP for a held addr again.
 	Announce(addr netip.Addr) error
 }
+
+// AddressLifetime is how long an announced address stays on the uplink unless the
+// announcer keeps it (every AddressLifetime/3). The kernel removes it by itself after
+// that, so a node whose agent was killed stops answering ARP for it within
+// AddressLifetime, before (with the default grace period of 50 s) the node is
+// NotReady and another node takes the address. An address without a lifetime would
+// stay, and answer ARP beside its next holder, until someone removed it by hand.
+const AddressLifetime = 15 * time.Second
 
 // Label returns the address label marking announced addresses on uplink (an address
 // label must begin with its link's name and fit in 15 bytes).
@@ -39,6 +51,8 @@ func Label(uplink string) (string, error) {
 type Netlink struct {
 	ns, uplink, label string
 	h                 *netlink.Handle
+	// lifetime is the addresses' (AddressLifetime; tests shorten it).
+	lifetime time.Duration
 }
 
 var _ Dataplane = (*Netlink)(nil)
@@ -57,7 +71,7 @@ func OpenNetlink(ns, uplink string) (*Netlink, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("opening netlink in network namespace %q: %w", ns, err)
 	}
-	return &Netlink{ns: ns, uplink: uplink, label: label, h: h}, nil
+	return &Netlink{ns: ns, uplink: uplink, label: label, h: h, lifetime: AddressLifetime}, nil
 }
 
 // Close releases the netlink socket.
@@ -93,12 +107,27 @@ func (n *Netlink) Held() ([]netip.Addr, error) {
 	return out, nil
 }
 
+// addr is ip as an announced address: a /32 with the label, living n.lifetime.
 func (n *Netlink) addr(ip netip.Addr) *netlink.Addr {
-	return &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(32, 32)}, Label: n.label}
+	secs := max(int(n.lifetime/time.Second), 1)
+	return &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(32, 32)}, Label: n.label,
+		ValidLft: secs, PreferedLft: secs}
 }
 
-// Take implements Dataplane.
+// Take implements Dataplane: the address as Keep writes it, then gratuitous ARP.
 func (n *Netlink) Take(ip netip.Addr) error {
+	if err := n.Keep(ip); err != nil {
+		return err
+	}
+	lk, err := n.link()
+	if err != nil {
+		return err
+	}
+	return n.gratuitousARP(lk, ip)
+}
+
+// Keep implements Dataplane: the address is replaced with a whole lifetime.
+func (n *Netlink) Keep(ip netip.Addr) error {
 	lk, err := n.link()
 	if err != nil {
 		return err
@@ -106,7 +135,7 @@ func (n *Netlink) Take(ip netip.Addr) error {
 	if err := n.h.AddrReplace(lk, n.addr(ip)); err != nil {
 		return fmt.Errorf("adding %s/32 to %s in network namespace %q: %w", ip, n.uplink, n.ns, err)
 	}
-	return n.gratuitousARP(lk, ip)
+	return nil
 }
 
 // Announce implements Dataplane.

@@ -20,42 +20,7 @@ func TestNetlinkAnnounce(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	prefix := fmt.Sprintf("l2t%d-", os.Getpid()%100000)
-	a, b := prefix+"a", prefix+"b"
-	for _, ns := range []string{a, b} {
-		if err := netns.Create(ns); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := netns.Delete(ns); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	la, err := netns.OpenLinks(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Close()
-	if err := la.AddVeth("eth0", "eth0", b); err != nil {
-		t.Fatal(err)
-	}
-	for i, ns := range []string{a, b} {
-		l, err := netns.OpenLinks(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		if err := l.LoUp(); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.AddAddr("eth0", netip.MustParsePrefix(fmt.Sprintf("192.168.79.%d/24", i+1))); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.SetUp("eth0"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a, b := vethPair(t, "l2t")
 	dp, err := OpenNetlink(a, "eth0")
 	if err != nil {
 		t.Fatal(err)
@@ -123,5 +88,89 @@ func TestNetlinkAnnounce(t *testing.T) {
 	}
 	if _, err := Label("averyverylongname"); err == nil {
 		t.Error("a label over 15 bytes accepted")
+	}
+}
+
+// vethPair makes two test namespaces, named after tag, joined by a veth whose ends are
+// eth0 in both, up, with 192.168.79.1/24 and .2/24; they are deleted when t ends.
+func vethPair(t *testing.T, tag string) (a, b string) {
+	t.Helper()
+	prefix := fmt.Sprintf("%s%d-", tag, os.Getpid()%100000)
+	a, b = prefix+"a", prefix+"b"
+	for _, ns := range []string{a, b} {
+		if err := netns.Create(ns); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := netns.Delete(ns); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	la, err := netns.OpenLinks(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Close()
+	if err := la.AddVeth("eth0", "eth0", b); err != nil {
+		t.Fatal(err)
+	}
+	for i, ns := range []string{a, b} {
+		l, err := netns.OpenLinks(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if err := l.LoUp(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.AddAddr("eth0", netip.MustParsePrefix(fmt.Sprintf("192.168.79.%d/24", i+1))); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SetUp("eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b
+}
+
+// TestNetlinkAddressLifetime: an announced address the announcer no longer keeps (its
+// agent was killed) leaves the uplink by itself after its lifetime; kept, it stays.
+func TestNetlinkAddressLifetime(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	a, _ := vethPair(t, "l2l")
+	dp, err := OpenNetlink(a, "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	dp.lifetime = 2 * time.Second
+	kept, dropped := netip.MustParseAddr("192.168.79.201"), netip.MustParseAddr("192.168.79.202")
+	for _, ip := range []netip.Addr{kept, dropped} {
+		if err := dp.Take(ip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, _ := exec.Command("ip", "-n", a, "addr", "show", "dev", "eth0").CombinedOutput(); !strings.Contains(string(out), "valid_lft 2sec") && !strings.Contains(string(out), "valid_lft 1sec") {
+		t.Errorf("announced addresses without a 2 s lifetime:\n%s", out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := dp.Keep(kept); err != nil {
+			t.Fatal(err)
+		}
+		held, err := dp.Held()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(held) == fmt.Sprint([]netip.Addr{kept}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("held %v 10 s after taking both with a 2 s lifetime and keeping %s", held, kept)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
