@@ -73,6 +73,14 @@ type Controller struct {
 
 	statsMu sync.Mutex
 	stats   map[string]sliceStats
+
+	// waiting holds the Services whose last sync found the cache behind our own
+	// writes: the event of that write queues them at once, instead of the rate
+	// limiter's retry (which doubles with each stale sync in a row and, after a
+	// burst of them, waits for the shared token bucket: a pod turning Ready right
+	// after the previous write waited up to that long to reach the slice).
+	waitMu  sync.Mutex
+	waiting map[string]bool
 }
 
 // New builds the controller and registers its event handlers on
@@ -112,6 +120,7 @@ func New(cfg Config) *Controller {
 		triggers:    newTriggerTracker(),
 		metrics:     newMetrics(cfg.Registerer),
 		stats:       map[string]sliceStats{},
+		waiting:     map[string]bool{},
 	}
 	c.synced = []cache.InformerSynced{
 		svcInf.Informer().HasSynced, podInf.Informer().HasSynced,
@@ -191,6 +200,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("listing EndpointSlices of Service %s: %w", key, err)
 	}
+	// Waiting from before the look at the cache: a write's event arriving after it
+	// finds the key waiting and queues it.
+	c.setWaiting(key, true)
 	if c.writes.Stale(key, func(n string) (string, bool) {
 		s, err := c.slices.EndpointSlices(ns).Get(n)
 		if err != nil {
@@ -200,6 +212,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}) {
 		return errStale
 	}
+	c.setWaiting(key, false)
 
 	var pods []*v1.Pod
 	nodes := map[string]*v1.Node{}
@@ -431,9 +444,32 @@ func (c *Controller) onSlice(old, cur *discovery.EndpointSlice) {
 		return
 	}
 	if ours && c.writes.Seen(sliceServiceKey(cur), cur.Name, cur.ResourceVersion) && (old == nil || wasOurs) {
+		c.wake(sliceServiceKey(cur))
 		return
 	}
 	c.enqueueSlice(cur)
+}
+
+// setWaiting records whether key's sync waits for its own writes to reach the cache.
+func (c *Controller) setWaiting(key string, waiting bool) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	if waiting {
+		c.waiting[key] = true
+	} else {
+		delete(c.waiting, key)
+	}
+}
+
+// wake queues key when a sync of it waits for the own write whose event just arrived.
+func (c *Controller) wake(key string) {
+	c.waitMu.Lock()
+	waiting := c.waiting[key]
+	delete(c.waiting, key)
+	c.waitMu.Unlock()
+	if waiting {
+		c.queue.Add(key)
+	}
 }
 
 // onSliceDelete recreates slices deleted by anyone but us.
@@ -443,6 +479,7 @@ func (c *Controller) onSliceDelete(obj any) {
 		return
 	}
 	if c.writes.Gone(sliceServiceKey(s), s.Name) {
+		c.wake(sliceServiceKey(s))
 		return
 	}
 	c.enqueueSlice(s)

@@ -197,3 +197,44 @@ func TestControllerDeletesSlicesOfDeletedService(t *testing.T) {
 		t.Fatalf("want only the foreign slice left, got %v (%v)", slices, err)
 	}
 }
+
+// A sync that finds the cache behind the controller's own write is queued again by that
+// write's event, at once, not after the rate limiter's backoff; an own write's event
+// queues nothing when no sync waits for it.
+func TestControllerStaleSyncWokenByOwnWrite(t *testing.T) {
+	ctx := context.Background()
+	svc := makeService(ns, "web", func(s *v1.Service) { s.Spec.Selector = map[string]string{"app": "web"} })
+	client := newFakeClient(svc, testNodes["node-a"], makePod(ns, "pod-000", nil))
+	c := startController(t, client)
+	key := ns + "/web"
+	own := func(name, rv string) *discovery.EndpointSlice {
+		return &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv,
+			Labels: map[string]string{discovery.LabelServiceName: "web", discovery.LabelManagedBy: ControllerName}}}
+	}
+	for c.queue.Len() > 0 { // the informers' initial events
+		k, _ := c.queue.Get()
+		c.queue.Done(k)
+	}
+
+	c.writes.Wrote(key, "web-idle", "41")
+	c.onSlice(nil, own("web-idle", "41"))
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("an own write's event with no sync waiting queued %d keys", n)
+	}
+
+	// The API acknowledged a write the informer has not delivered yet.
+	c.writes.Wrote(key, "web-abcde", "42")
+	if err := c.sync(ctx, key); !isStale(err) {
+		t.Fatalf("sync on a cache behind our write: %v, want the stale error", err)
+	}
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("queue holds %d keys before the write's event", n)
+	}
+	c.onSlice(nil, own("web-abcde", "42"))
+	if n := c.queue.Len(); n != 1 {
+		t.Fatalf("the write's event queued %d keys, want the waiting Service", n)
+	}
+	if k, _ := c.queue.Get(); k != key {
+		t.Fatalf("queued %q, want %q", k, key)
+	}
+}
