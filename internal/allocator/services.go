@@ -462,14 +462,39 @@ func (a *Services) assignHealthCheckPort(svc, prev *v1.Service, used map[string]
 	return nil
 }
 
+// randomPort picks a free port of the range, neither used nor in mine.
+//
+// As kube-apiserver's (KEP-3668, the static subrange), it takes a port of the range's
+// lower band (staticPortBand ports) only once the upper band is full, so a port a
+// manifest names in the lower band is rarely taken by a Service that asked for any.
 func (a *Services) randomPort(used map[string]bool, mine map[int32]bool) (int32, bool) {
 	n := a.Ports.size()
-	start := rand.IntN(n)
-	for i := 0; i < n; i++ {
-		p := int32(a.Ports.First + (start+i)%n)
-		if !used[portKey(p)] && !mine[p] {
-			return p, true
+	band := staticPortBand(n)
+	free := func(off int) (int32, bool) {
+		p := int32(a.Ports.First + off)
+		return p, !used[portKey(p)] && !mine[p]
+	}
+	for _, span := range [][2]int{{band, n}, {0, band}} {
+		size := span[1] - span[0]
+		if size <= 0 {
+			continue
+		}
+		start := rand.IntN(size)
+		for i := 0; i < size; i++ {
+			if p, ok := free(span[0] + (start+i)%size); ok {
+				return p, true
+			}
 		}
 	}
 	return 0, false
+}
+
+// staticPortBand is the size of the lower band of a NodePort range of n ports that
+// dynamic allocation leaves for explicit ports until the rest is full: n/32, at least 16
+// and at most 128, none under 16 ports (kube-apiserver's portallocator).
+func staticPortBand(n int) int {
+	if n < 16 {
+		return 0
+	}
+	return min(max(n/32, 16), 128)
 }

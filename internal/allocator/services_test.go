@@ -443,7 +443,13 @@ func TestOtherServiceCIDRs(t *testing.T) {
 	if ip := netip.MustParseAddr(got.Spec.ClusterIP); !netip.MustParsePrefix("10.100.0.0/28").Contains(ip) || ip == netip.MustParseAddr("10.100.0.0") {
 		t.Fatalf("allocated %s, want a host of 10.100.0.0/28", ip)
 	}
-	if _, err := svcs.Create(f.ctx, makeService("explicit", func(s *v1.Service) { s.Spec.ClusterIP = "10.100.0.14" }), metav1.CreateOptions{}); err != nil {
+	// An address of the new range that the dynamic allocation above did not take (it
+	// picks at random, so a fixed .14 collided with it one run in fourteen).
+	explicit := "10.100.0.14"
+	if got.Spec.ClusterIP == explicit {
+		explicit = "10.100.0.13"
+	}
+	if _, err := svcs.Create(f.ctx, makeService("explicit", func(s *v1.Service) { s.Spec.ClusterIP = explicit }), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("explicit address of another ServiceCIDR: %v", err)
 	}
 	_, err = svcs.Create(f.ctx, makeService("dying", func(s *v1.Service) { s.Spec.ClusterIP = "10.99.0.5" }), metav1.CreateOptions{})
