@@ -106,27 +106,11 @@ func (a cpuTimes) sub(b cpuTimes) cpuTimes {
 	return cpuTimes{up: a.up - b.up, agents: a.agents - b.agents, containers: a.containers - b.containers}
 }
 
-// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times (100 on Linux
-// everywhere).
-const clockTicks = 100
-
-// procCPU returns a process's own CPU time and that of its reaped children.
+// procCPU returns a process's own CPU time and that of its reaped children (zero for a
+// process that has gone).
 func procCPU(pid int) (own, children time.Duration) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0
-	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// After the command: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
-	if len(f) < 15 {
-		return 0, 0
-	}
-	tick := func(i int) time.Duration {
-		v, _ := strconv.ParseInt(f[i], 10, 64)
-		return time.Duration(v) * time.Second / clockTicks
-	}
-	return tick(11) + tick(12), tick(13) + tick(14)
+	own, children, _ = benchcluster.ProcessCPU(pid)
+	return own, children
 }
 
 // clusterCPU adds up the CPU time of the up process, of its agents, and of the

@@ -54,6 +54,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tranche/tranche/bench/benchcluster"
 	"github.com/tranche/tranche/internal/ingress"
 )
 
@@ -351,26 +352,17 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// clockTicks is USER_HZ, the unit of the CPU times in /proc/PID/stat (100 on Linux).
-const clockTicks = 100
-
 // cpuTime is the user+system CPU time the processes pids have used so far.
 func cpuTime(b *testing.B, pids []int) time.Duration {
-	var ticks int64
+	var total time.Duration
 	for _, pid := range pids {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		own, _, err := benchcluster.ProcessCPU(pid)
 		if err != nil {
 			b.Fatal(err)
 		}
-		// Fields after the command name, which is in parentheses and may hold spaces:
-		// utime and stime are the 12th and 13th.
-		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-		for _, i := range []int{11, 12} {
-			n, _ := strconv.ParseInt(f[i], 10, 64)
-			ticks += n
-		}
+		total += own
 	}
-	return time.Duration(ticks) * time.Second / clockTicks
+	return total
 }
 
 func runWrk(b *testing.B, url string) figures {

@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/tranche/tranche/bench/benchcluster"
 	"github.com/tranche/tranche/internal/netns"
 )
 
@@ -50,8 +51,6 @@ const (
 	execRuns    = 40
 	kubectlRuns = 10
 	benchNS     = "bench"
-	// clockTicks is the unit of /proc/PID/stat's CPU times (USER_HZ, 100 on Linux).
-	clockTicks = 100
 )
 
 const blobPod = `apiVersion: v1
@@ -225,16 +224,11 @@ func findProcess(b *testing.B, match func(args []string) bool) int {
 // processCPU is the CPU time (user and system) process pid has used so far.
 func processCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	own, _, err := benchcluster.ProcessCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The fields after the command's name, which ends with the last ')': the state
-	// (field 3), ..., utime (14), stime (15).
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / clockTicks
+	return own
 }
 
 // cpuPer returns what each of pids spent in CPU time per run of f, over runs runs.
