@@ -83,6 +83,13 @@ func BenchmarkNetworkProgramming(b *testing.B) {
 		"  slices' last-change-trigger-time, the pod's Ready transition time, which the API keeps to the second:\n"+
 		"  it includes up to 1 s of that rounding, and a change in the same second as the pod's previous one gets\n"+
 		"  no trigger time (so no observation). It is shown for reference, not comparable with the rows above.\n", sec(metric.sum/metric.count))
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var names []string
+	for i := 1; i <= nodes; i++ {
+		names = append(names, fmt.Sprintf("tranche-%d", i))
+	}
+	Slowest(tw, got, names, 5)
+	tw.Flush()
 	if got.Early > 0 {
 		fmt.Printf("  %d changes reached every node before the benchmark's watch saw the pod change (counted as 0).\n", got.Early)
 	}

@@ -1,6 +1,7 @@
 package netprog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,12 +9,14 @@ import (
 	"math"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +53,10 @@ type Target struct {
 	client kubernetes.Interface
 	ns     string
 	states <-chan PodState
+	// slices follows the Service's EndpointSlices: ready is whether one of them has a
+	// ready endpoint, at when the watch delivered it (the stage between the pod and the
+	// proxies).
+	slices <-chan PodState
 }
 
 // StartTarget creates, in namespace ns, Service np and its only endpoint, pod np (on
@@ -88,7 +95,12 @@ func StartTarget(tb testing.TB, ctx context.Context, client kubernetes.Interface
 		tb.Fatal(err)
 	}
 	tb.Cleanup(w.Stop)
-	t := &Target{Addr: net.JoinHostPort(svc.Spec.ClusterIP, "80"), client: client, ns: ns, states: readiness(w)}
+	sw, err := client.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + podName})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(sw.Stop)
+	t := &Target{Addr: net.JoinHostPort(svc.Spec.ClusterIP, "80"), client: client, ns: ns, states: readiness(w), slices: sliceReadiness(sw)}
 	// The containers start; the gate holds the pod unready.
 	waitFor(tb, t.states, func(s PodState) bool { return s.containersReady && !s.ready }, "the pod's containers ready, the pod not")
 	return t
@@ -102,6 +114,14 @@ type Changes struct {
 	// ReadyAt is, per change to Ready and per poller (in Measure's order), the time
 	// until that poller was accepted.
 	ReadyAt [][]time.Duration
+	// SliceAt is, per change to Ready, the time until the benchmark's watch on the
+	// Service's EndpointSlices delivered the endpoint ready (negative when it came before
+	// the pod's watch): what precedes it is the API and the EndpointSlice controller,
+	// what follows it the slice's delivery to the proxies and their syncs.
+	SliceAt []time.Duration
+	// WatchedAt is, per change to Ready, when the pod's watch delivered it (the clock
+	// time the others count from, to find a change in the components' logs).
+	WatchedAt []time.Time
 	// Early counts the changes every poller saw before the watch delivered them
 	// (counted as 0).
 	Early int
@@ -121,6 +141,7 @@ func (t *Target) Measure(tb testing.TB, ctx context.Context, pollers []*Poller, 
 	for range n {
 		for _, want := range []bool{true, false} {
 			drain(t.states)
+			drain(t.slices)
 			if want {
 				setGate(v1.ConditionTrue)
 			} else {
@@ -137,6 +158,8 @@ func (t *Target) Measure(tb testing.TB, ctx context.Context, pollers []*Poller, 
 			if r.err != nil {
 				tb.Fatal(r.err)
 			}
+			// Every proxy had it: the slice was written, and its watch delivers it soon.
+			sliceAt := waitFor(tb, t.slices, func(s PodState) bool { return s.ready == want }, fmt.Sprintf("the EndpointSlice's endpoint ready=%v", want))
 			last := slices.MaxFunc(r.at, func(x, y time.Time) int { return x.Compare(y) })
 			d := last.Sub(t0)
 			if d < 0 {
@@ -149,6 +172,8 @@ func (t *Target) Measure(tb testing.TB, ctx context.Context, pollers []*Poller, 
 				continue
 			}
 			c.ToReady = append(c.ToReady, d)
+			c.SliceAt = append(c.SliceAt, sliceAt.Sub(t0))
+			c.WatchedAt = append(c.WatchedAt, t0)
 			each := make([]time.Duration, len(r.at))
 			for i, at := range r.at {
 				each[i] = max(at.Sub(t0), 0)
@@ -174,30 +199,59 @@ type PodState struct {
 	at                     time.Time // when the watch delivered it
 }
 
-// readiness turns the pod's watch into its readiness states, stamped on arrival.
-func readiness(w watch.Interface) <-chan PodState {
+// stamped turns a watch into states, stamped on arrival; state reads an event's (false:
+// not one to deliver).
+func stamped(w watch.Interface, state func(watch.Event) (PodState, bool)) <-chan PodState {
 	ch := make(chan PodState, 64)
 	go func() {
 		defer close(ch)
 		for ev := range w.ResultChan() {
 			at := time.Now()
-			pod, ok := ev.Object.(*v1.Pod)
-			if !ok {
-				continue
+			if s, ok := state(ev); ok {
+				s.at = at
+				ch <- s
 			}
-			s := PodState{at: at}
-			for _, cond := range pod.Status.Conditions {
-				switch cond.Type {
-				case v1.PodReady:
-					s.ready = cond.Status == v1.ConditionTrue
-				case v1.ContainersReady:
-					s.containersReady = cond.Status == v1.ConditionTrue
-				}
-			}
-			ch <- s
 		}
 	}()
 	return ch
+}
+
+// readiness turns the pod's watch into its readiness states.
+func readiness(w watch.Interface) <-chan PodState {
+	return stamped(w, func(ev watch.Event) (PodState, bool) {
+		pod, ok := ev.Object.(*v1.Pod)
+		if !ok {
+			return PodState{}, false
+		}
+		var s PodState
+		for _, cond := range pod.Status.Conditions {
+			switch cond.Type {
+			case v1.PodReady:
+				s.ready = cond.Status == v1.ConditionTrue
+			case v1.ContainersReady:
+				s.containersReady = cond.Status == v1.ConditionTrue
+			}
+		}
+		return s, true
+	})
+}
+
+// sliceReadiness turns the watch on the Service's EndpointSlices into whether an
+// endpoint is ready.
+func sliceReadiness(w watch.Interface) <-chan PodState {
+	return stamped(w, func(ev watch.Event) (PodState, bool) {
+		sl, ok := ev.Object.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return PodState{}, false
+		}
+		var st PodState
+		for _, e := range sl.Endpoints {
+			if ev.Type != watch.Deleted && e.Conditions.Ready != nil && *e.Conditions.Ready {
+				st.ready = true
+			}
+		}
+		return st, true
+	})
 }
 
 // drain drops the states already delivered.
@@ -341,3 +395,58 @@ func Row(w io.Writer, name string, d []time.Duration, goal time.Duration) {
 
 // Ms formats d in milliseconds with one decimal.
 func Ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// Slowest writes, for the n slowest changes to Ready, the time each stage ended, from
+// the pod's watch delivering Ready: the Service's EndpointSlice delivered to the
+// benchmark's watch, then each poller accepted (names in Measure's order). A reader sees
+// whether the tail is before the slice (API, EndpointSlice controller) or after it (the
+// slice's delivery to the proxies, their syncs), and on which node.
+func Slowest(w io.Writer, c Changes, names []string, n int) {
+	idx := make([]int, len(c.ToReady))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(c.ToReady[b], c.ToReady[a]) })
+	fmt.Fprintf(w, "slowest changes to Ready (ms after the pod's watch)\tchange\tpod's watch at\tslice\t%s\t\n", strings.Join(names, "\t"))
+	for _, i := range idx[:min(n, len(idx))] {
+		fmt.Fprintf(w, "  %s\t%d\t%s\t%.1f", Ms(c.ToReady[i]), i+1, c.WatchedAt[i].Format("15:04:05.000"), float64(c.SliceAt[i])/float64(time.Millisecond))
+		for _, d := range c.ReadyAt[i] {
+			fmt.Fprintf(w, "\t%.1f", float64(d)/float64(time.Millisecond))
+		}
+		fmt.Fprintln(w, "\t")
+	}
+}
+
+// ControllerSeries are the API server's /metrics series that tell how the EndpointSlice
+// controller's syncs went (a sync on a cache that does not show its previous write yet
+// is "stale" and retried later).
+var ControllerSeries = []string{
+	`endpoint_slice_controller_syncs{result="success"}`,
+	`endpoint_slice_controller_syncs{result="stale"}`,
+	`workqueue_retries_total{name="endpointslice"}`,
+}
+
+// Counters reads series (full names with labels, as /metrics writes them) from the API
+// server's /metrics; a series not there counts 0.
+func Counters(ctx context.Context, client kubernetes.Interface, series []string) (map[string]float64, error) {
+	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's /metrics: %w", err)
+	}
+	return parseCounters(string(raw), series), nil
+}
+
+// parseCounters reads series from Prometheus' text format.
+func parseCounters(text string, series []string) map[string]float64 {
+	got := map[string]float64{}
+	for line := range strings.Lines(text) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || !slices.Contains(series, name) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			got[name] = v
+		}
+	}
+	return got
+}

@@ -58,3 +58,32 @@ func TestRow(t *testing.T) {
 		t.Errorf("Row = %q, want %q", b.String(), want)
 	}
 }
+
+func TestSlowest(t *testing.T) {
+	ms := time.Millisecond
+	at := time.Date(2026, 12, 5, 6, 47, 36, 725e6, time.UTC)
+	c := Changes{
+		ToReady:   []time.Duration{20 * ms, 90 * ms, 40 * ms},
+		SliceAt:   []time.Duration{5 * ms, 60 * ms, -1 * ms},
+		ReadyAt:   [][]time.Duration{{10 * ms, 20 * ms}, {90 * ms, 70 * ms}, {40 * ms, 30 * ms}},
+		WatchedAt: []time.Time{at, at.Add(time.Second), at.Add(2 * time.Second)},
+	}
+	var b strings.Builder
+	Slowest(&b, c, []string{"m1", "m2"}, 2)
+	want := "slowest changes to Ready (ms after the pod's watch)\tchange\tpod's watch at\tslice\tm1\tm2\t\n" +
+		"  90.0 ms\t2\t06:47:37.725\t60.0\t90.0\t70.0\t\n" +
+		"  40.0 ms\t3\t06:47:38.725\t-1.0\t40.0\t30.0\t\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("Slowest (-want +got):\n%s", diff)
+	}
+}
+
+func TestCountersParse(t *testing.T) {
+	// Counters' line format: a series name with its labels, a space, the value.
+	series := []string{`endpoint_slice_controller_syncs{result="stale"}`}
+	got := parseCounters("# HELP x\n"+`endpoint_slice_controller_syncs{result="stale"} 3`+"\n"+
+		`endpoint_slice_controller_syncs{result="success"} 9`+"\n", series)
+	if diff := cmp.Diff(map[string]float64{series[0]: 3}, got); diff != "" {
+		t.Errorf("parseCounters (-want +got):\n%s", diff)
+	}
+}
