@@ -113,9 +113,17 @@ func BenchmarkMachinesNetworkProgramming(b *testing.B) {
 	if _, err := netprog.UntilAll(pollers, false); err != nil {
 		b.Fatal(err)
 	}
+	before, err := netprog.Counters(ctx, client, netprog.ControllerSeries)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	got := target.Measure(b, ctx, pollers, npChanges)
 	b.StopTimer()
+	after, err := netprog.Counters(ctx, client, netprog.ControllerSeries)
+	if err != nil {
+		b.Fatal(err)
+	}
 	toReady, toUnready := got.ToReady, got.ToUnready
 	local, remote := got.ReadyFrom(0, 1), got.ReadyFrom(1, len(pollers))
 	b.ReportMetric(netprog.Percentile(toReady, 50).Seconds()*1000, "p50-ms")
@@ -128,6 +136,16 @@ func BenchmarkMachinesNetworkProgramming(b *testing.B) {
 	netprog.Row(tw, "  the same, each other machine on its own (across VXLAN)", remote, netprog.GoalP99)
 	netprog.Row(tw, "pod unready -> every machine refused", toUnready, netprog.GoalP99)
 	tw.Flush()
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.name)
+	}
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	netprog.Slowest(tw, got, names, 8)
+	tw.Flush()
+	for _, s := range netprog.ControllerSeries {
+		fmt.Printf("  %s: %.0f during the changes\n", s, after[s]-before[s])
+	}
 	if got.Early > 0 {
 		fmt.Printf("  %d changes reached every machine before the benchmark's watch saw the pod change (counted as 0).\n", got.Early)
 	}
@@ -139,7 +157,8 @@ func BenchmarkMachinesNetworkProgramming(b *testing.B) {
 // server pod on m2, by pod IP, once from a client pod on m1 (across machines, over
 // VXLAN) and once from a client pod on m2 (within one machine), in the same run, after a
 // one-second warm-up of each, p2pRounds rounds in alternating order; it prints each side's median and the median of the
-// rounds' ratios beside the goal.
+// rounds' ratios beside the goal. In the same rounds it measures the peer, the same two
+// paths built with `ip` alone (startRawVXLAN): the ratio the kernel's path allows here.
 func BenchmarkMachinesPodToPod(b *testing.B) {
 	wrk, err := exec.LookPath("wrk")
 	if err != nil {
@@ -179,11 +198,16 @@ func BenchmarkMachinesPodToPod(b *testing.B) {
 		b.Fatal(err)
 	}
 	url := "http://" + net.JoinHostPort(server.Status.PodIP, "8080") + "/healthz"
-	sides := []struct{ name, ns string }{
-		{"across machines (m1 -> m2, VXLAN)", c.podNS(b, ns, "client-across")},
-		{"within one machine (m2 -> m2)", c.podNS(b, ns, "client-within")},
+	raw := startRawVXLAN(b, fmt.Sprintf("bpr%d-", os.Getpid()%1000))
+	// sides[0:2] are tranche's, sides[2:4] the raw kernel path's (the peer).
+	serverNS := c.podNS(b, ns, "server")
+	sides := []struct{ name, ns, url, serverNS string }{
+		{"across machines (m1 -> m2, VXLAN)", c.podNS(b, ns, "client-across"), url, serverNS},
+		{"within one machine (m2 -> m2)", c.podNS(b, ns, "client-within"), url, serverNS},
+		{"  across (a -> b, VXLAN)", raw.across, raw.url, raw.server},
+		{"  within (b -> b)", raw.within, raw.url, raw.server},
 	}
-	for _, s := range sides {
+	for _, s := range sides[:2] {
 		eventually(b, 30*time.Second, s.name+": the server answering", func() (bool, string) {
 			conn, err := netns.Dial(s.ns, "tcp", net.JoinHostPort(server.Status.PodIP, "8080"), 2*time.Second)
 			if err != nil {
@@ -196,47 +220,75 @@ func BenchmarkMachinesPodToPod(b *testing.B) {
 	// A short run on each side first, not counted: the first connections of a path
 	// resolve neighbours and fill caches.
 	for _, s := range sides {
-		if _, _, err := (benchcluster.Wrk{Bin: wrk, NS: s.ns, Threads: p2pThreads, Conns: p2pConns, Duration: "1s"}).Run(url); err != nil {
+		if _, _, err := (benchcluster.Wrk{Bin: wrk, NS: s.ns, Threads: p2pThreads, Conns: p2pConns, Duration: "1s"}).Run(s.url); err != nil {
 			b.Fatalf("%s (warm-up): %v", s.name, err)
 		}
 	}
+	runFor, err := time.ParseDuration(p2pRunFor)
+	if err != nil {
+		b.Fatal(err)
+	}
 	load := loadAvg()
-	var rps [2][]float64
-	var ratios []float64
+	var rps, cpu [4][]float64
+	var ratios, rawRatios, cpuRatios, rawCPURatios []float64
 	var errs []string
 	b.ResetTimer()
 	for r := range p2pRounds {
-		order := []int{0, 1}
+		order := []int{0, 1, 2, 3}
 		if r%2 == 1 {
-			order = []int{1, 0}
+			order = []int{3, 2, 1, 0}
 		}
-		var round [2]float64
+		var round, roundCPU [4]float64
 		for _, i := range order {
-			got, e, err := benchcluster.Wrk{Bin: wrk, NS: sides[i].ns, Threads: p2pThreads, Conns: p2pConns, Duration: p2pRunFor}.Run(url)
+			meter := cpuMeter{serverNS: sides[i].serverNS}
+			c0, s0 := meter.read()
+			got, e, err := benchcluster.Wrk{Bin: wrk, NS: sides[i].ns, Threads: p2pThreads, Conns: p2pConns, Duration: p2pRunFor}.Run(sides[i].url)
 			if err != nil {
 				b.Fatalf("%s: %v", sides[i].name, err)
 			}
+			c1, s1 := meter.read()
 			if e != "" {
 				errs = append(errs, sides[i].name+": "+e)
 			}
 			round[i] = got
 			rps[i] = append(rps[i], got)
+			// CPU µs per request of wrk and the server (requests: req/s times the run's length).
+			roundCPU[i] = (c1 - c0 + s1 - s0) / (got * runFor.Seconds()) * 1e6
+			cpu[i] = append(cpu[i], roundCPU[i])
 		}
 		ratios = append(ratios, round[0]/round[1])
+		rawRatios = append(rawRatios, round[2]/round[3])
+		// Requests per CPU second, across / within: the inverse ratio of the costs.
+		cpuRatios = append(cpuRatios, roundCPU[1]/roundCPU[0])
+		rawCPURatios = append(rawCPURatios, roundCPU[3]/roundCPU[2])
 	}
 	b.StopTimer()
-	ratio := benchcluster.Median(ratios)
+	ratio, rawRatio := benchcluster.Median(ratios), benchcluster.Median(rawRatios)
+	cpuRatio, rawCPURatio := benchcluster.Median(cpuRatios), benchcluster.Median(rawCPURatios)
 	b.ReportMetric(benchcluster.Median(rps[0]), "across-req/s")
 	b.ReportMetric(benchcluster.Median(rps[1]), "within-req/s")
 	b.ReportMetric(ratio, "across/within")
+	b.ReportMetric(rawRatio, "raw-across/within")
+	b.ReportMetric(cpuRatio, "cpu-across/within")
+	b.ReportMetric(rawCPURatio, "raw-cpu-across/within")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "pod to pod by pod IP, wrk -t%s -c%s -d%s keep-alive, median of %d rounds\treq/s\truns\n", p2pThreads, p2pConns, p2pRunFor, p2pRounds)
-	for i, s := range sides {
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\n", s.name, benchcluster.Median(rps[i]), fmtRuns(rps[i], "%.0f"))
+	fmt.Fprintf(tw, "pod to pod by pod IP, wrk -t%s -c%s -d%s keep-alive, median of %d rounds\treq/s\tCPU us/req\truns (req/s)\tCPU us/req (wrk + server)\n", p2pThreads, p2pConns, p2pRunFor, p2pRounds)
+	row := func(name string, i int) {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\t%s\n", name, benchcluster.Median(rps[i]), benchcluster.Median(cpu[i]), fmtRuns(rps[i], "%.0f"), fmtRuns(cpu[i], "%.1f"))
 	}
-	fmt.Fprintf(tw, "across / within (median of the rounds' ratios)\t%.3f\t%s\n", ratio, fmtRuns(ratios, "%.3f"))
-	fmt.Fprintf(tw, "goal\t>= %.2f\t\n", p2pGoal)
+	ratioRow := func(name string, rps, cpu float64, rpsRuns, cpuRuns []float64) {
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%s\t%s\n", name, rps, cpu, fmtRuns(rpsRuns, "%.3f"), fmtRuns(cpuRuns, "%.3f"))
+	}
+	row(sides[0].name, 0)
+	row(sides[1].name, 1)
+	ratioRow("across / within (median of the rounds' ratios; CPU: within's / across's)", ratio, cpuRatio, ratios, cpuRatios)
+	fmt.Fprintf(tw, "goal\t>= %.2f\t\t\t\n", p2pGoal)
+	fmt.Fprintf(tw, "peer: the same paths built with ip alone, no netfilter\t\t\t\t\n")
+	row(sides[2].name, 2)
+	row(sides[3].name, 3)
+	ratioRow("  across / within", rawRatio, rawCPURatio, rawRatios, rawCPURatios)
+	ratioRow("tranche's ratio / the kernel path's", ratio/rawRatio, cpuRatio/rawCPURatio, nil, nil)
 	tw.Flush()
 	for _, e := range errs {
 		fmt.Printf("  wrk reported %s\n", e)

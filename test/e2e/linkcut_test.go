@@ -311,7 +311,7 @@ func setLink(t *testing.T, m *machine, state string) {
 }
 
 // netnsPIDs lists the processes whose network namespace is ns.
-func netnsPIDs(t *testing.T, ns string) []int {
+func netnsPIDs(t testing.TB, ns string) []int {
 	t.Helper()
 	var want unix.Stat_t
 	if err := unix.Stat(netns.Path(ns), &want); err != nil {
