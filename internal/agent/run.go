@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/knftables"
 
 	"github.com/tranche/tranche/internal/agent/images"
 	"github.com/tranche/tranche/internal/agent/node"
@@ -140,9 +141,15 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
+	// The agent runs in its node's network namespace: the kernel's nftables there.
+	policyNFT, err := knftables.New(knftables.IPv4Family, netpol.TableName)
+	if err != nil {
+		return fmt.Errorf("network policies: nftables table %s: %w", netpol.TableName, err)
+	}
 	policyRunner, err := netpol.NewRunner(netpol.RunnerConfig{NodeName: cfg.NodeName, NodeIP: me.Underlay,
 		ClusterCIDR: st.Topology.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR, Client: cfg.Client,
-		Logger: log.With("component", "netpol"), Metrics: metrics})
+		Logger: log.With("component", "netpol"), Metrics: metrics,
+		NFT: policyNFT, LoadFullSyncs: netpol.LoadWithNFT})
 	if err != nil {
 		return err
 	}

@@ -46,9 +46,14 @@ type RunnerConfig struct {
 	// Metrics receives the tranche_networkpolicy_* metrics (nil: a new registry); the
 	// agent passes the proxy's, which its metrics listener serves.
 	Metrics *prometheus.Registry
-	// NFT writes the table; nil uses the nft command in the current network namespace,
-	// full syncs as nested nft scripts (Syncer.LoadFullSyncsWith).
+	// NFT writes the table in the node's network namespace: the agent passes the
+	// kernel's (knftables.New in the namespace it runs in), tests a fake. Required:
+	// there is no default, so that nothing writes into the namespace a caller happens
+	// to run in (a unit test's is the host's).
 	NFT knftables.Interface
+	// LoadFullSyncs, when set, writes full syncs as one nested nft script
+	// (Syncer.LoadFullSyncsWith; the agent passes LoadWithNFT, beside a real NFT).
+	LoadFullSyncs TextLoader
 	// MinSyncPeriod is the least time between two syncs (0: DefaultMinSyncPeriod);
 	// FullSyncPeriod the most between two full syncs (0: an hour); RetryPeriod the
 	// wait before a full sync after a failure (0: a second).
@@ -98,18 +103,13 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.RetryPeriod <= 0 {
 		cfg.RetryPeriod = time.Second
 	}
-	realNFT := cfg.NFT == nil
-	if realNFT {
-		nft, err := knftables.New(knftables.IPv4Family, TableName)
-		if err != nil {
-			return nil, fmt.Errorf("netpol: node %q: %w", cfg.NodeName, err)
-		}
-		cfg.NFT = nft
+	if cfg.NFT == nil {
+		return nil, fmt.Errorf("netpol: node %q: no nftables interface to write table %s with", cfg.NodeName, TableName)
 	}
 	r := &Runner{cfg: cfg, log: log, track: newTracker()}
 	r.syncer = NewSyncer(cfg.NFT, log, cfg.Metrics)
-	if realNFT {
-		r.syncer.LoadFullSyncsWith(LoadWithNFT)
+	if cfg.LoadFullSyncs != nil {
+		r.syncer.LoadFullSyncsWith(cfg.LoadFullSyncs)
 	}
 	return r, nil
 }

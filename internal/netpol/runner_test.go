@@ -180,3 +180,12 @@ func TestRunner(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestRunnerNeedsNFT: without an nftables interface NewRunner fails instead of writing
+// into the namespace it runs in (a unit test's is the host's).
+func TestRunnerNeedsNFT(t *testing.T) {
+	_, err := NewRunner(RunnerConfig{NodeName: "node-1", Client: fake.NewSimpleClientset()})
+	if err == nil || !strings.Contains(err.Error(), "no nftables interface") {
+		t.Fatalf("NewRunner without NFT: %v, want an error naming it", err)
+	}
+}
