@@ -360,6 +360,11 @@ func (a *Services) assignClusterIP(svc *v1.Service, ranges []netip.Prefix, used 
 // randomIP picks a free address of cidr, never the network or broadcast address or a
 // reserved one, nor, in the cluster's own range (first), its first host (the
 // kubernetes Service's).
+//
+// As kube-apiserver's (KEP-3070, the static subrange), it takes an address of the
+// range's lower band (staticIPBand addresses after the network address) only once the
+// rest is full, so an address a manifest names there (the DNS Service's .10) is rarely
+// taken by a Service that asked for any.
 func (a *Services) randomIP(cidr netip.Prefix, first bool, used map[string]bool) (string, bool) {
 	base := cidr.Masked().Addr()
 	bits := cidr.Addr().BitLen() - cidr.Bits()
@@ -371,19 +376,37 @@ func (a *Services) randomIP(cidr netip.Prefix, first bool, used map[string]bool)
 	for _, r := range a.Reserved {
 		skip[r.String()] = true
 	}
-	start := rand.IntN(size)
-	for i := 0; i < size; i++ {
-		off := (start + i) % size
-		if off == 0 || (off == 1 && first) || off == size-1 {
+	band := staticIPBand(size)
+	for _, span := range [][2]int{{band + 1, size}, {0, band + 1}} {
+		n := span[1] - span[0]
+		if n <= 0 {
 			continue
 		}
-		addr := offsetAddr(base, off)
-		s := addr.String()
-		if !used[ipKey(s)] && !skip[s] {
-			return s, true
+		start := rand.IntN(n)
+		for i := 0; i < n; i++ {
+			off := span[0] + (start+i)%n
+			if off == 0 || (off == 1 && first) || off == size-1 {
+				continue
+			}
+			addr := offsetAddr(base, off)
+			s := addr.String()
+			if !used[ipKey(s)] && !skip[s] {
+				return s, true
+			}
 		}
 	}
 	return "", false
+}
+
+// staticIPBand is the size of the lower band of a service range of size addresses that
+// dynamic allocation leaves for explicit addresses until the rest is full: size/16, at
+// least 16 and at most 256, none in a range of 16 addresses or fewer (kube-apiserver's
+// ipallocator).
+func staticIPBand(size int) int {
+	if size <= 16 {
+		return 0
+	}
+	return min(max(size/16, 16), 256)
 }
 
 func offsetAddr(base netip.Addr, off int) netip.Addr {
