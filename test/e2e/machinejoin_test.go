@@ -1,13 +1,13 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,17 +51,13 @@ func TestMachineJoin(t *testing.T) {
 	node := fmt.Sprintf("mj%d", os.Getpid()%100000)
 	l := underlayLAN(c)
 	mach := l.addMachine(t, node, c.prefix+node, netip.MustParseAddr("10.240.0.121"))
-	before, err := netns.List("tranche-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := filepath.Join(t.TempDir(), "agent")
 	// The agent names its namespace tranche-NODE and its pods' tranche-p-*: remove what
 	// it left (its shim and pods outlive it on purpose) once it has stopped.
 	t.Cleanup(func() {
-		removeMachineNamespaces(t, before)
+		removeMachineNamespaces(t, agent.MachinePrefix+node, root)
 		killNodeCgroup(t, runc.NodeCgroup(agent.MachinePrefix+node))
 	})
-	root := filepath.Join(t.TempDir(), "agent")
 	agentLog := filepath.Join(t.TempDir(), "agent.log")
 	startAgent := func() func() {
 		return mach.start(t, exec.Command(trancheBin, "agent", "--server", server, "--token", token, "--ca-cert-hash", hash,
@@ -149,16 +145,30 @@ func TestMachineJoin(t *testing.T) {
 	s.must(t, "delete", "pod", "-n", ns, "mjweb", "--grace-period=1", "--wait=true", "--timeout=60s")
 }
 
-// removeMachineNamespaces kills what runs in the tranche-* namespaces that did not exist
-// before (a joined machine's node name and its pods') and removes them.
-func removeMachineNamespaces(t *testing.T, before []string) {
-	after, err := netns.List("tranche-")
-	if err != nil {
+// removeMachineNamespaces kills what runs in a joined machine's node namespace nodeNS
+// and in the pods' namespaces its agent recorded under root (sandboxes.json), and
+// removes them: only this agent's, never another parallel test's tranche-* namespaces.
+func removeMachineNamespaces(t *testing.T, nodeNS, root string) {
+	names := []string{nodeNS}
+	data, err := os.ReadFile(filepath.Join(root, "sandboxes.json"))
+	if err != nil && !os.IsNotExist(err) {
 		t.Error(err)
-		return
 	}
-	for _, n := range after {
-		if slices.Contains(before, n) {
+	if len(data) > 0 {
+		var records map[string]struct {
+			NetNS string `json:"netns"`
+		}
+		if err := json.Unmarshal(data, &records); err != nil {
+			t.Errorf("the agent's sandboxes.json: %v", err)
+		}
+		for _, r := range records {
+			if strings.HasPrefix(r.NetNS, "tranche-p-") {
+				names = append(names, r.NetNS)
+			}
+		}
+	}
+	for _, n := range names {
+		if !netns.Exists(n) {
 			continue
 		}
 		killNetnsProcesses(t, n)
