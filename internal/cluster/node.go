@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -50,7 +51,28 @@ func AddNode(ctx context.Context, cfg Config, name, zone string) error {
 	if _, ok := s.Topology.Node(name); ok {
 		return fmt.Errorf("node %q is already in the cluster on %s", name, cfg.DataDir)
 	}
-	n, err := s.Topology.NextNode(name)
+	client, err := adminClient(p)
+	if err != nil {
+		return err
+	}
+	// Machines that joined (tranche agent --server --token) are Nodes outside the
+	// layout, with pod subnets from node IPAM: the new node must not take one.
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("node %q: listing the cluster's Nodes: %w", name, err)
+	}
+	var taken []netip.Prefix
+	for _, o := range nodes.Items {
+		if o.Name == name {
+			return fmt.Errorf("node %q: a Node of that name is already registered (a machine that joined?)", name)
+		}
+		for _, c := range append([]string{o.Spec.PodCIDR}, o.Spec.PodCIDRs...) {
+			if pfx, err := netip.ParsePrefix(c); err == nil {
+				taken = append(taken, pfx)
+			}
+		}
+	}
+	n, err := s.Topology.NextNode(name, taken...)
 	if err != nil {
 		return err
 	}
@@ -65,10 +87,6 @@ func AddNode(ctx context.Context, cfg Config, name, zone string) error {
 	}
 	fmt.Fprintf(out, "network: node %s added (underlay %s, pods %s)\n", name, n.Underlay, n.PodCIDR)
 	if err := prepareNode(p, s.Topology, name); err != nil {
-		return err
-	}
-	client, err := adminClient(p)
-	if err != nil {
 		return err
 	}
 	a, err := startAgent(cfg, s, name, true)
