@@ -39,8 +39,9 @@ test: deps build test-unit test-e2e
 test-unit:
 	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v /test/e2e)
 
+# The e2e tests run as two shards at once (hack/test-e2e.sh says which and why).
 test-e2e: build
-	TRANCHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./test/e2e/...
+	TRANCHE_BIN=$(CURDIR)/$(BIN) GO=$(GO) ./hack/test-e2e.sh
 
 # Benchmarks print their figures beside a peer or limit measured in the same run (see each
 # bench/*/README.md). Most need root; `make bench` runs them all (about 20 minutes).

@@ -30,7 +30,7 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	defer func() { t.Logf("wall time %.0fs", time.Since(start).Seconds()) }()
-	prefix := fmt.Sprintf("ac%d-", os.Getpid()%1000)
+	prefix := fmt.Sprintf("ac%d-", runID)
 	l := newLAN(t, prefix+"lan", netip.MustParsePrefix("192.168.92.0/24"), netip.Addr{})
 	etcd := startEtcdCluster(t, l, 3)
 	serverArgs := []string{"--request-timeout", "8s", "--node-monitor-grace-period", "30s", "--leader-elect-lease-duration", "6s",

@@ -29,7 +29,7 @@ const haBenchClients = 16
 // runs in the test process and dials from inside a machine, as the servers do.
 // Run it with `make bench-ha`.
 func BenchmarkHA(b *testing.B) {
-	prefix := fmt.Sprintf("bh%d-", os.Getpid()%1000)
+	prefix := fmt.Sprintf("bh%d-", runID)
 	tb := testing.TB(b)
 	l := newLAN(tb, prefix+"lan", netip.MustParsePrefix("192.168.93.0/24"), netip.Addr{})
 	etcd := startEtcdCluster(tb, l, 3)

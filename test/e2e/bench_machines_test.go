@@ -198,7 +198,7 @@ func BenchmarkMachinesPodToPod(b *testing.B) {
 		b.Fatal(err)
 	}
 	url := "http://" + net.JoinHostPort(server.Status.PodIP, "8080") + "/healthz"
-	raw := startRawVXLAN(b, fmt.Sprintf("bpr%d-", os.Getpid()%1000))
+	raw := startRawVXLAN(b, fmt.Sprintf("bpr%d-", runID))
 	// sides[0:2] are tranche's, sides[2:4] the raw kernel path's (the peer).
 	serverNS := c.podNS(b, ns, "server")
 	sides := []struct{ name, ns, url, serverNS string }{

@@ -386,7 +386,7 @@ func (s *machineServer) client(t testing.TB) kubernetes.Interface {
 // the elected controllers converge a Deployment scaled just before the outage.
 func TestEtcdQuorum(t *testing.T) {
 	t.Parallel()
-	prefix := fmt.Sprintf("eq%d-", os.Getpid()%1000)
+	prefix := fmt.Sprintf("eq%d-", runID)
 	l := newLAN(t, prefix+"lan", netip.MustParsePrefix("192.168.91.0/24"), netip.Addr{})
 	etcd := startEtcdCluster(t, l, 3)
 	// Requests are bounded by 8 s, beyond etcd's own 6 s request timeout; elections are

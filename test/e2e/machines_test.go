@@ -281,7 +281,7 @@ func waitNodesReady(t testing.TB, s kubectlRunner, within time.Duration, names .
 // of their own reach each other by address and nothing else, and a process started on
 // a machine sees the machine's network as its own.
 func TestSimulatedLAN(t *testing.T) {
-	prefix := fmt.Sprintf("sl%d-", os.Getpid()%1000)
+	prefix := fmt.Sprintf("sl%d-", runID)
 	l := newLAN(t, prefix+"lan", netip.MustParsePrefix("192.168.90.0/24"), netip.Addr{})
 	var ms []*machine
 	for i, name := range []string{"a", "b", "c"} {

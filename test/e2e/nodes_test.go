@@ -45,7 +45,7 @@ func startLocalCluster(tag string, nodes int, zones string, extra ...string) (*l
 	if err != nil {
 		return nil, err
 	}
-	c := &localCluster{dataDir: dir, prefix: fmt.Sprintf("%s%d-", tag, os.Getpid()%1000), listen: addr}
+	c := &localCluster{dataDir: dir, prefix: fmt.Sprintf("%s%d-", tag, runID), listen: addr}
 	upstream, err := fakeUpstreamDNS() // never the host's resolvers (dns_test.go)
 	if err != nil {
 		return c, err

@@ -146,7 +146,7 @@ func TestReadmeMachines(t *testing.T) {
 			t.Cleanup(func() { os.Remove(mnt) })
 		}
 	}
-	prefix := fmt.Sprintf("rm%d-", os.Getpid()%1000)
+	prefix := fmt.Sprintf("rm%d-", runID)
 	var cidr netip.Prefix
 	for _, a := range addrs {
 		cidr = netip.PrefixFrom(a, 24).Masked()
