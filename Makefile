@@ -34,7 +34,10 @@ generate:
 up: deps build
 	$(BIN) up
 
-test: deps build test-unit test-e2e
+# test runs the unit tests beside the e2e tests (hack/test.sh says how and why);
+# test-unit and test-e2e run each alone.
+test: deps build
+	TRANCHE_BIN=$(CURDIR)/$(BIN) GO=$(GO) ./hack/test.sh
 
 test-unit:
 	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v /test/e2e)
