@@ -107,6 +107,20 @@ func TestStoreWithoutQuorum(t *testing.T) {
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, makeConfigMap("before", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Creates check their namespace in the namespace cache, which the first create
+	// started; until it has synced they read the store, which would wait like any
+	// consistent read (on a loaded machine the store's failure came after the timeout).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		api.namespaces.mu.Lock()
+		synced := api.namespaces.synced
+		api.namespaces.mu.Unlock()
+		if synced {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the namespace cache did not sync in 30 s")
+		}
+	}
 	store.lost.Store(true)
 
 	do := func(method, path, body string) (int, metav1.Status, string) {
