@@ -325,11 +325,20 @@ func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io
 	}
 	args := []string{"exec", "--process", procPath, "--pid-file", pidPath, id}
 	cmd, err := r.launch(ctx, filepath.Join(dir, "log"), args, p.Terminal, stdin, stdout, stderr, func(cmd *exec.Cmd) {
-		// runc cannot forward SIGKILL: kill the process itself, or runc before it exists.
-		if b, err := os.ReadFile(pidPath); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-				syscall.Kill(pid, syscall.SIGKILL)
-				return
+		// runc cannot forward SIGKILL: kill the process itself. runc writes its pid file
+		// just after starting it, so a cancel that finds no file yet waits for it a while:
+		// runc killed in between would leave the process running in the container, with
+		// nothing to wait for it (a loaded machine showed it). Only a runc that writes no
+		// file in that time (it failed, or is stuck before starting anything) is killed.
+		for deadline := time.Now().Add(execPidFileWait); ; time.Sleep(10 * time.Millisecond) {
+			if b, err := os.ReadFile(pidPath); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+					syscall.Kill(pid, syscall.SIGKILL)
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				break
 			}
 		}
 		cmd.Process.Kill()
@@ -351,6 +360,10 @@ func (r *Runtime) Exec(ctx context.Context, id string, p specs.Process, stdin io
 	}
 	return exitCode(cmd.ProcessState), nil
 }
+
+// execPidFileWait is how long a cancelled exec waits for runc's pid file to kill the
+// process rather than runc.
+const execPidFileWait = 5 * time.Second
 
 // exitCode is a process's exit code as a shell reports it: 128+N for signal N.
 func exitCode(ps *os.ProcessState) int {

@@ -725,3 +725,65 @@ func TestRemoveNodePrunesEmptyParents(t *testing.T) {
 		t.Fatalf("%s is still there after its last node was removed", base)
 	}
 }
+
+// TestExecCancelledBeforePidFile: an exec cancelled after runc started the process but
+// before it wrote its pid file kills the process, not runc alone, which would leave the
+// process running in the container with nothing to wait for it. The fake runc starts
+// `sleep` with a mark of its own and writes the pid file a second later.
+func TestExecCancelledBeforePidFile(t *testing.T) {
+	mark := fmt.Sprintf("%d.%d", os.Getpid(), time.Now().UnixNano()%1000000)
+	fake := filepath.Join(t.TempDir(), "runc")
+	script := `#!/bin/sh
+pidfile=
+while [ $# -gt 0 ]; do
+	case "$1" in --pid-file) pidfile=$2; shift ;; esac
+	shift
+done
+sleep ` + mark + ` &
+child=$!
+sleep 1
+echo $child > "$pidfile"
+wait $child
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleeping := func() []string {
+		entries, _ := os.ReadDir("/proc")
+		var out []string
+		for _, en := range entries {
+			if data, err := os.ReadFile("/proc/" + en.Name() + "/cmdline"); err == nil && string(data) == "sleep\x00"+mark+"\x00" {
+				out = append(out, en.Name())
+			}
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		for _, p := range sleeping() {
+			if pid, err := strconv.Atoi(p); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	rt := &Runtime{Binary: fake, Root: t.TempDir()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.Exec(ctx, "c1", specs.Process{Args: []string{"sleep", mark}}, nil, io.Discard, io.Discard)
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); len(sleeping()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fake runc never started its process")
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled exec did not return")
+	}
+	if left := sleeping(); len(left) != 0 {
+		t.Fatalf("the cancelled exec left its process running: %v", left)
+	}
+}
