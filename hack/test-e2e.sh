@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Runs the e2e tests (test/e2e) as two shards of one test binary at once: `make test-e2e`.
+# Runs the e2e tests (test/e2e) as four shards of one test binary at once: `make test-e2e`.
 #
 # Most of the e2e time is waiting (pods starting, grace periods, leases expiring), and
-# Go runs a package's tests that are not parallel one after the other. Shard 1 runs the
-# tests that build clusters of their own (own API servers, `tranche up` clusters,
-# simulated machines, etcd clusters); shard 0 runs every other test, those that share
-# the package's cluster, in the order Go gives them. A test named in neither list runs
-# in shard 0, so a new test is never left out. Each shard has its own shared cluster and
-# its own namespace prefixes (E2E_SHARD, see runID in test/e2e/cluster_test.go).
+# Go runs a package's tests that are not parallel one after the other. The tests that
+# build clusters of their own (own API servers, `tranche up` clusters, simulated
+# machines, etcd clusters) run in shards 1 (those that are not parallel) and 2 (the
+# parallel ones, two at a time); the tests that share the package's cluster run in
+# shard 3 (those of the files from kinds20b_test.go on) and shard 0 (all the others). A
+# new test thus runs in shard 0 or 3 unless it is named below. Each shard has its own
+# shared cluster and its own namespace prefixes (E2E_SHARD, see runID in
+# test/e2e/cluster_test.go).
 #
 # Usage: TRANCHE_BIN=/path/to/tranche hack/test-e2e.sh [extra test binary flags]
 set -uo pipefail
@@ -16,22 +18,33 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 TIMEOUT=${E2E_TIMEOUT:-20m}
 
-# The tests of shard 1: each builds what it tests on, and uses no cluster of shard 0.
-own=(
-	TestAcceptanceSeveralMachines TestAggregatedAPIServiceProxy TestCompatWatchCompacted
-	TestCustomResourcesServedAfterRestart TestElectedControlPlane TestEtcdQuorum
-	TestGracefulDeletionAfterAgentRestart TestImageGCKeepsImagesInUse TestInFlightLimit
-	TestInformerAcrossRestartAndCompaction TestJoinWithToken TestLeaseReleasedOnSIGTERM
-	TestLinkCut TestLinkCutHostGW TestListContinueAfterCompaction TestLoadBalancerPoolL2
-	TestMachineJoin TestMachinesHostGW TestMachinesLoadBalancer TestMachinesOverlay
-	TestNetworkPolicyMatrix TestPodSecurityDefaults TestProxyModeChoice TestProxyModeIPTables
-	TestReadmeMachines TestRegistriesFile TestRestartKeepsAllocations TestSimulatedLAN
-	TestWorkloads
+# Shard 1: tests on clusters of their own that run one after the other.
+ownSeq=(
+	TestAggregatedAPIServiceProxy TestCompatWatchCompacted TestCustomResourcesServedAfterRestart
+	TestElectedControlPlane TestImageGCKeepsImagesInUse TestInFlightLimit
+	TestInformerAcrossRestartAndCompaction TestJoinWithToken TestListContinueAfterCompaction
+	TestMachinesHostGW TestMachinesOverlay TestNetworkPolicyMatrix TestPodSecurityDefaults
+	TestProxyModeChoice TestProxyModeIPTables TestRegistriesFile TestRestartKeepsAllocations
+	TestSimulatedLAN
 )
-ownRE="^($(
-	IFS='|'
-	echo "${own[*]}"
-))\$"
+# Shard 2: tests on clusters of their own that call t.Parallel.
+ownPar=(
+	TestAcceptanceSeveralMachines TestEtcdQuorum TestGracefulDeletionAfterAgentRestart
+	TestLeaseReleasedOnSIGTERM TestLinkCut TestLinkCutHostGW TestLoadBalancerPoolL2
+	TestMachineJoin TestMachinesLoadBalancer TestReadmeMachines TestWorkloads
+)
+# Shard 3: the other tests of the files from kinds20b_test.go on.
+late=()
+for f in test/e2e/*_test.go; do
+	[[ $(basename "$f") < kinds20b_test.go ]] && continue
+	for name in $(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$f"); do
+		[[ " ${ownSeq[*]} ${ownPar[*]} TestMain " == *" $name "* ]] || late+=("$name")
+	done
+done
+anchored() { # the regular expression matching exactly the names given
+	local IFS='|'
+	echo "^($*)\$"
+}
 
 work=$(mktemp -d /tmp/trtest-e2e-XXXXXX)
 pids=()
@@ -49,31 +62,35 @@ if ! $GO test -c -o "$work/e2e.test" ./test/e2e; then
 fi
 
 start=$(date +%s)
-shard() { # shard N -test.run|-test.skip
-	local n=$1 sel=$2
+names=("shared cluster" "own clusters, one at a time" "own clusters, parallel" "shared cluster, from kinds20b_test.go on")
+shard() { # shard N ARGS...
+	local n=$1
+	shift
 	(
 		cd test/e2e &&
-			E2E_SHARD=$n TRANCHE_BIN=$TRANCHE_BIN "$work/e2e.test" -test.count=1 -test.timeout="$TIMEOUT" \
-				"$sel" "$ownRE" "${@:3}" >"$work/shard$n.log" 2>&1
+			E2E_SHARD=$n TRANCHE_BIN=$TRANCHE_BIN "$work/e2e.test" -test.count=1 -test.timeout="$TIMEOUT" "$@" \
+				>"$work/shard$n.log" 2>&1
 		echo $? >"$work/shard$n.rc"
-		echo "test-e2e: shard $n ($( [ "$sel" = -test.run ] && echo "own clusters" || echo "shared cluster")) ended after $(($(date +%s) - start)) s, exit $(cat "$work/shard$n.rc")"
+		echo "test-e2e: shard $n (${names[$n]}) ended after $(($(date +%s) - start)) s, exit $(cat "$work/shard$n.rc")"
 	) &
 	pids+=($!)
 }
-shard 0 -test.skip "$@"
-shard 1 -test.run "$@"
+shard 0 -test.skip "$(anchored "${ownSeq[@]}" "${ownPar[@]}" "${late[@]}")" "$@"
+shard 1 -test.run "$(anchored "${ownSeq[@]}")" "$@"
+shard 2 -test.run "$(anchored "${ownPar[@]}")" "$@"
+shard 3 -test.run "$(anchored "${late[@]}")" "$@"
 wait "${pids[@]}"
 pids=()
 
 rc=0
-for n in 0 1; do
+for n in 0 1 2 3; do
 	echo "=== test-e2e shard $n ==="
 	cat "$work/shard$n.log"
 	[ "$(cat "$work/shard$n.rc" 2>/dev/null)" = 0 ] || rc=1
 done
 if [ $rc = 0 ]; then
-	echo "ok  	test/e2e (2 shards)	$(($(date +%s) - start)) s"
+	echo "ok  	test/e2e (4 shards)	$(($(date +%s) - start)) s"
 else
-	echo "FAIL	test/e2e (2 shards)	$(($(date +%s) - start)) s"
+	echo "FAIL	test/e2e (4 shards)	$(($(date +%s) - start)) s"
 fi
 exit $rc

@@ -43,14 +43,14 @@ var (
 	kubectlBin string
 	// runID tells this run's namespace prefixes from those of another run on the host:
 	// the process id modulo 1000, made distinct for the shards `make test-e2e` runs at
-	// once (E2E_SHARD=0|1, see hack/test-e2e.sh), whose ids could otherwise collide.
+	// once (E2E_SHARD=0..3, see hack/test-e2e.sh), whose ids could otherwise collide.
 	runID int
 )
 
 func TestMain(m *testing.M) {
 	runID = os.Getpid() % 1000
-	if shard, err := strconv.Atoi(os.Getenv("E2E_SHARD")); err == nil && shard >= 0 && shard < 2 {
-		runID = os.Getpid()%500*2 + shard
+	if shard, err := strconv.Atoi(os.Getenv("E2E_SHARD")); err == nil && shard >= 0 && shard < 4 {
+		runID = os.Getpid()%250*4 + shard
 	}
 	trancheBin = os.Getenv("TRANCHE_BIN")
 	if trancheBin == "" {
