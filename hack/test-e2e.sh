@@ -6,8 +6,9 @@
 # build clusters of their own (own API servers, `tranche up` clusters, simulated
 # machines, etcd clusters) run in shards 1 (those that are not parallel) and 2 (the
 # parallel ones, two at a time); the tests that share the package's cluster run in
-# shard 3 (those of the files from kinds20b_test.go on) and shard 0 (all the others). A
-# new test thus runs in shard 0 or 3 unless it is named below. Each shard has its own
+# shard 3 (those of the files from ingress_test.go on) and shard 0 (all the others, and
+# those that publish a fixed port on the host). A new test thus runs in shard 0 or 3
+# unless it is named below. Each shard has its own
 # shared cluster and its own namespace prefixes (E2E_SHARD, see runID in
 # test/e2e/cluster_test.go).
 #
@@ -24,8 +25,7 @@ ownSeq=(
 	TestElectedControlPlane TestImageGCKeepsImagesInUse TestInFlightLimit
 	TestInformerAcrossRestartAndCompaction TestJoinWithToken TestListContinueAfterCompaction
 	TestMachinesHostGW TestMachinesOverlay TestNetworkPolicyMatrix TestPodSecurityDefaults
-	TestProxyModeChoice TestProxyModeIPTables TestRegistriesFile TestRestartKeepsAllocations
-	TestSimulatedLAN
+	TestProxyModeChoice TestRegistriesFile TestRestartKeepsAllocations TestSimulatedLAN
 )
 # Shard 2: tests on clusters of their own that call t.Parallel.
 ownPar=(
@@ -33,12 +33,15 @@ ownPar=(
 	TestLeaseReleasedOnSIGTERM TestLinkCut TestLinkCutHostGW TestLoadBalancerPoolL2
 	TestMachineJoin TestMachinesLoadBalancer TestReadmeMachines TestWorkloads
 )
-# Shard 3: the other tests of the files from kinds20b_test.go on.
+# Shard 0 whatever their files: the tests whose clusters publish NodePort 30080 (seed
+# 003's) on the host's 127.0.0.1, which one cluster at a time can hold; they take turns.
+hostPort=(TestHostPublisher TestProxyModeIPTables TestServiceProxy)
+# Shard 3: the other tests of the files from ingress_test.go on.
 late=()
 for f in test/e2e/*_test.go; do
-	[[ $(basename "$f") < kinds20b_test.go ]] && continue
+	[[ $(basename "$f") < ingress_test.go ]] && continue
 	for name in $(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$f"); do
-		[[ " ${ownSeq[*]} ${ownPar[*]} TestMain " == *" $name "* ]] || late+=("$name")
+		[[ " ${ownSeq[*]} ${ownPar[*]} ${hostPort[*]} " == *" $name "* ]] || late+=("$name")
 	done
 done
 anchored() { # the regular expression matching exactly the names given
@@ -62,7 +65,7 @@ if ! $GO test -c -o "$work/e2e.test" ./test/e2e; then
 fi
 
 start=$(date +%s)
-names=("shared cluster" "own clusters, one at a time" "own clusters, parallel" "shared cluster, from kinds20b_test.go on")
+names=("shared cluster" "own clusters, one at a time" "own clusters, parallel" "shared cluster, from ingress_test.go on")
 shard() { # shard N ARGS...
 	local n=$1
 	shift
