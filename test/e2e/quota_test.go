@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // quotaPod is a pod for quota tests (it never runs on the node-less shared server).
@@ -357,22 +358,36 @@ func TestResourceQuotaLifecycle(t *testing.T) {
 		got := s.must(t, "get", "quota", "life", "-n", ns, "-o", "jsonpath={.status.hard.cpu} {.status.hard.memory}")
 		return got == "2 1Gi", got
 	})
-	cur, err := c.CoreV1().ResourceQuotas(ns).Get(ctx, "life", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.Hard[v1.ResourceCPU] = resource.MustParse("3")
-	cur.Status.Hard = rl("cpu", "99")
-	upd, err := c.CoreV1().ResourceQuotas(ns).Update(ctx, cur, metav1.UpdateOptions{})
+	// The quota controller may write the status between a read and an update: as
+	// kube-apiserver, a stale resourceVersion is a conflict before the update is
+	// validated, so each update is made again on what is stored.
+	var upd *v1.ResourceQuota
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.CoreV1().ResourceQuotas(ns).Get(ctx, "life", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Hard[v1.ResourceCPU] = resource.MustParse("3")
+		cur.Status.Hard = rl("cpu", "99")
+		upd, err = c.CoreV1().ResourceQuotas(ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := upd.Spec.Hard[v1.ResourceCPU]; got.String() != "3" || upd.Status.Hard.Cpu().String() == "99" {
 		t.Fatalf("update: spec.hard.cpu %s status.hard.cpu %s; want the spec written and status kept", got.String(), upd.Status.Hard.Cpu().String())
 	}
-	upd.Spec.Scopes = []v1.ResourceQuotaScope{v1.ResourceQuotaScopeBestEffort}
-	upd.Spec.Hard = rl("pods", "1")
-	_, err = c.CoreV1().ResourceQuotas(ns).Update(ctx, upd, metav1.UpdateOptions{})
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.CoreV1().ResourceQuotas(ns).Get(ctx, "life", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Scopes = []v1.ResourceQuotaScope{v1.ResourceQuotaScopeBestEffort}
+		cur.Spec.Hard = rl("pods", "1")
+		_, err = c.CoreV1().ResourceQuotas(ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `spec.scopes: Invalid value: ["BestEffort"]: field is immutable`) {
 		t.Fatalf("changing scopes: %v", err)
 	}
