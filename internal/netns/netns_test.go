@@ -381,6 +381,27 @@ func TestStartProcess(t *testing.T) {
 	}
 }
 
+// TestStartHere starts a child with a parent-death signal from a goroutine that then
+// returns with its thread still locked, so that Go ends the thread (what runLocked does
+// with every thread that entered a namespace). A plain cmd.Start would have forked on
+// that thread and the kernel would kill the child with it; StartHere forks on a thread
+// of its own, parked until the child exits.
+func TestStartHere(t *testing.T) {
+	cmd := exec.Command("sleep", "0.3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread ends with the goroutine
+		started <- StartHere(cmd)
+	}()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("child with Pdeathsig started by StartHere: %v (killed when a discarded thread ended?)", err)
+	}
+}
+
 func TestLinks(t *testing.T) {
 	needRoot(t)
 	a := mustCreate(t, "la")

@@ -264,19 +264,33 @@ func Sysctl(name, key string) (string, error) {
 // per such child) until the child exits, and the child is signalled only when tranche
 // itself dies.
 func StartProcess(name string, cmd *exec.Cmd) error {
-	var linger func()
-	if cmd.SysProcAttr != nil && cmd.SysProcAttr.Pdeathsig != 0 {
-		linger = func() {
-			if cmd.Process == nil {
-				return
-			}
-			waitExit(cmd.Process.Pid)
-		}
-	}
-	if err := inNamespace(name, cmd.Start, linger); err != nil {
+	if err := inNamespace(name, cmd.Start, parkUntilExit(cmd)); err != nil {
 		return fmt.Errorf("starting %s in network namespace %q: %w", cmd.Path, name, err)
 	}
 	return nil
+}
+
+// StartHere calls cmd.Start in the caller's own network namespace, parking the forking
+// thread as StartProcess does when cmd.SysProcAttr.Pdeathsig is set. A plain cmd.Start
+// with Pdeathsig is not safe in a program that uses this package: the fork may happen on
+// any thread, and a later goroutine that locks that same thread to enter a namespace
+// discards it on return, which kills the child at once.
+func StartHere(cmd *exec.Cmd) error {
+	return runLocked(nil, cmd.Start, parkUntilExit(cmd))
+}
+
+// parkUntilExit is runLocked's linger for a process with a parent-death signal: it holds
+// the forking thread until the process has exited. Nil when cmd has none.
+func parkUntilExit(cmd *exec.Cmd) func() {
+	if cmd.SysProcAttr == nil || cmd.SysProcAttr.Pdeathsig == 0 {
+		return nil
+	}
+	return func() {
+		if cmd.Process == nil {
+			return
+		}
+		waitExit(cmd.Process.Pid)
+	}
 }
 
 // waitExit blocks until process pid has exited, without reaping it (the owner of the

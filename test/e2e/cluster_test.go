@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tranche/tranche/internal/loopback"
+	"github.com/tranche/tranche/internal/netns"
 	"github.com/tranche/tranche/internal/testutil"
 )
 
@@ -130,7 +131,7 @@ func (s *server) run(cmd *exec.Cmd, what string, within time.Duration) error {
 	w := &lockedWriter{mu: &s.mu, w: s.logs}
 	s.cmd.Stdout, s.cmd.Stderr = w, w
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
+	if err := netns.StartHere(s.cmd); err != nil {
 		return err
 	}
 	s.done = make(chan struct{})
@@ -139,7 +140,7 @@ func (s *server) run(cmd *exec.Cmd, what string, within time.Duration) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.done:
-			return fmt.Errorf("%s exited: %s", what, s.logText())
+			return fmt.Errorf("%s exited (%s): %s", what, s.cmd.ProcessState, s.logText())
 		default:
 		}
 		if _, err := os.Stat(s.kubeconfig); err == nil {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tranche/tranche/internal/netns"
 )
 
 // etcdBin is Debian's etcd (package etcd-server).
@@ -42,7 +44,7 @@ func startEtcd(t testing.TB) string {
 	w := &lockedWriter{mu: &sync.Mutex{}, w: &logs}
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := netns.StartHere(cmd); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -57,7 +59,7 @@ func startEtcd(t testing.TB) string {
 	eventually(t, 30*time.Second, "etcd answering on "+client, func() (bool, string) {
 		select {
 		case <-done:
-			t.Fatalf("etcd exited: %s", w.String())
+			t.Fatalf("etcd exited (%s): %s", cmd.ProcessState, w.String())
 		default:
 		}
 		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(clientURL + "/health")
