@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/quota/v1/generic"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
@@ -70,7 +72,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	// the manager's shared informers never resync, and asking one for a resync only
 	// logs client-go's "doesn't support resyncing" warning.
 	quotas := informers.NewSharedInformerFactory(cfg.Client, period)
-	factory := informerfactory.NewInformerFactory(cfg.Informers, meta)
+	factory := ownQuotas{InformerFactory: informerfactory.NewInformerFactory(cfg.Informers, meta), quotas: quotas}
 	qc, err := quota.Configuration(generic.ListerFuncForResourceFunc(factory.ForResource))
 	if err != nil {
 		return nil, fmt.Errorf("quota configuration: %w", err)
@@ -112,4 +114,22 @@ func (c *Controller) Run(ctx context.Context) {
 	wg.Wait()
 	c.meta.Shutdown()
 	c.quotas.Shutdown()
+}
+
+// ownQuotas serves the controller's own quota informer for resourcequotas and the
+// manager's informers for everything else. A quota counts itself (the resourcequotas
+// resource): counted from the manager's shared informer, which may not yet have seen the
+// quota the controller's informer just delivered, its usage would be 0, and stay 0 until
+// the full resync, since creates do not replenish usage (admission charges them).
+// kube-controller-manager shares one informer for both.
+type ownQuotas struct {
+	informerfactory.InformerFactory
+	quotas informers.SharedInformerFactory
+}
+
+func (f ownQuotas) ForResource(r schema.GroupVersionResource) (informers.GenericInformer, error) {
+	if r == v1.SchemeGroupVersion.WithResource("resourcequotas") {
+		return f.quotas.ForResource(r)
+	}
+	return f.InformerFactory.ForResource(r)
 }

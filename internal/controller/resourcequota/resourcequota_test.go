@@ -2,6 +2,7 @@ package resourcequota
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,4 +76,38 @@ func TestControllerComputesAndResyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.EventuallyEvery(t, 10*time.Second, 20*time.Millisecond, "status reset by the resync", computed("5 1 250m"))
+}
+
+// TestQuotaCountsItself: a quota's resourcequotas usage is counted from the informer that
+// delivered the quota to the controller. The manager's shared informers are here those
+// of another client that never sees the quota (a shared cache behind the controller's
+// own, as under load): counting from them gave 0, and as adds do not replenish usage
+// (admission charges creates), that 0 stayed until the five-minute resync.
+func TestQuotaCountsItself(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"},
+		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceQuotas: resource.MustParse("1")}}}
+	client := fake.NewClientset(q)
+	client.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{
+		{Name: "resourcequotas", Namespaced: true, Kind: "ResourceQuota", Verbs: metav1.Verbs{"create", "delete", "get", "list", "watch"}},
+	}}}
+	behind := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	c, err := New(ctx, Config{Client: client, Informers: behind, Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+		Discovery: preferredDiscovery{client.Discovery().(*fakediscovery.FakeDiscovery)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	testutil.EventuallyEvery(t, 10*time.Second, 20*time.Millisecond, "the quota counting itself", func() (bool, string) {
+		got, err := client.CoreV1().ResourceQuotas("ns").Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		used, ok := got.Status.Used[v1.ResourceQuotas]
+		return ok && used.String() == "1", fmt.Sprintf("used %v", got.Status.Used)
+	})
 }
