@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/tranche/tranche/internal/apiserver/openapi"
+	"github.com/tranche/tranche/internal/registry"
 )
 
 // fieldManagers records managedFields on every write, as kube-apiserver does with
@@ -32,6 +33,7 @@ import (
 type fieldManagers struct {
 	once sync.Once
 	tc   managedfields.TypeConverter
+	conv viewConvertor
 	err  error
 
 	mu       sync.Mutex
@@ -65,6 +67,7 @@ func (s *Server) fieldManager(e *entry, sub string) (*managedfields.FieldManager
 			return
 		}
 		f.tc, f.err = managedfields.NewTypeConverter(defs, false)
+		f.conv = newViewConvertor(s.cfg.Resources)
 	})
 	if f.err != nil {
 		return nil, apierrors.NewInternalError(f.err)
@@ -76,7 +79,7 @@ func (s *Server) fieldManager(e *entry, sub string) (*managedfields.FieldManager
 		return fm, nil
 	}
 	gvk := e.res.GVK
-	fm, err := managedfields.NewDefaultFieldManager(f.tc, scheme.Scheme, scheme.Scheme, scheme.Scheme,
+	fm, err := managedfields.NewDefaultFieldManager(f.tc, f.conv, scheme.Scheme, scheme.Scheme,
 		gvk, gvk.GroupVersion(), sub, resetFields(e, sub))
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("field manager of %s: %w", key.gvr, err))
@@ -86,6 +89,89 @@ func (s *Server) fieldManager(e *entry, sub string) (*managedfields.FieldManager
 	}
 	f.managers[key] = fm
 	return fm, nil
+}
+
+// viewConvertor is client-go's scheme with the conversions between a served version and
+// the stored version it is a view of (registry.StorageView: autoscaling/v1 over v2
+// HorizontalPodAutoscalers, events.k8s.io/v1 over core/v1 Events). The field manager
+// converts an object to the version of each managedFields entry to update that entry's
+// field set; the scheme knows every version's types but no conversion between them, and
+// a write through one version of an object that a manager of the other had written lost
+// its managedFields update ("unknown conversion").
+type viewConvertor struct {
+	runtime.ObjectConvertor
+	views []storageView
+}
+
+// storageView is one served version over a stored one, by kind.
+type storageView struct {
+	served, stored schema.GroupVersionKind
+	to, from       func(runtime.Object) runtime.Object
+}
+
+func newViewConvertor(resources []registry.Resource) viewConvertor {
+	c := viewConvertor{ObjectConvertor: scheme.Scheme}
+	kinds := map[schema.GroupVersionResource]schema.GroupVersionKind{}
+	for i := range resources {
+		kinds[resources[i].GVR()] = resources[i].GVK
+	}
+	for i := range resources {
+		r := &resources[i]
+		if r.Storage == nil || r.Storage.GVR == r.GVR() {
+			continue
+		}
+		stored, ok := kinds[r.Storage.GVR]
+		if !ok {
+			continue
+		}
+		c.views = append(c.views, storageView{served: r.GVK, stored: stored, to: r.Storage.ToStorage, from: r.Storage.FromStorage})
+	}
+	return c
+}
+
+// ConvertToVersion converts through the stored version when in or the target is a view
+// of it, and otherwise as the scheme does.
+func (c viewConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	gv, ok := target.(schema.GroupVersion)
+	from := in.GetObjectKind().GroupVersionKind()
+	if !ok || from.GroupVersion() == gv {
+		return c.ObjectConvertor.ConvertToVersion(in, target)
+	}
+	src, fromView := c.view(func(v storageView) bool { return v.served == from })
+	stored := from
+	if fromView {
+		stored = src.stored
+	}
+	dst, toView := c.view(func(v storageView) bool { return v.stored == stored && v.served.GroupVersion() == gv })
+	switch {
+	case !fromView && !toView:
+		return c.ObjectConvertor.ConvertToVersion(in, target)
+	case !toView && stored.GroupVersion() != gv:
+		return nil, fmt.Errorf("converting %s to %s: %s is kept as %s, which has no view in %s", from, gv, from.Kind, stored, gv)
+	}
+	// The typed form of in, in its own version (a copy the conversions may change).
+	out, err := c.ObjectConvertor.ConvertToVersion(in, from.GroupVersion())
+	if err != nil {
+		return nil, err
+	}
+	kind := stored
+	if fromView {
+		out = src.to(out)
+	}
+	if toView {
+		out, kind = dst.from(out), dst.served
+	}
+	out.GetObjectKind().SetGroupVersionKind(kind)
+	return out, nil
+}
+
+func (c viewConvertor) view(match func(storageView) bool) (storageView, bool) {
+	for _, v := range c.views {
+		if match(v) {
+			return v, true
+		}
+	}
+	return storageView{}, false
 }
 
 // resetFields are the fields a write of sub leaves as they were, so that server-side
