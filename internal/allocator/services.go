@@ -376,26 +376,36 @@ func (a *Services) randomIP(cidr netip.Prefix, first bool, used map[string]bool)
 	for _, r := range a.Reserved {
 		skip[r.String()] = true
 	}
-	band := staticIPBand(size)
-	for _, span := range [][2]int{{band + 1, size}, {0, band + 1}} {
-		n := span[1] - span[0]
-		if n <= 0 {
+	// Offsets up to the band are the network address and the band after it.
+	off, ok := upperBandFirst(size, staticIPBand(size)+1, func(off int) bool {
+		if off == 0 || (off == 1 && first) || off == size-1 {
+			return false
+		}
+		s := offsetAddr(base, off).String()
+		return !used[ipKey(s)] && !skip[s]
+	})
+	if !ok {
+		return "", false
+	}
+	return offsetAddr(base, off).String(), true
+}
+
+// upperBandFirst returns a random offset in [0, n) that free accepts: one of the upper
+// band [band, n) while any is free there, else one of [0, band).
+func upperBandFirst(n, band int, free func(off int) bool) (int, bool) {
+	for _, span := range [][2]int{{band, n}, {0, band}} {
+		size := span[1] - span[0]
+		if size <= 0 {
 			continue
 		}
-		start := rand.IntN(n)
-		for i := 0; i < n; i++ {
-			off := span[0] + (start+i)%n
-			if off == 0 || (off == 1 && first) || off == size-1 {
-				continue
-			}
-			addr := offsetAddr(base, off)
-			s := addr.String()
-			if !used[ipKey(s)] && !skip[s] {
-				return s, true
+		start := rand.IntN(size)
+		for i := range size {
+			if off := span[0] + (start+i)%size; free(off) {
+				return off, true
 			}
 		}
 	}
-	return "", false
+	return 0, false
 }
 
 // staticIPBand is the size of the lower band of a service range of size addresses that
@@ -492,24 +502,14 @@ func (a *Services) assignHealthCheckPort(svc, prev *v1.Service, used map[string]
 // manifest names in the lower band is rarely taken by a Service that asked for any.
 func (a *Services) randomPort(used map[string]bool, mine map[int32]bool) (int32, bool) {
 	n := a.Ports.size()
-	band := staticPortBand(n)
-	free := func(off int) (int32, bool) {
+	off, ok := upperBandFirst(n, staticPortBand(n), func(off int) bool {
 		p := int32(a.Ports.First + off)
-		return p, !used[portKey(p)] && !mine[p]
+		return !used[portKey(p)] && !mine[p]
+	})
+	if !ok {
+		return 0, false
 	}
-	for _, span := range [][2]int{{band, n}, {0, band}} {
-		size := span[1] - span[0]
-		if size <= 0 {
-			continue
-		}
-		start := rand.IntN(size)
-		for i := 0; i < size; i++ {
-			if p, ok := free(span[0] + (start+i)%size); ok {
-				return p, true
-			}
-		}
-	}
-	return 0, false
+	return int32(a.Ports.First + off), true
 }
 
 // staticPortBand is the size of the lower band of a NodePort range of n ports that
