@@ -479,8 +479,9 @@ type clientError struct{ error }
 func (e clientError) Unwrap() error { return e.error }
 
 // send writes the request to an endpoint and waits for the first byte of the answer.
-// Connecting fails over to other endpoints as the general path does (idempotent methods
-// without a body, up to Attempts). A body of up to replayKeep bytes, with a
+// Connecting, or a fresh connection breaking before the answer, fails over to other
+// endpoints as the general path does (idempotent methods without a body, up to
+// Attempts). A body of up to replayKeep bytes, with a
 // Content-Length or chunked, is read whole before it is sent (nginx buffers request
 // bodies too), so that a kept connection failing before any byte of the answer arrived
 // can be replaced by a fresh one and the request sent again: the backend never processed
@@ -545,6 +546,18 @@ func (lc *leanConn) send(rq *request, head []byte, x *exchange) (*backendConn, e
 			if reused && replayable {
 				bc = nil
 				continue
+			}
+			// A fresh connection that broke before any byte of the answer: the
+			// endpoint may have processed the request, which only an idempotent one
+			// allows sending again, to another endpoint (nginx's proxy_next_upstream
+			// error).
+			if attempts < p.cfg.Attempts && !hasBody && idempotent(x.method) {
+				if next := x.backend.Pick(); next != "" {
+					attempts++
+					x.endpoint = next
+					bc = nil
+					continue
+				}
 			}
 			return nil, err
 		}

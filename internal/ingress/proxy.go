@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -313,7 +314,8 @@ func pageBody(code int, msg string) string {
 }
 
 // retryTransport retries idempotent requests without a body on another endpoint when
-// connecting fails; nothing reached the backend then, so a retry cannot repeat an effect.
+// connecting fails or the connection breaks before the answer's head (nginx's
+// proxy_next_upstream error): an idempotent request may be sent again (RFC 9110 9.2.2).
 type retryTransport struct {
 	base     http.RoundTripper
 	attempts int
@@ -345,8 +347,12 @@ func retryable(req *http.Request, err error) bool {
 	if req.Body != nil && req.Body != http.NoBody {
 		return false
 	}
+	if req.Context().Err() != nil {
+		return false // the client left
+	}
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.As(err, &op) && op.Op == "dial" ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // recorder remembers the status and size of the answer; Unwrap lets

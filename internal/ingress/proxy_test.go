@@ -389,3 +389,75 @@ func TestWebSocketAndStreaming(t *testing.T) {
 		t.Errorf("through the upgraded connection: %q, %v", line, err)
 	}
 }
+
+// resettingAddr is an endpoint that accepts connections and resets each once the request
+// has arrived, without an answer: a pod whose server process dies with requests in
+// flight, as during a rollout before its endpoint has left the proxy's table.
+func resettingAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 4096)
+				_, _ = c.Read(buf)
+				_ = c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestRetryWhenEndpointResets: an idempotent request without a body whose endpoint
+// resets the connection before any byte of an answer goes to another endpoint, on a
+// fresh connection as on a kept one (nginx's proxy_next_upstream error, which retries
+// idempotent requests on errors "passing a request to it, or reading the response
+// header"); a POST is not sent again. On the lean path (Serve) and the general one.
+func TestRetryWhenEndpointResets(t *testing.T) {
+	f := NewFake(defaultClass(), makeIngress("default", "i", 0, func(ing *networkingv1.Ingress) {
+		ing.Spec.DefaultBackend = ptr.To(svcBackend("s", 80))
+	}))
+	serviceFor(t, f, "default", "s", echoBackend(t, "a").URL, resettingAddr(t), echoBackend(t, "b").URL)
+	for _, path := range []string{"lean", "general"} {
+		t.Run(path, func(t *testing.T) {
+			p := NewProxy(ProxyConfig{Attempts: 3})
+			p.SetTable(Build(f))
+			url := ""
+			if path == "lean" {
+				url = "http://" + startServe(t, p, 0).http
+			} else {
+				front := httptest.NewServer(p)
+				t.Cleanup(front.Close)
+				url = front.URL
+			}
+			client := &http.Client{Transport: &http.Transport{}}
+			for range 9 {
+				if code, body := get(t, client, url+"/", "x", nil); code != 200 {
+					t.Fatalf("GET answered %d %q; an endpoint that reset must be retried on another", code, body)
+				}
+			}
+			fails := 0
+			for range 3 {
+				resp, err := client.Post(url+"/", "text/plain", strings.NewReader("x"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusBadGateway {
+					fails++
+				}
+			}
+			if fails != 1 {
+				t.Errorf("%d of 3 POSTs failed, want exactly 1 (the resetting endpoint's turn, not retried)", fails)
+			}
+		})
+	}
+}
