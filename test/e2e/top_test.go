@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -76,6 +77,7 @@ func TestTopPods(t *testing.T) {
 	c.apply(t, ns, topPods)
 	c.waitReady(t, ns, "busy")
 	c.waitReady(t, ns, "idle")
+	idleBefore, since := hostIdleSeconds(t), time.Now()
 
 	// Two scrapes 15 s apart are needed (or one 10 to 15 s after a container started).
 	var rows map[string]topRow
@@ -89,8 +91,21 @@ func TestTopPods(t *testing.T) {
 		_, idle := rows["idle"]
 		return busy && idle, out
 	})
-	if b := rows["busy"]; b.cpu < 100 || b.cpu > 250 {
-		t.Errorf("busy uses %dm of CPU, want near its 200m limit (100m..250m)", b.cpu)
+	// The limit caps busy's loop at 200m. It gets that much only when the host has CPU
+	// to spare: the scheduler leaves no CPU idle while a task is runnable, so idle time
+	// on the host means busy was not starved. On a host without (the e2e shards beside
+	// the unit tests load two cores to 20 and more), busy gets its share of the load,
+	// which must still be well above idle's.
+	idleCores := (hostIdleSeconds(t) - idleBefore) / time.Since(since).Seconds()
+	busyOK := func(cpu int) (bool, string) {
+		if idleCores >= 0.5 {
+			return cpu >= 100 && cpu <= 250, fmt.Sprintf("near its 200m limit (100m..250m), the host having had %.2f cores idle", idleCores)
+		}
+		return cpu >= 20 && cpu <= 250 && cpu > 4*rows["idle"].cpu, fmt.Sprintf("at most its 200m limit and well above idle's %dm (the host had only %.2f cores idle)", rows["idle"].cpu, idleCores)
+	}
+	t.Logf("busy %dm, idle %dm of CPU; the host had %.2f cores idle meanwhile", rows["busy"].cpu, rows["idle"].cpu, idleCores)
+	if ok, want := busyOK(rows["busy"].cpu); !ok {
+		t.Errorf("busy uses %dm of CPU, want %s", rows["busy"].cpu, want)
 	}
 	if i := rows["idle"]; i.cpu > 10 {
 		t.Errorf("idle uses %dm of CPU, want near 0", i.cpu)
@@ -99,8 +114,9 @@ func TestTopPods(t *testing.T) {
 	t.Run("containers", func(t *testing.T) {
 		out := s.must(t, "top", "pods", "-n", ns, "--containers", "--no-headers")
 		rows := parseTop(t, out, 2, 3)
-		if b, ok := rows["busy/c"]; !ok || b.cpu < 100 || b.cpu > 250 {
-			t.Errorf("kubectl top pods --containers:\n%s\nwant busy's container c near 200m", out)
+		b, found := rows["busy/c"]
+		if ok, want := busyOK(b.cpu); !found || !ok {
+			t.Errorf("kubectl top pods --containers:\n%s\nwant busy's container c %s", out, want)
 		}
 		if _, ok := rows["idle/c"]; !ok {
 			t.Errorf("kubectl top pods --containers:\n%s\nwant idle's container c", out)
@@ -225,4 +241,25 @@ func TestTopKubeletEndpoints(t *testing.T) {
 	if out, err := get(admin, "/metrics/resource"); err == nil || !strings.Contains(out, "Forbidden") {
 		t.Errorf("GET /metrics/resource with the admin's certificate: %v %s, want 403", err, out)
 	}
+}
+
+// hostIdleSeconds is the idle and iowait time of all the host's CPUs since boot, in
+// seconds (/proc/stat, in USER_HZ: 100 per second on Linux).
+func hostIdleSeconds(t *testing.T) float64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat begins with %q, want the cpu line", line)
+	}
+	idle, err1 := strconv.ParseFloat(f[4], 64)
+	iowait, err2 := strconv.ParseFloat(f[5], 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/stat cpu line %q", line)
+	}
+	return (idle + iowait) / 100
 }
