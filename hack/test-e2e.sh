@@ -8,7 +8,7 @@
 # parallel ones, two at a time); every other test, on the package's shared cluster, runs
 # in shard 0, so a new test is never left out, but for a few long ones in shard 2 that
 # even out the shards' times. Each shard has its own shared cluster and
-# its own namespace prefixes (E2E_SHARD, see runID in test/e2e/cluster_test.go).
+# its own namespace prefixes (E2E_RUN_ID, see runID in test/e2e/cluster_test.go).
 # (Four shards, the shared-cluster tests in two halves, were faster by two minutes but
 # loaded the two cores to 22-24 with the unit tests beside them, and tests failed on
 # timing; three kept it near 12.)
@@ -18,7 +18,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${TRANCHE_BIN:?TRANCHE_BIN must name the tranche binary (make test-e2e builds it)}"
 GO=${GO:-go}
-TIMEOUT=${E2E_TIMEOUT:-20m}
+# A shard still running after E2E_TIMEOUT minutes gets SIGTERM, on which the test binary
+# prints its goroutines and stops the clusters it started (go test's own timeout, a
+# little later, would panic without cleaning up).
+TIMEOUT=${E2E_TIMEOUT:-20}
 
 # Shard 1: tests on clusters of their own that run one after the other.
 ownSeq=(
@@ -33,7 +36,7 @@ ownSeq=(
 ownPar=(
 	TestAcceptanceSeveralMachines TestEtcdQuorum TestGracefulDeletionAfterAgentRestart
 	TestLeaseReleasedOnSIGTERM TestLinkCut TestLinkCutHostGW TestLoadBalancerPoolL2
-	TestMachineJoin TestMachinesLoadBalancer TestReadmeMachines TestWorkloads
+	TestMachineJoin TestMachinesLoadBalancer TestReadmeMachines TestUpDetachInterrupted TestWorkloads
 )
 # Tests on the shared cluster that run in shard 2 (on a shared cluster of its own),
 # before its parallel tests start: with all of them in shard 0, it took 1206 s at the
@@ -73,14 +76,26 @@ names=("shared cluster" "own clusters, one at a time" "own clusters, parallel, a
 shard() { # shard N ARGS...
 	local n=$1
 	shift
+	# The shard's namespace prefixes end in its run id (runID in the tests).
+	local id=$(($$ % 250 * 4 + n))
 	(
 		cd test/e2e &&
-			E2E_SHARD=$n TRANCHE_BIN=$TRANCHE_BIN "$work/e2e.test" -test.count=1 -test.timeout="$TIMEOUT" "$@" \
-				>"$work/shard$n.log" 2>&1
+			E2E_RUN_ID=$id TRANCHE_BIN=$TRANCHE_BIN timeout --signal=TERM --kill-after=2m "${TIMEOUT}m" \
+				"$work/e2e.test" -test.count=1 -test.timeout="$((TIMEOUT + 3))m" "$@" >"$work/shard$n.log" 2>&1
 		echo $? >"$work/shard$n.rc"
 		echo "test-e2e: shard $n (${names[$n]}) ended after $(($(date +%s) - start)) s, exit $(cat "$work/shard$n.rc")"
+		sweep "$n" "$id"
 	) &
 	pids+=($!)
+}
+# sweep removes the network namespaces a shard left (none, unless it was killed or a
+# test's cleanup failed) and says so: a leftover is a defect to fix.
+sweep() { # sweep N ID
+	local ns
+	for ns in $(ip netns list | awk '{print $1}' | grep -E "^[a-z]+$2-"); do
+		echo "test-e2e: shard $1 left network namespace $ns; deleting it" >&2
+		ip netns delete "$ns"
+	done
 }
 shard 0 -test.skip "$(anchored "${ownSeq[@]}" "${ownPar[@]}")" "$@"
 shard 1 -test.run "$(anchored "${ownSeq[@]}")" "$@"

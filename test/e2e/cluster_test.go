@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,15 +44,15 @@ var (
 	trancheBin string
 	kubectlBin string
 	// runID tells this run's namespace prefixes from those of another run on the host:
-	// the process id modulo 1000, made distinct for the shards `make test-e2e` runs at
-	// once (E2E_SHARD=0..3, see hack/test-e2e.sh), whose ids could otherwise collide.
+	// E2E_RUN_ID when set (0-999: hack/test-e2e.sh gives each shard its own, and
+	// removes what a killed shard left with it), else the process id modulo 1000.
 	runID int
 )
 
 func TestMain(m *testing.M) {
 	runID = os.Getpid() % 1000
-	if shard, err := strconv.Atoi(os.Getenv("E2E_SHARD")); err == nil && shard >= 0 && shard < 4 {
-		runID = os.Getpid()%250*4 + shard
+	if id, err := strconv.Atoi(os.Getenv("E2E_RUN_ID")); err == nil && id >= 0 && id < 1000 {
+		runID = id
 	}
 	trancheBin = os.Getenv("TRANCHE_BIN")
 	if trancheBin == "" {
@@ -73,7 +74,11 @@ func TestMain(m *testing.M) {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sig
-		stopLocalCluster()
+		// Killed from outside (hack/test-e2e.sh's timeout): what was running, then
+		// the clusters stopped.
+		fmt.Fprintln(os.Stderr, "e2e: terminated; the goroutines then:")
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		fmt.Fprintf(os.Stderr, "--- tranche down ---\n%s\n", stopLocalCluster())
 		shared.stop()
 		os.RemoveAll(shared.dataDir)
 		os.Exit(1)

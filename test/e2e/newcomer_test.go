@@ -35,7 +35,7 @@ func TestUpNamedBesideShared(t *testing.T) {
 	// The signal handler and TestMain take it down like an upOwn cluster.
 	own := &localCluster{dataDir: dataDir, prefix: "tn-unknown-"}
 	ownMu.Lock()
-	ownClusters[own] = true
+	liveClusters[own] = true
 	ownMu.Unlock()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -47,7 +47,7 @@ func TestUpNamedBesideShared(t *testing.T) {
 			t.Errorf("tranche down --name %s --purge: %v\n%s", name, err, out)
 		}
 		ownMu.Lock()
-		delete(ownClusters, own)
+		delete(liveClusters, own)
 		ownMu.Unlock()
 		if left := netnsWithPrefix(own.prefix); len(left) > 0 {
 			t.Errorf("tranche down left network namespaces: %v", left)

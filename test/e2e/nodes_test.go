@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,15 +29,28 @@ var (
 	theCluster  *localCluster
 	clusterErr  error
 
-	// ownClusters are the clusters of upOwn still running, for the signal handler.
-	ownMu       sync.Mutex
-	ownClusters = map[*localCluster]bool{}
+	// liveClusters are the clusters started and not yet taken down (the shared one,
+	// upOwn's, one starting when a signal came), for TestMain and its signal handler.
+	ownMu        sync.Mutex
+	liveClusters = map[*localCluster]bool{}
+	// stopping is set once stopLocalCluster began: no cluster starts after it. starts
+	// counts the `tranche up` commands running, which it waits for.
+	stopping bool
+	starts   sync.WaitGroup
 )
 
 // startLocalCluster runs `tranche up --nodes N [--zones Z] --detach` on a fresh data dir
 // with the netns prefix <tag><pid%1000>-. It returns the cluster also when up failed, so
 // that the caller can take down whatever was started.
 func startLocalCluster(tag string, nodes int, zones string, extra ...string) (*localCluster, error) {
+	ownMu.Lock()
+	if stopping {
+		ownMu.Unlock()
+		return nil, errors.New("the e2e tests are stopping: no new cluster")
+	}
+	starts.Add(1)
+	ownMu.Unlock()
+	defer starts.Done()
 	dir, err := os.MkdirTemp("", "trup-")
 	if err != nil {
 		return nil, err
@@ -46,6 +60,9 @@ func startLocalCluster(tag string, nodes int, zones string, extra ...string) (*l
 		return nil, err
 	}
 	c := &localCluster{dataDir: dir, prefix: fmt.Sprintf("%s%d-", tag, runID), listen: addr}
+	ownMu.Lock()
+	liveClusters[c] = true
+	ownMu.Unlock()
 	upstream, err := fakeUpstreamDNS() // never the host's resolvers (dns_test.go)
 	if err != nil {
 		return c, err
@@ -92,9 +109,6 @@ func upOwn(t testing.TB, tag string, nodes int, extra ...string) *localCluster {
 	t.Helper()
 	c, err := startLocalCluster(tag, nodes, "", extra...)
 	if c != nil {
-		ownMu.Lock()
-		ownClusters[c] = true
-		ownMu.Unlock()
 		t.Cleanup(func() {
 			if t.Failed() {
 				log, _ := os.ReadFile(filepath.Join(c.dataDir, "tranche.log"))
@@ -104,7 +118,7 @@ func upOwn(t testing.TB, tag string, nodes int, extra ...string) *localCluster {
 				t.Logf("tranche down:\n%s", out)
 			}
 			ownMu.Lock()
-			delete(ownClusters, c)
+			delete(liveClusters, c)
 			ownMu.Unlock()
 			if left := netnsWithPrefix(c.prefix); len(left) > 0 {
 				t.Errorf("tranche down left network namespaces: %v", left)
@@ -117,19 +131,23 @@ func upOwn(t testing.TB, tag string, nodes int, extra ...string) *localCluster {
 	return c
 }
 
-// stopLocalCluster takes down the shared cluster and any upOwn cluster still running
-// (TestMain, its signal handler, and the leftovers test) and returns what down printed.
+// stopLocalCluster takes down the shared cluster and any other still running (TestMain,
+// its signal handler, and the leftovers test) and returns what down printed.
 func stopLocalCluster() string {
 	var out strings.Builder
+	// Tests go on while the signal handler runs: a cluster starting now is waited for
+	// (a signal to the test binary's process group stops its `tranche up --detach`
+	// with the cluster, one begun after it finishes starting), and none starts after.
 	ownMu.Lock()
-	for c := range ownClusters {
+	stopping = true
+	ownMu.Unlock()
+	starts.Wait()
+	ownMu.Lock()
+	for c := range liveClusters {
 		out.WriteString(c.down())
-		delete(ownClusters, c)
+		delete(liveClusters, c)
 	}
 	ownMu.Unlock()
-	if theCluster != nil {
-		out.WriteString(theCluster.down())
-	}
 	return out.String()
 }
 
