@@ -103,8 +103,14 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureOf(t, testResources())
+}
+
+// newFixtureOf is newFixture serving resources.
+func newFixtureOf(t *testing.T, resources []registry.Resource) *fixture {
+	t.Helper()
 	store := memory.New(50 * time.Millisecond)
-	api, err := New(Config{Storage: store, Resources: testResources()})
+	api, err := New(Config{Storage: store, Resources: resources})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,23 +2,18 @@ package apiserver
 
 import (
 	"maps"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/tranche/tranche/internal/registry/autoscaling"
 	"github.com/tranche/tranche/internal/registry/core"
 	"github.com/tranche/tranche/internal/registry/events"
-	"github.com/tranche/tranche/internal/storage/memory"
 )
 
 // TestManagedFieldsAcrossViews: an object written through autoscaling/v1 (a view of the
@@ -28,19 +23,8 @@ import (
 // not recompute the v1 entry, logged "unknown conversion" and kept the managedFields as
 // they were: the v2 writer was not recorded.
 func TestManagedFieldsAcrossViews(t *testing.T) {
-	resources := append(testResources(), autoscaling.HorizontalPodAutoscalerResource(), autoscaling.HorizontalPodAutoscalerV1Resource())
-	api, err := New(Config{Storage: memory.New(50 * time.Millisecond), Resources: resources})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(api.Close)
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	c := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
-	ctx := t.Context()
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixtureOf(t, append(testResources(), autoscaling.HorizontalPodAutoscalerResource(), autoscaling.HorizontalPodAutoscalerV1Resource()))
+	c, ctx := f.client, f.ctx
 	h := &autoscalingv1.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: autoscalingv1.HorizontalPodAutoscalerSpec{MaxReplicas: 5,
 			ScaleTargetRef: autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}
@@ -83,19 +67,8 @@ func TestManagedFieldsAcrossViews(t *testing.T) {
 // view of core/v1 ones: an event created through events.k8s.io/v1 and updated through
 // core/v1 records both managers.
 func TestManagedFieldsAcrossGroups(t *testing.T) {
-	resources := append(testResources(), core.EventResource(), events.EventResource())
-	api, err := New(Config{Storage: memory.New(50 * time.Millisecond), Resources: resources})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(api.Close)
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	c := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
-	ctx := t.Context()
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixtureOf(t, append(testResources(), core.EventResource(), events.EventResource()))
+	c, ctx := f.client, f.ctx
 	ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}, EventTime: metav1.NowMicro(), Type: v1.EventTypeNormal,
 		Reason: "Started", Action: "Starting", Note: "first", ReportingController: "example.com/c", ReportingInstance: "c-1",
 		Regarding: v1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "p"}}

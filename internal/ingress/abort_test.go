@@ -26,11 +26,35 @@ type silentBackend struct {
 }
 
 func newSilentBackend(t *testing.T) *silentBackend {
+	b := &silentBackend{got: make(chan struct{}, 16), eof: make(chan struct{}, 16)}
+	b.ln = acceptEach(t, func(c net.Conn) {
+		defer c.Close()
+		var seen []byte
+		buf := make([]byte, 64<<10)
+		told := false
+		for {
+			n, err := c.Read(buf)
+			if seen = append(seen, buf[:n]...); !told && bytes.Contains(seen, crlfcrlf) {
+				told = true
+				b.got <- struct{}{}
+			}
+			if err != nil {
+				b.eof <- struct{}{}
+				return
+			}
+		}
+	})
+	return b
+}
+
+// acceptEach listens on a loopback port until t ends and runs handle on each connection
+// in a goroutine of its own.
+func acceptEach(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &silentBackend{ln: ln, got: make(chan struct{}, 16), eof: make(chan struct{}, 16)}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -38,26 +62,10 @@ func newSilentBackend(t *testing.T) *silentBackend {
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				var seen []byte
-				buf := make([]byte, 64<<10)
-				told := false
-				for {
-					n, err := c.Read(buf)
-					if seen = append(seen, buf[:n]...); !told && bytes.Contains(seen, crlfcrlf) {
-						told = true
-						b.got <- struct{}{}
-					}
-					if err != nil {
-						b.eof <- struct{}{}
-						return
-					}
-				}
-			}()
+			go handle(c)
 		}
 	}()
-	return b
+	return ln
 }
 
 // within waits for ch until a deadline; false when it passed.

@@ -510,14 +510,7 @@ func TestRetryOnClosedKeptConnection(t *testing.T) {
 	for _, path := range []string{"lean", "general"} {
 		p := NewProxy(ProxyConfig{Attempts: 1})
 		p.SetTable(Build(f))
-		url := ""
-		if path == "lean" {
-			url = "http://" + startServe(t, p, 0).http
-		} else {
-			front := httptest.NewServer(p)
-			t.Cleanup(front.Close)
-			url = front.URL
-		}
+		url := frontURL(t, p, path)
 		client := &http.Client{Transport: &http.Transport{}}
 		for _, tc := range []struct {
 			method, body string

@@ -216,18 +216,7 @@ func TestProxyBalancesAndRetries(t *testing.T) {
 		t.Errorf("answers came from %v, want all of a, b and c", seen)
 	}
 	// A POST is not idempotent: when it lands on the dead endpoint it fails, once in four.
-	fails := 0
-	for range 4 {
-		resp, err := front.Client().Post(front.URL+"/", "text/plain", strings.NewReader("x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusBadGateway {
-			fails++
-		}
-	}
-	if fails != 1 {
+	if fails := badGatewayPosts(t, front.Client(), front.URL, 4); fails != 1 {
 		t.Errorf("%d of 4 POSTs failed, want exactly 1 (the dead endpoint's turn, not retried)", fails)
 	}
 }
@@ -394,26 +383,12 @@ func TestWebSocketAndStreaming(t *testing.T) {
 // has arrived, without an answer: a pod whose server process dies with requests in
 // flight, as during a rollout before its endpoint has left the proxy's table.
 func resettingAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				buf := make([]byte, 4096)
-				_, _ = c.Read(buf)
-				_ = c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return acceptEach(t, func(c net.Conn) {
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		_ = c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}).Addr().String()
 }
 
 // TestRetryWhenEndpointResets: an idempotent request without a body whose endpoint
@@ -430,34 +405,45 @@ func TestRetryWhenEndpointResets(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			p := NewProxy(ProxyConfig{Attempts: 3})
 			p.SetTable(Build(f))
-			url := ""
-			if path == "lean" {
-				url = "http://" + startServe(t, p, 0).http
-			} else {
-				front := httptest.NewServer(p)
-				t.Cleanup(front.Close)
-				url = front.URL
-			}
+			url := frontURL(t, p, path)
 			client := &http.Client{Transport: &http.Transport{}}
 			for range 9 {
 				if code, body := get(t, client, url+"/", "x", nil); code != 200 {
 					t.Fatalf("GET answered %d %q; an endpoint that reset must be retried on another", code, body)
 				}
 			}
-			fails := 0
-			for range 3 {
-				resp, err := client.Post(url+"/", "text/plain", strings.NewReader("x"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusBadGateway {
-					fails++
-				}
-			}
-			if fails != 1 {
+			if fails := badGatewayPosts(t, client, url, 3); fails != 1 {
 				t.Errorf("%d of 3 POSTs failed, want exactly 1 (the resetting endpoint's turn, not retried)", fails)
 			}
 		})
 	}
+}
+
+// frontURL serves p on the lean path (Serve) or the general one (ServeHTTP, through
+// httptest) and returns its base URL.
+func frontURL(t *testing.T, p *Proxy, path string) string {
+	t.Helper()
+	if path == "lean" {
+		return "http://" + startServe(t, p, 0).http
+	}
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	return front.URL
+}
+
+// badGatewayPosts sends n POSTs to url and counts those answered 502.
+func badGatewayPosts(t *testing.T, c *http.Client, url string, n int) int {
+	t.Helper()
+	fails := 0
+	for range n {
+		resp, err := c.Post(url+"/", "text/plain", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusBadGateway {
+			fails++
+		}
+	}
+	return fails
 }
