@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/netns"
@@ -169,7 +172,22 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	testLinkCut(t, machineKubectl{survivor}, machines["m3"], machines["m1"])
 	t.Logf("%.0fs: m3's link cut and back", time.Since(start).Seconds())
 
-	// Fault 3: etcd members stop, one then two.
+	// Fault 3: etcd members stop, one then two. The api pods are read again first: the
+	// link cut may have evicted m3's and replaced it.
+	eventually(t, 90*time.Second, "three api pods ready after the link cut", func() (bool, string) {
+		out, _, _ := survivor.kubectl("", "get", "deployment", "api", "-n", ns, "-o", "jsonpath={.status.readyReplicas} {.status.replicas}")
+		return out == "3 3", out
+	})
+	pods = nil
+	list, err := sc.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			pods = append(pods, p.Name)
+		}
+	}
 	first, up := etcd.stopLeader()
 	for i, s := range servers {
 		s.must(t, "create", "configmap", "-n", ns, fmt.Sprintf("one-down-%d", i))
@@ -191,10 +209,11 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 			t.Fatalf("server %s exited without etcd quorum", s.host)
 		}
 	}
-	// The data path does not need the control plane.
-	if ok, seen := reaches(machines["m1"], "http://"+clusterIP+"/"); !ok {
-		t.Fatalf("the ClusterIP from m1 without etcd quorum: %s", seen)
-	}
+	// The data path does not need the control plane. (Nine requests spread at random
+	// miss one of three pods 8% of the time: a few rounds, as above.)
+	eventually(t, 20*time.Second, "every api pod through the ClusterIP from m1 without etcd quorum", func() (bool, string) {
+		return reaches(machines["m1"], "http://"+clusterIP+"/")
+	})
 	etcd.Start(first)
 	etcd.Start(up[0])
 	for i := range etcd.members {
