@@ -175,7 +175,7 @@ func startDetached(cmd *cobra.Command, dataDir, kubeconfig string) error {
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		if cmd.Context().Err() != nil {
-			stopStarting(child.Process.Pid)
+			stopStarting(child.Process)
 			return fmt.Errorf("interrupted before the cluster was ready; it was stopped (see %s)", logPath)
 		}
 		data, _ := os.ReadFile(logPath)
@@ -193,25 +193,17 @@ func startDetached(cmd *cobra.Command, dataDir, kubeconfig string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	stopStarting(child.Process.Pid)
+	stopStarting(child.Process)
 	return fmt.Errorf("cluster not ready after 3 minutes; it was stopped (see %s)", logPath)
 }
 
-// stopStarting stops the background `tranche up` of pid that never became ready, as a
-// signal stops a foreground one (its namespaces, processes and mounts removed), so that
-// an interrupted or failed start leaves nothing running; after a minute it is killed.
-func stopStarting(pid int) {
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for range 600 {
-		var st syscall.WaitStatus
-		if got, _ := syscall.Wait4(pid, &st, syscall.WNOHANG, nil); got == pid {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	var st syscall.WaitStatus
-	_, _ = syscall.Wait4(pid, &st, 0, nil)
+// stopStarting stops the background `tranche up` that never became ready as `tranche
+// down` stops one (SIGTERM, on which it removes its namespaces, processes and mounts; its
+// group killed after a minute), so that an interrupted or failed start leaves nothing
+// running, and reaps it.
+func stopStarting(child *os.Process) {
+	cluster.StopGroup(child.Pid, time.Minute)
+	_, _ = child.Wait()
 }
 
 func downCmd() *cobra.Command {

@@ -306,7 +306,7 @@ func startAgent(cfg Config, s State, node string, detached bool) (*agentProc, er
 		close(proc.done)
 	}()
 	if err := writePIDFile(p.agentPID(node), cmd.Process.Pid); err != nil {
-		stopGroup(cmd.Process.Pid, time.Second)
+		StopGroup(cmd.Process.Pid, time.Second)
 		<-proc.done
 		if exitErr, ok := proc.exited(); ok {
 			return nil, agentFailure(proc, exitErr)

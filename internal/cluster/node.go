@@ -117,7 +117,7 @@ func RemoveNode(ctx context.Context, cfg Config, name string) error {
 	}
 	fmt.Fprintf(out, "node %s is not drained: its pods stop with it\n", name)
 	if pid, ok := livePID(p.agentPID(name)); ok {
-		stopGroup(pid, cfg.stopGrace())
+		StopGroup(pid, cfg.stopGrace())
 		fmt.Fprintf(out, "stopped the agent (pid %d)\n", pid)
 	}
 	if err := os.Remove(p.agentPID(name)); err != nil && !os.IsNotExist(err) {

@@ -98,9 +98,9 @@ func livePID(path string) (int, bool) {
 	return pid, true
 }
 
-// stopGroup sends SIGTERM to process group pgid (a process started with Setsid leads
+// StopGroup sends SIGTERM to process group pgid (a process started with Setsid leads
 // its own), waits up to grace for pid to exit, then SIGKILLs the group.
-func stopGroup(pid int, grace time.Duration) {
+func StopGroup(pid int, grace time.Duration) {
 	_ = unix.Kill(-pid, unix.SIGTERM)
 	_ = unix.Kill(pid, unix.SIGTERM)
 	if waitGone([]int{pid}, grace) {
@@ -149,7 +149,7 @@ func stopRecordedAgents(p paths, grace time.Duration) ([]string, error) {
 	var stopped []string
 	for _, node := range nodes {
 		if pid, ok := livePID(p.agentPID(node)); ok {
-			stopGroup(pid, grace)
+			StopGroup(pid, grace)
 			stopped = append(stopped, node)
 		}
 		if err := os.Remove(p.agentPID(node)); err != nil && !errors.Is(err, os.ErrNotExist) {
