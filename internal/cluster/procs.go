@@ -98,18 +98,74 @@ func livePID(path string) (int, bool) {
 	return pid, true
 }
 
-// StopGroup sends SIGTERM to process group pgid (a process started with Setsid leads
-// its own), waits up to grace for pid to exit, then SIGKILLs the group.
+// StopGroup stops process group pid (a process started with Setsid leads its own):
+// SIGTERM to every process in it, SIGKILL to those left after grace, and it returns
+// once none runs any more (or 5 s after the SIGKILL). Every member counts, not only the
+// leader: a shell script's shell dies at SIGTERM at once while the program it runs is
+// still stopping, and that program, left running, goes on writing to its files.
 func StopGroup(pid int, grace time.Duration) {
 	_ = unix.Kill(-pid, unix.SIGTERM)
 	_ = unix.Kill(pid, unix.SIGTERM)
-	if waitGone([]int{pid}, grace) {
-		_ = unix.Kill(-pid, unix.SIGKILL)
+	if waitGroupGone(pid, grace) {
 		return
 	}
 	_ = unix.Kill(-pid, unix.SIGKILL)
 	_ = unix.Kill(pid, unix.SIGKILL)
-	waitGone([]int{pid}, 5*time.Second)
+	waitGroupGone(pid, 5*time.Second)
+}
+
+// waitGroupGone waits up to d until neither process pid nor any process of group pid
+// runs any more (a zombie counts as gone) and reports whether they all went.
+func waitGroupGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if !running(pid) && !groupRunning(pid) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// groupRunning reports whether a process of group pgid runs (is not a zombie).
+func groupRunning(pgid int) bool {
+	if err := unix.Kill(-pgid, 0); errors.Is(err, unix.ESRCH) {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if g, state, ok := parseGroup(string(data)); ok && g == pgid && state != "Z" {
+			return true
+		}
+	}
+	return false
+}
+
+// parseGroup reads the state (field 3) and process group (field 5) of a /proc/PID/stat
+// line.
+func parseGroup(stat string) (pgid int, state string, ok bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	fields := strings.Fields(stat[i+1:])
+	if len(fields) < 3 {
+		return 0, "", false
+	}
+	g, err := strconv.Atoi(fields[2])
+	return g, fields[0], err == nil
 }
 
 // waitGone waits up to d until none of pids runs any more (a zombie counts as gone) and

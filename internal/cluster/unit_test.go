@@ -2,9 +2,13 @@ package cluster
 
 import (
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -162,5 +166,56 @@ func TestProxyModeOf(t *testing.T) {
 				t.Errorf("proxyModeOf = %q, %q; want %q, %q", mode, sched, tc.wantMode, tc.wantSched)
 			}
 		})
+	}
+}
+
+// TestStopGroupWaitsForEveryMember stops a script as the README's machines run them: a
+// shell that runs a program which needs a moment to stop after SIGTERM. The shell dies
+// at SIGTERM at once; StopGroup returns only after the program has stopped on its own
+// (it writes a file when it has), not SIGKILLed with the shell gone.
+func TestStopGroupWaitsForEveryMember(t *testing.T) {
+	dir := t.TempDir()
+	stopped := filepath.Join(dir, "stopped")
+	program := filepath.Join(dir, "program")
+	if err := os.WriteFile(program, []byte(`trap 'sleep 0.3; echo done > "$1"; exit 0' TERM
+while :; do sleep 0.05; done
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ready := filepath.Join(dir, "ready")
+	cmd := exec.Command("sh", "-ec", `touch "$2"; sh "$1" "$3"
+`, "sh", program, ready, stopped)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the script did not start")
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the program set its trap
+	StopGroup(cmd.Process.Pid, 10*time.Second)
+	<-done
+	if _, err := os.Stat(stopped); err != nil {
+		t.Errorf("StopGroup returned before the script's program had stopped: %v", err)
+	}
+	if groupRunning(cmd.Process.Pid) {
+		t.Errorf("group %d still runs after StopGroup", cmd.Process.Pid)
+	}
+}
+
+func TestParseGroup(t *testing.T) {
+	g, state, ok := parseGroup("17 (a) b (c) S 1 4242 4242 0 -1")
+	if !ok || g != 4242 || state != "S" {
+		t.Errorf("parseGroup = %d, %q, %v; want 4242, S, true", g, state, ok)
+	}
+	if _, _, ok := parseGroup("17 (sleep) S 1"); ok {
+		t.Error("parseGroup of a truncated line: ok")
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tranche/tranche/internal/auth/bootstrap"
 	"github.com/tranche/tranche/internal/auth/pki"
+	"github.com/tranche/tranche/internal/cluster"
 	"github.com/tranche/tranche/internal/clusternet"
 	"github.com/tranche/tranche/internal/netns"
 )
@@ -156,14 +157,12 @@ func (m *machine) start(t testing.TB, cmd *exec.Cmd, logPath string) (stop func(
 	return stop
 }
 
+// stopProcess stops cmd (started with Setsid) with every process of its group, as
+// cluster.StopGroup does: a README block's shell and the tranche or etcd it runs both
+// get SIGTERM, and it returns once all have stopped (SIGKILL after 15 s).
 func stopProcess(cmd *exec.Cmd, done <-chan struct{}) {
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
+	cluster.StopGroup(cmd.Process.Pid, 15*time.Second)
+	<-done
 }
 
 // killNetnsProcesses kills every process whose network namespace is the named one (an
