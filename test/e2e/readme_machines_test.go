@@ -137,6 +137,10 @@ func TestReadmeMachines(t *testing.T) {
 		t.Fatalf("%s is required (Debian package etcd-server; `make deps` installs it): %v", etcdBin, err)
 	}
 	addrs, blocks := walkthrough(t)
+	// The machines' directories are made first: cleanups run in reverse order, so they
+	// are removed after every machine's processes are gone (a shim left running would
+	// write into its agent's directory as it is removed).
+	home := t.TempDir()
 	for _, mnt := range readmeMounts {
 		if _, err := os.Stat(mnt); errors.Is(err, os.ErrNotExist) {
 			// An empty mount point; the machines' own directories are bound over it.
@@ -154,13 +158,18 @@ func TestReadmeMachines(t *testing.T) {
 	l := newLAN(t, prefix+"lan", cidr, netip.Addr{})
 	ms := map[string]*readmeMachine{}
 	for name, addr := range addrs {
+		// What an agent leaves running on purpose goes after the agent has stopped
+		// (cleanups run in reverse order): first its shim, in the machine's network
+		// namespace (addMachine's cleanup), then its pods' processes, in the node's
+		// cgroup, once no shim can start one any more.
+		t.Cleanup(func() { killNodeCgroup(t, runc.NodeCgroup(agent.MachinePrefix+name)) })
 		m := &readmeMachine{machine: l.addMachine(t, name, prefix+name, addr), dirs: map[string]string{}}
 		for _, mnt := range readmeMounts {
-			m.dirs[mnt] = t.TempDir()
+			m.dirs[mnt] = filepath.Join(home, name, filepath.Base(mnt))
+			if err := os.MkdirAll(m.dirs[mnt], 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
-		// What an agent leaves running on purpose (its shim, its pods' processes, in
-		// the node's cgroup) goes after the agent has stopped.
-		t.Cleanup(func() { killNodeCgroup(t, runc.NodeCgroup(agent.MachinePrefix+name)) })
 		ms[name] = m
 	}
 	var token, hash, last string
