@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tranche/tranche/bench/benchcluster"
 )
 
 // The tests of this file are issue 15's resource metrics acceptance on the shared
@@ -244,22 +245,12 @@ func TestTopKubeletEndpoints(t *testing.T) {
 }
 
 // hostIdleSeconds is the idle and iowait time of all the host's CPUs since boot, in
-// seconds (/proc/stat, in USER_HZ: 100 per second on Linux).
+// seconds.
 func hostIdleSeconds(t *testing.T) float64 {
 	t.Helper()
-	data, err := os.ReadFile("/proc/stat")
+	_, idle, err := benchcluster.MachineCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
-		t.Fatalf("/proc/stat begins with %q, want the cpu line", line)
-	}
-	idle, err1 := strconv.ParseFloat(f[4], 64)
-	iowait, err2 := strconv.ParseFloat(f[5], 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/stat cpu line %q", line)
-	}
-	return (idle + iowait) / 100
+	return idle.Seconds()
 }
