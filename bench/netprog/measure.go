@@ -450,3 +450,71 @@ func parseCounters(text string, series []string) map[string]float64 {
 	}
 	return got
 }
+
+// NodeSeries are a node's proxy and policy /metrics series (on 127.0.0.1:10249 in its
+// network namespace) that tell where a change's time went on the node: how many rule
+// syncs ran and how long they took, and the proxy's own view of the programming latency
+// (from the slice's last-change-trigger-time to its rules written).
+var NodeSeries = []string{
+	"kubeproxy_sync_proxy_rules_duration_seconds_count",
+	"kubeproxy_sync_proxy_rules_duration_seconds_sum",
+	"kubeproxy_network_programming_duration_seconds_count",
+	"kubeproxy_network_programming_duration_seconds_sum",
+	"tranche_networkpolicy_sync_duration_seconds_count",
+	"tranche_networkpolicy_sync_duration_seconds_sum",
+}
+
+// NodeCounters reads series from the metrics listener of the node whose network
+// namespace is nsName; a series not there counts 0.
+func NodeCounters(nsName string, series []string) (map[string]float64, error) {
+	var text string
+	err := netns.Do(nsName, func() error {
+		// The whole exchange on this thread, in the namespace: net/http would dial
+		// on a goroutine of its own.
+		conn, err := net.DialTimeout("tcp4", "127.0.0.1:10249", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			return err
+		}
+		data, err := io.ReadAll(conn)
+		if err != nil {
+			return err
+		}
+		head, body, ok := strings.Cut(string(data), "\r\n\r\n")
+		if !ok || !strings.Contains(strings.SplitN(head, "\r\n", 2)[0], " 200 ") {
+			return fmt.Errorf("GET /metrics: %.100q", head)
+		}
+		text = body
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node metrics in %s: %w", nsName, err)
+	}
+	return parseCounters(text, series), nil
+}
+
+// NodeBreakdown writes, for each node, what its proxy and policy enforcement did
+// between the readings before and after: syncs and their mean duration, and the
+// proxy's mean programming latency.
+func NodeBreakdown(w io.Writer, names []string, before, after []map[string]float64) {
+	fmt.Fprintln(w, "  on each node during the changes\tproxy syncs\tmean sync\tproxy's own latency (mean)\tpolicy syncs\tmean policy sync\t")
+	mean := func(i int, sum, count string) string {
+		n := after[i][count] - before[i][count]
+		if n <= 0 {
+			return "-"
+		}
+		return Ms(time.Duration((after[i][sum] - before[i][sum]) / n * float64(time.Second)))
+	}
+	for i, name := range names {
+		fmt.Fprintf(w, "  %s\t%.0f\t%s\t%s\t%.0f\t%s\t\n", name,
+			after[i]["kubeproxy_sync_proxy_rules_duration_seconds_count"]-before[i]["kubeproxy_sync_proxy_rules_duration_seconds_count"],
+			mean(i, "kubeproxy_sync_proxy_rules_duration_seconds_sum", "kubeproxy_sync_proxy_rules_duration_seconds_count"),
+			mean(i, "kubeproxy_network_programming_duration_seconds_sum", "kubeproxy_network_programming_duration_seconds_count"),
+			after[i]["tranche_networkpolicy_sync_duration_seconds_count"]-before[i]["tranche_networkpolicy_sync_duration_seconds_count"],
+			mean(i, "tranche_networkpolicy_sync_duration_seconds_sum", "tranche_networkpolicy_sync_duration_seconds_count"))
+	}
+}

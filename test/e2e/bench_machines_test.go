@@ -117,13 +117,34 @@ func BenchmarkMachinesNetworkProgramming(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	nodeCounters := func() []map[string]float64 {
+		var out []map[string]float64
+		for _, m := range ms {
+			c, err := netprog.NodeCounters(m.ns, netprog.NodeSeries)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	nodesBefore := nodeCounters()
+	busyBefore, idleBefore, err := benchcluster.MachineCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	got := target.Measure(b, ctx, pollers, npChanges)
 	b.StopTimer()
+	busyAfter, idleAfter, err := benchcluster.MachineCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
 	after, err := netprog.Counters(ctx, client, netprog.ControllerSeries)
 	if err != nil {
 		b.Fatal(err)
 	}
+	nodesAfter := nodeCounters()
 	toReady, toUnready := got.ToReady, got.ToUnready
 	local, remote := got.ReadyFrom(0, 1), got.ReadyFrom(1, len(pollers))
 	b.ReportMetric(netprog.Percentile(toReady, 50).Seconds()*1000, "p50-ms")
@@ -146,6 +167,11 @@ func BenchmarkMachinesNetworkProgramming(b *testing.B) {
 	for _, s := range netprog.ControllerSeries {
 		fmt.Printf("  %s: %.0f during the changes\n", s, after[s]-before[s])
 	}
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	netprog.NodeBreakdown(tw, names, nodesBefore, nodesAfter)
+	tw.Flush()
+	busy, idle := busyAfter-busyBefore, idleAfter-idleBefore
+	fmt.Printf("  the machine's CPUs were busy %.0f%% of the time during the changes\n", 100*busy.Seconds()/(busy+idle).Seconds())
 	if got.Early > 0 {
 		fmt.Printf("  %d changes reached every machine before the benchmark's watch saw the pod change (counted as 0).\n", got.Early)
 	}
