@@ -24,9 +24,13 @@ const elementsPerCommand = 1000
 // go in a few commands instead of one command per element. nft parses, evaluates and
 // sends every command on its own, which made a full sync of 10,000 services (130,000
 // elements) cost half again as much CPU as loading the same table (see bench/proxy).
+//
+// Its syncs go through one long-lived `nft -i` (see nftSession) when they fit, so that
+// a sync does not start a process; Close ends it.
 type Kernel struct {
 	knftables.Interface
-	path string
+	path    string
+	session *nftSession
 }
 
 var _ knftables.Interface = (*Kernel)(nil)
@@ -43,8 +47,11 @@ func NewKernel() (*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding the nft command: %w", err)
 	}
-	return &Kernel{Interface: nft, path: path}, nil
+	return &Kernel{Interface: nft, path: path, session: &nftSession{path: path}}, nil
 }
+
+// Close ends the nft process Kernel keeps for its syncs (a later sync starts another).
+func (k *Kernel) Close() { k.session.close() }
 
 // List implements knftables.Interface. For chains, sets and maps it reads only their
 // names (`nft --terse list chains|sets|maps ip`, keeping those of TableName), where
@@ -86,9 +93,17 @@ func (k *Kernel) List(ctx context.Context, objectType string) ([]string, error) 
 	return names, nil
 }
 
-// runPlan runs pl as one nft transaction: all of it or, on error, none of it.
+// runPlan runs pl as one nft transaction: all of it or, on error, none of it; through
+// the session when it can, else with `nft -f -`.
 func (k *Kernel) runPlan(ctx context.Context, pl *syncPlan) error {
-	return k.nftPlan(ctx, pl, "-f", "-")
+	buf, err := k.render(pl)
+	if err != nil || buf.Len() == 0 {
+		return err
+	}
+	if err := k.session.run(ctx, buf.String()); !errors.Is(err, errSessionUnusable) {
+		return err
+	}
+	return k.nft(ctx, buf, "-f", "-")
 }
 
 // checkPlan runs pl with `nft --check`: nft sends the transaction to the kernel, which
@@ -99,6 +114,15 @@ func (k *Kernel) checkPlan(ctx context.Context, pl *syncPlan) error {
 
 // nftPlan renders pl and feeds it to nft with args.
 func (k *Kernel) nftPlan(ctx context.Context, pl *syncPlan, args ...string) error {
+	buf, err := k.render(pl)
+	if err != nil || buf.Len() == 0 {
+		return err
+	}
+	return k.nft(ctx, buf, args...)
+}
+
+// render writes pl as nft commands, one per line.
+func (k *Kernel) render(pl *syncPlan) (*bytes.Buffer, error) {
 	var buf bytes.Buffer
 	size := 100 * (len(pl.before) + len(pl.after)) // a rough guess at an object's line
 	for _, ops := range [][]elemOp{pl.deletes, pl.adds} {
@@ -108,19 +132,21 @@ func (k *Kernel) nftPlan(ctx context.Context, pl *syncPlan, args ...string) erro
 	}
 	buf.Grow(size)
 	if err := k.writeObjects(&buf, pl.before); err != nil {
-		return err
+		return nil, err
 	}
 	writeElements(&buf, "delete", pl.deletes)
 	writeElements(&buf, "add", pl.adds)
 	if err := k.writeObjects(&buf, pl.after); err != nil {
-		return err
+		return nil, err
 	}
-	if buf.Len() == 0 {
-		return nil
-	}
+	return &buf, nil
+}
+
+// nft runs the nft command with args and buf as its input.
+func (k *Kernel) nft(ctx context.Context, buf *bytes.Buffer, args ...string) error {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, k.path, args...)
-	cmd.Stdin, cmd.Stderr = &buf, &stderr
+	cmd.Stdin, cmd.Stderr = buf, &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if len(msg) > 4000 {
