@@ -39,15 +39,18 @@ type nftSession struct {
 	netns  uint64      // the network namespace (inode) nft runs in
 	buf    []byte      // stderr read past the last marker
 	sent   int         // transactions sent to this process
+	bytes  int         // and their bytes
 	marker int
 }
 
-// sessionMaxTransactions and sessionMaxLine bound what goes through one nft process:
-// interactive nft keeps every line in its history, so a process is replaced after that
-// many transactions, and a transaction longer than sessionMaxLine (a full sync of
-// thousands of services) goes through `nft -f -` as before.
+// sessionMaxTransactions, sessionMaxBytes and sessionMaxLine bound what goes through
+// one nft process: interactive nft keeps every line in its history, so a process is
+// replaced after that many transactions or bytes, and a transaction longer than
+// sessionMaxLine (a full sync of thousands of services) goes through `nft -f -` as
+// before.
 const (
 	sessionMaxTransactions = 1000
+	sessionMaxBytes        = 16 << 20
 	sessionMaxLine         = 1 << 20
 )
 
@@ -68,7 +71,7 @@ func (s *nftSession) run(ctx context.Context, text string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errSessionUnusable, err)
 	}
-	if s.cmd != nil && (s.netns != ns || s.sent >= sessionMaxTransactions) {
+	if s.cmd != nil && (s.netns != ns || s.sent >= sessionMaxTransactions || s.bytes+len(line) > sessionMaxBytes) {
 		s.stopLocked()
 	}
 	if s.cmd == nil {
@@ -78,6 +81,7 @@ func (s *nftSession) run(ctx context.Context, text string) error {
 	}
 	s.marker++
 	s.sent++
+	s.bytes += len(line)
 	marker := "tranche-transaction-end-" + strconv.Itoa(s.marker)
 	// A write that nft does not take (a full pipe) ends with ctx.
 	stop := context.AfterFunc(ctx, func() { s.stdin.SetWriteDeadline(time.Now()) })
@@ -173,7 +177,7 @@ func (s *nftSession) startLocked(ns uint64) error {
 			}
 		}
 	}()
-	s.cmd, s.stdin, s.stderr, s.netns, s.buf, s.sent = cmd, stdin, ch, ns, nil, 0
+	s.cmd, s.stdin, s.stderr, s.netns, s.buf, s.sent, s.bytes = cmd, stdin, ch, ns, nil, 0, 0
 	return nil
 }
 

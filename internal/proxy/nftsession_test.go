@@ -113,3 +113,101 @@ func TestNFTSessionTooLong(t *testing.T) {
 		t.Errorf("got %v, want errSessionUnusable", err)
 	}
 }
+
+// TestNFTSessionReplaced checks that nft -i is replaced after sessionMaxTransactions
+// (interactive nft keeps every line in memory) and that the new one goes on.
+func TestNFTSessionReplaced(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces and nft)")
+	}
+	path, err := exec.LookPath("nft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("tp%03d-nftr", os.Getpid()%1000)
+	if err := netns.Create(ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := netns.Delete(ns); err != nil {
+			t.Error(err)
+		}
+	})
+	s := &nftSession{path: path}
+	defer s.close()
+	pids := map[int]bool{}
+	if err := netns.Do(ns, func() error {
+		if err := s.run(context.Background(), "add table ip t\nadd set ip t s { type ipv4_addr ; }\n"); err != nil {
+			return err
+		}
+		for i := range sessionMaxTransactions + 1 {
+			if err := s.run(context.Background(), fmt.Sprintf("add element ip t s { 10.0.%d.%d }\n", i/250, i%250+1)); err != nil {
+				return fmt.Errorf("transaction %d: %w", i, err)
+			}
+			pids[s.cmd.Process.Pid] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) != 2 {
+		t.Errorf("%d transactions went through %d nft processes, want 2", sessionMaxTransactions+2, len(pids))
+	}
+}
+
+// BenchmarkNFTSession compares one small transaction (an element replaced in a map)
+// through the session with the same through a new `nft -f -` each time, in one
+// namespace, in one run:
+//
+//	go test -run '^$' -bench NFTSession ./internal/proxy/
+func BenchmarkNFTSession(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root (network namespaces and nft)")
+	}
+	path, err := exec.LookPath("nft")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns := fmt.Sprintf("tp%03d-nftb", os.Getpid()%1000)
+	if err := netns.Create(ns); err != nil {
+		b.Fatal(err)
+	}
+	defer netns.Delete(ns)
+	s := &nftSession{path: path}
+	defer s.close()
+	txn := func(i int) string {
+		return fmt.Sprintf("delete element ip t m { 10.0.0.1 }\nadd element ip t m { 10.0.0.1 : 10.1.%d.%d }\n", i/250%250, i%250+1)
+	}
+	for _, how := range []struct {
+		name string
+		run  func(string) error
+	}{
+		{"session", func(text string) error { return s.run(context.Background(), text) }},
+		{"nft -f", func(text string) error {
+			cmd := exec.Command(path, "-f", "-")
+			cmd.Stdin = strings.NewReader(text)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, out)
+			}
+			return nil
+		}},
+	} {
+		b.Run(how.name, func(b *testing.B) {
+			if err := netns.Do(ns, func() error {
+				if err := how.run("add table ip t\ndelete table ip t\nadd table ip t\nadd map ip t m { type ipv4_addr : ipv4_addr ; }\nadd element ip t m { 10.0.0.1 : 10.1.0.1 }\n"); err != nil {
+					return err
+				}
+				b.ResetTimer()
+				for i := range b.N {
+					if err := how.run(txn(i)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
