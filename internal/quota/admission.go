@@ -60,8 +60,9 @@ type ResourceQuota struct {
 
 var _ apiserver.Validator = (*ResourceQuota)(nil)
 
-// NewResourceQuota builds the plugin over client (which updates quota status) and the
-// quota informer of f; the caller starts f. The plugin's workers stop with ctx.
+// NewResourceQuota builds the plugin over client (which updates quota status, and reads
+// a quota whose status f's informer has not shown yet: see freshQuotas) and the quota
+// informer of f; the caller starts f. The plugin's workers stop with ctx.
 func NewResourceQuota(ctx context.Context, client kubernetes.Interface, f informers.SharedInformerFactory) (*ResourceQuota, error) {
 	p, err := resourcequota.NewResourceQuota(&resourcequotaapi.Configuration{}, evaluatorWorkers)
 	if err != nil {
@@ -69,7 +70,7 @@ func NewResourceQuota(ctx context.Context, client kubernetes.Interface, f inform
 	}
 	p.SetDrainedNotification(ctx.Done())
 	p.SetExternalKubeClientSet(client)
-	p.SetExternalKubeInformerFactory(f)
+	p.SetExternalKubeInformerFactory(freshQuotas{SharedInformerFactory: f, client: client})
 	cfg, err := Configuration(nil)
 	if err != nil {
 		return nil, err

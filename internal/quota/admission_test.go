@@ -329,3 +329,34 @@ func TestLimitRanger(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceQuotaAdmissionReadsUnsyncedQuotaLive: this server's informer still holds
+// the quota as created, without status (the controller's first status write not
+// delivered yet), while the stored quota has it. The create is charged against the
+// stored status, not admitted uncharged as a quota without status.hard would let it be.
+func TestResourceQuotaAdmissionReadsUnsyncedQuotaLive(t *testing.T) {
+	stored := makeQuota("objects", list("configmaps", "2"), list("configmaps", "1"), nil)
+	cached := stored.DeepCopy()
+	cached.Status = v1.ResourceQuotaStatus{}
+	_, f, ctx := started(t, cached)
+	client := fake.NewClientset(stored)
+	rq, err := NewResourceQuota(ctx, client, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	cm := func(name string) *apiserver.AdmissionRequest {
+		return create("configmaps", "ConfigMap", &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+	}
+	if _, err := rq.Validate(ctx, cm("a")); err != nil {
+		t.Fatalf("first config map: %v", err)
+	}
+	q, err := client.CoreV1().ResourceQuotas(ns).Get(ctx, "objects", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Status.Used[v1.ResourceConfigMaps]; got.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("used configmaps after the create: %s, want 2", got.String())
+	}
+}
