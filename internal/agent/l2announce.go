@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -15,8 +16,9 @@ import (
 // startAnnouncer makes this node announce on its uplink the LoadBalancer pool addresses
 // chosen to it (internal/l2announce, MetalLB's layer 2 mode) until ctx ends. It runs
 // beside the pod network across machines only: `tranche up`'s nodes are reached through
-// its publisher. nodes reads every Node, client the Services and EndpointSlices.
-func startAnnouncer(ctx context.Context, dp *overlay.Netlink, t clusternet.Topology, me clusternet.Node, client, nodes kubernetes.Interface, log *slog.Logger) error {
+// its publisher. nodes reads every Node, client the Services and EndpointSlices. It
+// runs in bg: the agent waits for the addresses' release before it exits.
+func startAnnouncer(ctx context.Context, bg *sync.WaitGroup, dp *overlay.Netlink, t clusternet.Topology, me clusternet.Node, client, nodes kubernetes.Interface, log *slog.Logger) error {
 	uplink, prefix, _, err := dp.Uplink(me.Underlay)
 	if err != nil {
 		return err
@@ -27,11 +29,11 @@ func startAnnouncer(ctx context.Context, dp *overlay.Netlink, t clusternet.Topol
 	}
 	a := l2announce.New(l2announce.Config{NodeName: me.Name, LAN: prefix.Masked(), Nodes: nodes, Services: client,
 		Dataplane: adp, Logger: log})
-	go func() {
+	bg.Go(func() {
 		defer adp.Close()
 		if err := a.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("load-balancer announcements stopped", "err", err)
 		}
-	}()
+	})
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,8 +20,8 @@ import (
 // machines with backend (internal/overlay) and keeps it in sync with the Nodes until ctx
 // ends. It returns the topology with the pod MTU the backend needs. With
 // overlay.BackendNone it does nothing: `tranche up` routes its nodes itself.
-// network (may be client) reads every Node.
-func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me clusternet.Node, client, network kubernetes.Interface, log *slog.Logger) (clusternet.Topology, error) {
+// network (may be client) reads every Node. Its goroutines are bg's.
+func startOverlay(ctx context.Context, bg *sync.WaitGroup, backend string, t clusternet.Topology, me clusternet.Node, client, network kubernetes.Interface, log *slog.Logger) (clusternet.Topology, error) {
 	if backend == "" || backend == overlay.BackendNone {
 		return t, nil
 	}
@@ -53,15 +54,15 @@ func startOverlay(ctx context.Context, backend string, t clusternet.Topology, me
 		return t, fmt.Errorf("--backend %s: %w", backend, err)
 	}
 	t.PodMTU = ov.PodMTU()
-	if err := startAnnouncer(ctx, dp, t, me, client, network, log); err != nil {
+	if err := startAnnouncer(ctx, bg, dp, t, me, client, network, log); err != nil {
 		dp.Close()
 		return t, err
 	}
-	go func() {
+	bg.Go(func() {
 		defer dp.Close()
 		if err := ov.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("pod network across machines stopped", "err", err)
 		}
-	}()
+	})
 	return t, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -103,6 +104,13 @@ type clusterState struct {
 // and runs the pods bound to it.
 func RunNode(ctx context.Context, cfg NodeConfig) error {
 	log := cfg.Logger
+	// What must finish its work before the agent exits (the load-balancer announcer
+	// releasing its addresses, so another node takes them over) runs in bg; it ends
+	// with ctx, which also ends on an early return.
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var st clusterState
 	if cfg.ClusterFile == "" {
 		t, err := machineTopology(ctx, cfg, log)
@@ -124,7 +132,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return fmt.Errorf("node %q is not in %s", cfg.NodeName, cfg.ClusterFile)
 	}
 	var err error
-	if st.Topology, err = startOverlay(ctx, cfg.Backend, st.Topology, me, cfg.Client, cfg.NetworkClient, log); err != nil {
+	if st.Topology, err = startOverlay(ctx, &bg, cfg.Backend, st.Topology, me, cfg.Client, cfg.NetworkClient, log); err != nil {
 		return err
 	}
 	nodeAgent := node.New(node.Config{Name: cfg.NodeName, InternalIP: me.Underlay.String(), Zone: cfg.Zone,
