@@ -38,6 +38,7 @@ type nftSession struct {
 	stderr chan []byte // chunks read from nft's stderr; closed when it ends
 	netns  uint64      // the network namespace (inode) nft runs in
 	buf    []byte      // stderr read past the last marker
+	off    error       // set when nft -i does not answer as expected: never used again
 	sent   int         // transactions sent to this process
 	bytes  int         // and their bytes
 	marker int
@@ -53,6 +54,10 @@ const (
 	sessionMaxBytes        = 16 << 20
 	sessionMaxLine         = 1 << 20
 )
+
+// sessionAnswerTimeout bounds the wait for nft's answer to one transaction; past it the
+// process is replaced and the transaction counts as failed.
+const sessionAnswerTimeout = 2 * time.Minute
 
 // errSessionUnusable says the transaction did not go through the session and may be
 // run another way.
@@ -74,24 +79,47 @@ func (s *nftSession) run(ctx context.Context, text string) error {
 	if s.cmd != nil && (s.netns != ns || s.sent >= sessionMaxTransactions || s.bytes+len(line) > sessionMaxBytes) {
 		s.stopLocked()
 	}
+	if s.off != nil {
+		return fmt.Errorf("%w: %v", errSessionUnusable, s.off)
+	}
 	if s.cmd == nil {
 		if err := s.startLocked(ns); err != nil {
 			return fmt.Errorf("%w: %v", errSessionUnusable, err)
 		}
+		// The first marker alone: an nft that does not report it as this one does is
+		// not used (the caller runs nft -f instead).
+		if err := s.sendLocked(ctx, "", 10*time.Second); err != nil {
+			s.stopLocked()
+			if ctx.Err() == nil {
+				s.off = fmt.Errorf("nft -i did not answer as expected: %w", err)
+			}
+			return fmt.Errorf("%w: %v", errSessionUnusable, err)
+		}
 	}
+	return s.sendLocked(ctx, line, sessionAnswerTimeout)
+}
+
+// sendLocked sends line (nothing when empty) and a marker, and returns nft's report on
+// line as an error, if it reported one; it waits up to timeout for the report.
+func (s *nftSession) sendLocked(ctx context.Context, line string, timeout time.Duration) error {
 	s.marker++
 	s.sent++
 	s.bytes += len(line)
 	marker := "tranche-transaction-end-" + strconv.Itoa(s.marker)
 	// A write that nft does not take (a full pipe) ends with ctx.
 	stop := context.AfterFunc(ctx, func() { s.stdin.SetWriteDeadline(time.Now()) })
-	_, err = io.WriteString(s.stdin, line+"\n"+marker+"\n")
+	if line != "" {
+		line += "\n"
+	}
+	_, err := io.WriteString(s.stdin, line+marker+"\n")
 	stop()
 	if err != nil {
 		s.stopLocked()
 		return fmt.Errorf("nft -i: sending the transaction: %w", err)
 	}
-	report, err := s.awaitLocked(ctx, marker)
+	wait, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	report, err := s.awaitLocked(wait, marker)
 	if err != nil {
 		// Whether the transaction ran is unknown: the caller's next sync is full.
 		s.stopLocked()

@@ -211,3 +211,25 @@ func BenchmarkNFTSession(b *testing.B) {
 		})
 	}
 }
+
+// TestNFTSessionOffWhenNFTDoesNotAnswer: an nft -i that does not report the marker as
+// expected (here one that exits at once) is not used again; the caller is told to run
+// the transaction another way.
+func TestNFTSessionOffWhenNFTDoesNotAnswer(t *testing.T) {
+	fakeNFT := filepath.Join(t.TempDir(), "nft")
+	if err := os.WriteFile(fakeNFT, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &nftSession{path: fakeNFT}
+	for i := range 2 {
+		if err := s.run(context.Background(), "add table ip t\n"); !errors.Is(err, errSessionUnusable) {
+			t.Errorf("run %d: %v, want errSessionUnusable", i, err)
+		}
+		if s.cmd != nil {
+			t.Errorf("run %d left a process", i)
+		}
+	}
+	if s.off == nil {
+		t.Error("the session is not off")
+	}
+}
