@@ -314,6 +314,16 @@ func TestIngressRollingUpdate(t *testing.T) {
 	r := <-done
 	if len(r.failed) > 0 {
 		t.Errorf("%d of %d requests failed during the rollout; first: %s", len(r.failed), r.n, r.failed[0])
+		// Why the ingress answered so: its warnings (the log's tail, printed when the
+		// test ends, is long past them).
+		out, _, _ := s.kubectl(t, "", "logs", "-n", "kube-system", "deployment/tranche-ingress", "--tail", "-1")
+		var warns []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "level=WARN") || strings.Contains(l, "status=502") {
+				warns = append(warns, l)
+			}
+		}
+		t.Logf("the ingress's warnings and 502 answers:\n%s", strings.Join(warns, "\n"))
 	}
 	if r.n < 50 {
 		t.Errorf("only %d requests during the rollout; the test proves little", r.n)
