@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -21,15 +20,7 @@ func TestIPTablesKernelRestore(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a network namespace and iptables)")
 	}
-	ns := fmt.Sprintf("tp%03d-ipt", os.Getpid()%1000)
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := netns.Delete(ns); err != nil {
-			t.Error(err)
-		}
-	})
+	ns := testNetns(t, "ipt")
 	in := func(step string, fn func() error) {
 		t.Helper()
 		if err := netns.Do(ns, fn); err != nil {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -34,15 +33,7 @@ func newKernelProxier(t *testing.T) *kernelProxier {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a network namespace and nft)")
 	}
-	ns := fmt.Sprintf("tp%03d-kernel", os.Getpid()%1000)
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := netns.Delete(ns); err != nil {
-			t.Error(err)
-		}
-	})
+	ns := testNetns(t, "kernel")
 	k := &kernelProxier{ns: ns}
 	if err := netns.Do(ns, func() error {
 		var err error

@@ -28,19 +28,7 @@ func TestNFTSession(t *testing.T) {
 	}
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	var names []string
-	for i := range 2 {
-		ns := fmt.Sprintf("tp%03d-nfts%d", os.Getpid()%1000, i)
-		if err := netns.Create(ns); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := netns.Delete(ns); err != nil {
-				t.Error(err)
-			}
-		})
-		names = append(names, ns)
-	}
+	names := []string{testNetns(t, "nfts0"), testNetns(t, "nfts1")}
 	s := &nftSession{path: path}
 	ctx := context.Background()
 	list := func(ns string) string {
@@ -124,15 +112,7 @@ func TestNFTSessionReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := fmt.Sprintf("tp%03d-nftr", os.Getpid()%1000)
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := netns.Delete(ns); err != nil {
-			t.Error(err)
-		}
-	})
+	ns := testNetns(t, "nftr")
 	s := &nftSession{path: path}
 	defer s.close()
 	pids := map[int]bool{}
@@ -168,11 +148,7 @@ func BenchmarkNFTSession(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ns := fmt.Sprintf("tp%03d-nftb", os.Getpid()%1000)
-	if err := netns.Create(ns); err != nil {
-		b.Fatal(err)
-	}
-	defer netns.Delete(ns)
+	ns := testNetns(b, "nftb")
 	s := &nftSession{path: path}
 	defer s.close()
 	txn := func(i int) string {
@@ -232,4 +208,20 @@ func TestNFTSessionOffWhenNFTDoesNotAnswer(t *testing.T) {
 	if s.off == nil {
 		t.Error("the session is not off")
 	}
+}
+
+// testNetns creates the network namespace tpNNN-suffix (NNN from the test process's
+// pid) for tb and deletes it when tb ends.
+func testNetns(tb testing.TB, suffix string) string {
+	tb.Helper()
+	ns := fmt.Sprintf("tp%03d-%s", os.Getpid()%1000, suffix)
+	if err := netns.Create(ns); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := netns.Delete(ns); err != nil {
+			tb.Error(err)
+		}
+	})
+	return ns
 }
