@@ -31,14 +31,20 @@ func startTime(pid int) (uint64, bool) {
 	return parseStartTime(string(data))
 }
 
-// parseStartTime reads field 22 of a /proc/PID/stat line; the command name (field 2)
-// is in parentheses and may itself contain spaces and parentheses.
-func parseStartTime(stat string) (uint64, bool) {
+// statFields returns the fields of a /proc/PID/stat line from field 3 (state) on: the
+// command name (field 2) is in parentheses and may itself contain spaces and
+// parentheses.
+func statFields(stat string) []string {
 	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, false
+		return nil
 	}
-	fields := strings.Fields(stat[i+1:])
+	return strings.Fields(stat[i+1:])
+}
+
+// parseStartTime reads field 22 of a /proc/PID/stat line.
+func parseStartTime(stat string) (uint64, bool) {
+	fields := statFields(stat)
 	// fields[0] is field 3 (state), so field 22 is fields[19].
 	if len(fields) < 20 {
 		return 0, false
@@ -117,16 +123,7 @@ func StopGroup(pid int, grace time.Duration) {
 // waitGroupGone waits up to d until neither process pid nor any process of group pid
 // runs any more (a zombie counts as gone) and reports whether they all went.
 func waitGroupGone(pid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if !running(pid) && !groupRunning(pid) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitUntil(d, func() bool { return !running(pid) && !groupRunning(pid) })
 }
 
 // groupRunning reports whether a process of group pgid runs (is not a zombie).
@@ -156,11 +153,7 @@ func groupRunning(pgid int) bool {
 // parseGroup reads the state (field 3) and process group (field 5) of a /proc/PID/stat
 // line.
 func parseGroup(stat string) (pgid int, state string, ok bool) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, "", false
-	}
-	fields := strings.Fields(stat[i+1:])
+	fields := statFields(stat)
 	if len(fields) < 3 {
 		return 0, "", false
 	}
@@ -171,10 +164,14 @@ func parseGroup(stat string) (pgid int, state string, ok bool) {
 // waitGone waits up to d until none of pids runs any more (a zombie counts as gone) and
 // reports whether they all went.
 func waitGone(pids []int, d time.Duration) bool {
+	return waitUntil(d, func() bool { return !slices.ContainsFunc(pids, running) })
+}
+
+// waitUntil polls done every 20 ms for up to d and reports whether it came true.
+func waitUntil(d time.Duration, done func() bool) bool {
 	deadline := time.Now().Add(d)
 	for {
-		alive := slices.ContainsFunc(pids, running)
-		if !alive {
+		if done() {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -190,9 +187,8 @@ func running(pid int) bool {
 	if err != nil {
 		return false
 	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
+	f := statFields(string(data))
+	return len(f) > 0 && f[0] != "Z"
 }
 
 // stopRecordedAgents stops every agent with a pid file below DATA/nodes and removes the

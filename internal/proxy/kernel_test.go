@@ -35,13 +35,16 @@ func newKernelProxier(t *testing.T) *kernelProxier {
 	}
 	ns := testNetns(t, "kernel")
 	k := &kernelProxier{ns: ns}
+	var kernel *Kernel
 	if err := netns.Do(ns, func() error {
 		var err error
-		k.nft, err = NewKernel()
+		kernel, err = NewKernel()
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(kernel.Close) // its nft -i, before the namespace goes
+	k.nft = kernel
 	k.restart(t)
 	return k
 }
