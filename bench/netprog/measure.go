@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -467,34 +468,23 @@ var NodeSeries = []string{
 // NodeCounters reads series from the metrics listener of the node whose network
 // namespace is nsName; a series not there counts 0.
 func NodeCounters(nsName string, series []string) (map[string]float64, error) {
-	var text string
-	err := netns.Do(nsName, func() error {
-		// The whole exchange on this thread, in the namespace: net/http would dial
-		// on a goroutine of its own.
-		conn, err := net.DialTimeout("tcp4", "127.0.0.1:10249", 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.WriteString(conn, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
-			return err
-		}
-		data, err := io.ReadAll(conn)
-		if err != nil {
-			return err
-		}
-		head, body, ok := strings.Cut(string(data), "\r\n\r\n")
-		if !ok || !strings.Contains(strings.SplitN(head, "\r\n", 2)[0], " 200 ") {
-			return fmt.Errorf("GET /metrics: %.100q", head)
-		}
-		text = body
-		return nil
-	})
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			return netns.Dial(nsName, network, addr, 5*time.Second)
+		}}}
+	resp, err := hc.Get("http://127.0.0.1:10249/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("node metrics in %s: %w", nsName, err)
 	}
-	return parseCounters(text, series), nil
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = errors.New(resp.Status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node metrics in %s: %w", nsName, err)
+	}
+	return parseCounters(string(body), series), nil
 }
 
 // NodeBreakdown writes, for each node, what its proxy and policy enforcement did
