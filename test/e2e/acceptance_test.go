@@ -4,25 +4,23 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/netns"
-	"golang.org/x/sys/unix"
 )
 
 // TestAcceptanceSeveralMachines is issue 22's acceptance test: 3 etcd members, 2
-// servers and 3 agent machines on one simulated LAN; the agents join with a bootstrap
-// token; the seeds' Deployment and Service (000-api.yaml) answer through their ClusterIP
+// servers and 3 agent machines on one simulated LAN; each agent machine runs the join
+// command `tranche token create --print-join-command` printed, as printed (a bootstrap
+// token, nothing else: node name, pod subnet and the pod network's identity come from
+// the machine and the cluster); the seeds' Deployment and Service (000-api.yaml) answer through their ClusterIP
 // from every machine, through the cluster DNS and on a NodePort of every machine's
 // address; then the faults: the elected server is killed (the other takes over, kubectl
 // through it works, no duplicated EndpointSlices or ClusterIPs), one agent machine's
@@ -52,40 +50,34 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 		t.Fatalf("tranche token create --print-join-command printed %q, want a join command for %s or %s", tokOut, a.url, servers[1].url)
 	}
 
-	// Three agent machines join with it.
+	// Three agent machines run it as printed, each with its own host name (the agent's
+	// node name), its own /var/lib/tranche (the agent's root directory) and its own
+	// /run/netns: nothing but the token says which cluster to join, the pod subnet comes
+	// from node IPAM and the pod network's certificate from a CSR, as on real machines.
 	type agentSpec struct {
-		name    string
-		addr    netip.Addr
-		podCIDR netip.Prefix
+		name string
+		addr netip.Addr
 	}
 	var agents []agentSpec
 	machines := map[string]*machine{}
-	// The agents' root directories share a parent, so their image store (two levels above
-	// --root-dir) is built once, as a `tranche up` host's nodes share it.
-	data := mountedTempDir(t)
-	// After the agents and their machines, before their data goes: the pods' own
-	// namespaces and what runs in them (a pod outlives its agent, as it should).
-	t.Cleanup(func() { removeMachinePods(t, prefix) })
+	// Made before the machines, removed after them (cleanups run in reverse order).
+	home := t.TempDir()
+	useMachineMounts(t)
+	logs := t.TempDir()
 	for i := range 3 {
-		sp := agentSpec{fmt.Sprintf("m%d", i+1), netip.MustParseAddr(fmt.Sprintf("192.168.92.%d", 31+i)),
-			netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i+1))}
+		sp := agentSpec{fmt.Sprintf("m%d", i+1), netip.MustParseAddr(fmt.Sprintf("192.168.92.%d", 31+i))}
 		agents = append(agents, sp)
-		m := l.addMachine(t, sp.name, prefix+sp.name, sp.addr)
-		machines[sp.name] = m
-		startJoinedAgent(t, m, filepath.Join(data, "nodes", sp.name), prefix, sp.podCIDR, a, join[1], join[2], join[3])
-		// The servers' machines route pod subnets to their nodes, as the LAN's router
-		// would: pods (the cluster DNS) reach the API servers and get their answers.
-		for _, s := range servers {
-			if out, err := exec.Command("ip", "-n", s.m.ns, "route", "add", sp.podCIDR.String(), "via", sp.addr.String()).CombinedOutput(); err != nil {
-				t.Fatalf("route on %s: %v %s", s.host, err, out)
-			}
-		}
+		m := addReadmeMachine(t, l, sp.name, prefix+sp.name, sp.addr, home)
+		machines[sp.name] = m.machine
+		m.start(t, m.command(context.Background(), strings.TrimSpace(string(tokOut))), filepath.Join(logs, sp.name+"-agent.log"))
 	}
 	eventually(t, 120*time.Second, "three joined nodes Ready", func() (bool, string) {
 		out, _, _ := a.kubectl("", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
 		return out == "m1 True\nm2 True\nm3 True\n", out
 	})
-	if got := a.must(t, "get", "csr", "-o", "jsonpath={range .items[*]}{.spec.signerName} {.status.conditions[0].type}{\"\\n\"}{end}"); strings.Count(got, "kubernetes.io/kube-apiserver-client-kubelet Approved") != 3 {
+	if got := a.must(t, "get", "csr", "-o", "jsonpath={range .items[*]}{.spec.signerName} {.status.conditions[0].type}{\"\\n\"}{end}"); strings.Count(got, "kubernetes.io/kube-apiserver-client-kubelet Approved\n") != 3 ||
+		strings.Count(got, "kubernetes.io/kube-apiserver-client Approved\n") != 3 {
+		// Each agent's node identity, and its pod network's (bootstrap.NetworkIdentity).
 		t.Fatalf("the agents' CSRs:\n%s", got)
 	}
 
@@ -248,77 +240,6 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 // the seed's image, which no node can pull; the probe every second), with the probe's
 // default failure threshold.
 const acceptanceAPI = seedAPIHead + seedAPITail
-
-// startJoinedAgent runs `tranche agent --server --token --ca-cert-hash` on m as node
-// m.name (namespace prefix+name) with its root directory dir, and with the cluster file a joined agent still needs on
-// this base (its pod subnet and the LAN) and the pod network's identity
-// (bootstrap.NodeNetworkUser, from the servers' CA, as flannel's service account is made
-// by the cluster's operator).
-func startJoinedAgent(t *testing.T, m *machine, dir, prefix string, podCIDR netip.Prefix, s *machineServer, server, token, caHash string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	clusterFile, networkKubeconfig, _ := m.agentFiles(t, dir, prefix, s.m.addr, podCIDR, filepath.Join(s.dataDir, "pki"), s.url)
-	cmd := exec.Command(trancheBin, "agent", "--server", server, "--token", token, "--ca-cert-hash", caHash,
-		"--network-kubeconfig", networkKubeconfig, "--node-name", m.name, "--cluster-file", clusterFile, "--root-dir", dir,
-		"--backend", "vxlan")
-	m.start(t, cmd, filepath.Join(dir, "agent.log"))
-}
-
-// mountedTempDir is a temporary directory for agents' data: when t ends (after the
-// machines registered later have stopped), what their pods mounted below it (root file
-// systems, volumes) is unmounted before it is removed.
-func mountedTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "tre2e-machines-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		info, _ := os.ReadFile("/proc/self/mountinfo")
-		var mps []string
-		for _, line := range strings.Split(string(info), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-				mps = append(mps, f[4])
-			}
-		}
-		// Deepest first.
-		sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
-		for _, mp := range mps {
-			_ = unix.Unmount(mp, unix.MNT_DETACH)
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("removing the machines' data: %v", err)
-		}
-	})
-	return dir
-}
-
-// removeMachinePods does for agents on machines what `tranche down` does for a local
-// cluster's: it kills what still runs in the pod network namespaces the agents of a
-// cluster with topology prefix prefix made (named prefix+"p-<id>"), removes them, and
-// removes the nodes' cgroups (/tranche/<prefix><node>).
-func removeMachinePods(t *testing.T, prefix string) {
-	entries, _ := os.ReadDir("/run/netns")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix+"p-") {
-			killNetnsProcesses(t, e.Name())
-			if err := netns.Delete(e.Name()); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	cgroups, err := runc.NodeCgroups(prefix)
-	if err != nil {
-		t.Error(err)
-	}
-	for _, cg := range cgroups {
-		if err := runc.RemoveNode(cg); err != nil {
-			t.Errorf("removing cgroup %s: %v", cg, err)
-		}
-	}
-}
 
 // machineKubectl runs kubectl against a server on a machine for the fault tests shared
 // with `tranche up` clusters (kubectlRunner).

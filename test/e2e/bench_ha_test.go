@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // haBenchClients is how many clients write at once, through tranche and to etcd alike.
@@ -90,6 +93,7 @@ func BenchmarkHA(b *testing.B) {
 	b.Run("tranche-create", func(b *testing.B) {
 		r := round.Add(1)
 		before := sampleCPU(b, groups)
+		profiled := profileServers(b, servers, b.N > 1)
 		b.ResetTimer()
 		runParallel(b, b.N, func(c, i int) error {
 			cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d-%d", r, i)}, Data: data}
@@ -97,6 +101,7 @@ func BenchmarkHA(b *testing.B) {
 			return err
 		})
 		tranche = float64(b.N) / b.Elapsed().Seconds()
+		profiled()
 		if b.N > 1 { // not the first run of one operation
 			phases = append(phases, sampleCPU(b, groups).since(before, "tranche creates", b.N))
 		}
@@ -300,4 +305,43 @@ func printCPUPhases(groups []cpuGroup, q cpuPhase, phases []cpuPhase) {
 		fmt.Printf("  with no CPU idle, creates/s / puts/s is at most the counted CPU per put / per create: %.2f\n",
 			float64(net[1].total())/float64(net[1].n)/(float64(net[0].total())/float64(net[0].n)))
 	}
+}
+
+// profileServers, when HA_CPUPROFILE_DIR names a directory and on is true, fetches a
+// 2-second CPU profile from each server's /debug/pprof/profile while the creates run and
+// writes it there as <host>.pprof (`go tool pprof bin/tranche DIR/HOST.pprof`); the
+// function it returns waits for the profiles. Without the variable it does nothing.
+func profileServers(tb testing.TB, servers []*machineServer, on bool) (wait func()) {
+	dir := os.Getenv("HA_CPUPROFILE_DIR")
+	if dir == "" || !on {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		hc, err := rest.HTTPClientFor(s.restConfig(tb))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		url := s.restConfig(tb).Host + "/debug/pprof/profile?seconds=" + os.Getenv("HA_CPUPROFILE_SECONDS")
+		wg.Go(func() {
+			time.Sleep(300 * time.Millisecond) // into the steady state
+			resp, err := hc.Get(url)
+			if err != nil {
+				tb.Errorf("profiling %s: %v", s.host, err)
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != 200 {
+				err = fmt.Errorf("%s: %.200s", resp.Status, body)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, s.host+".pprof"), body, 0o644)
+			}
+			if err != nil {
+				tb.Errorf("profiling %s: %v", s.host, err)
+			}
+		})
+	}
+	return wg.Wait
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -114,6 +115,65 @@ func (m *readmeMachine) run(t *testing.T, script string) string {
 	return out.String()
 }
 
+// addReadmeMachine adds machine name (network namespace ns, address addr) to l, its
+// directories below home, which must outlive it: made before l, as t's cleanups run in
+// reverse order. Its agent's node (named after the machine, the agent's default) is
+// cleaned up after the machine: first what the agent leaves running on purpose, its
+// shim, in the machine's network namespace (addMachine's cleanup), then its pods'
+// processes, in the node's cgroup, once no shim can start one any more. The test must
+// hold the mount points (useMachineMounts).
+func addReadmeMachine(t *testing.T, l *lan, name, ns string, addr netip.Addr, home string) *readmeMachine {
+	t.Helper()
+	t.Cleanup(func() { killNodeCgroup(t, runc.NodeCgroup(agent.MachinePrefix+name)) })
+	m := &readmeMachine{machine: l.addMachine(t, name, ns, addr), dirs: map[string]string{}}
+	for _, mnt := range readmeMounts {
+		m.dirs[mnt] = filepath.Join(home, name, filepath.Base(mnt))
+		if err := os.MkdirAll(m.dirs[mnt], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// machineMounts counts the tests holding readmeMounts' mount points and lists those
+// they had to make.
+var machineMounts struct {
+	sync.Mutex
+	users int
+	made  []string
+}
+
+// useMachineMounts makes sure readmeMounts exist, as mount points for the machines' own
+// directories, until t and every other test using them have ended: the last one removes
+// those that were made (removing a mount point would detach the machines' mounts of a
+// test still running).
+func useMachineMounts(t *testing.T) {
+	t.Helper()
+	machineMounts.Lock()
+	defer machineMounts.Unlock()
+	if machineMounts.users == 0 {
+		for _, mnt := range readmeMounts {
+			if _, err := os.Stat(mnt); errors.Is(err, os.ErrNotExist) {
+				if err := os.MkdirAll(mnt, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				machineMounts.made = append(machineMounts.made, mnt)
+			}
+		}
+	}
+	machineMounts.users++
+	t.Cleanup(func() {
+		machineMounts.Lock()
+		defer machineMounts.Unlock()
+		if machineMounts.users--; machineMounts.users == 0 {
+			for _, mnt := range machineMounts.made {
+				os.Remove(mnt)
+			}
+			machineMounts.made = nil
+		}
+	})
+}
+
 // hostPath is where path of the machine is on the host.
 func (m *readmeMachine) hostPath(t *testing.T, path string) string {
 	for _, mnt := range readmeMounts {
@@ -141,15 +201,7 @@ func TestReadmeMachines(t *testing.T) {
 	// are removed after every machine's processes are gone (a shim left running would
 	// write into its agent's directory as it is removed).
 	home := t.TempDir()
-	for _, mnt := range readmeMounts {
-		if _, err := os.Stat(mnt); errors.Is(err, os.ErrNotExist) {
-			// An empty mount point; the machines' own directories are bound over it.
-			if err := os.MkdirAll(mnt, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.Remove(mnt) })
-		}
-	}
+	useMachineMounts(t)
 	prefix := fmt.Sprintf("rm%d-", runID)
 	var cidr netip.Prefix
 	for _, a := range addrs {
@@ -158,19 +210,7 @@ func TestReadmeMachines(t *testing.T) {
 	l := newLAN(t, prefix+"lan", cidr, netip.Addr{})
 	ms := map[string]*readmeMachine{}
 	for name, addr := range addrs {
-		// What an agent leaves running on purpose goes after the agent has stopped
-		// (cleanups run in reverse order): first its shim, in the machine's network
-		// namespace (addMachine's cleanup), then its pods' processes, in the node's
-		// cgroup, once no shim can start one any more.
-		t.Cleanup(func() { killNodeCgroup(t, runc.NodeCgroup(agent.MachinePrefix+name)) })
-		m := &readmeMachine{machine: l.addMachine(t, name, prefix+name, addr), dirs: map[string]string{}}
-		for _, mnt := range readmeMounts {
-			m.dirs[mnt] = filepath.Join(home, name, filepath.Base(mnt))
-			if err := os.MkdirAll(m.dirs[mnt], 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ms[name] = m
+		ms[name] = addReadmeMachine(t, l, name, prefix+name, addr, home)
 	}
 	var token, hash, last string
 	scp := regexp.MustCompile(`^scp root@(\S+):(\S+) (\S+)$`)
