@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/tranche/tranche/internal/clusternet"
+	"github.com/tranche/tranche/internal/nftsession"
 	"github.com/tranche/tranche/internal/overlay"
 )
 
@@ -42,7 +43,7 @@ func startOverlay(ctx context.Context, bg *sync.WaitGroup, backend string, t clu
 		return t, err
 	}
 	// The agent runs in its node's network namespace: the kernel's nftables there.
-	nft, err := knftables.New(knftables.IPv4Family, overlay.MasqTable)
+	nft, err := nftsession.New(knftables.IPv4Family, overlay.MasqTable)
 	if err != nil {
 		dp.Close()
 		return t, fmt.Errorf("--backend %s: nftables table %s: %w", backend, overlay.MasqTable, err)
@@ -50,16 +51,19 @@ func startOverlay(ctx context.Context, bg *sync.WaitGroup, backend string, t clu
 	ov, err := overlay.Prepare(overlay.Config{Backend: backend, NodeName: me.Name, PublicIP: me.Underlay, PodCIDR: me.PodCIDR,
 		ClusterCIDR: t.ClusterCIDR, Dataplane: dp, NFT: nft, Client: client, Watch: network, Logger: log})
 	if err != nil {
+		nft.Close()
 		dp.Close()
 		return t, fmt.Errorf("--backend %s: %w", backend, err)
 	}
 	t.PodMTU = ov.PodMTU()
 	if err := startAnnouncer(ctx, bg, dp, t, me, client, network, log); err != nil {
+		nft.Close()
 		dp.Close()
 		return t, err
 	}
 	bg.Go(func() {
 		defer dp.Close()
+		defer nft.Close()
 		if err := ov.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("pod network across machines stopped", "err", err)
 		}

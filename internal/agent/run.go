@@ -37,6 +37,7 @@ import (
 	"github.com/tranche/tranche/internal/imagebuild"
 	"github.com/tranche/tranche/internal/imagestore"
 	"github.com/tranche/tranche/internal/netpol"
+	"github.com/tranche/tranche/internal/nftsession"
 	"github.com/tranche/tranche/internal/proxy"
 	"github.com/tranche/tranche/internal/registries"
 )
@@ -150,7 +151,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	// The agent runs in its node's network namespace: the kernel's nftables there.
-	policyNFT, err := knftables.New(knftables.IPv4Family, netpol.TableName)
+	policyNFT, err := nftsession.New(knftables.IPv4Family, netpol.TableName)
 	if err != nil {
 		return fmt.Errorf("network policies: nftables table %s: %w", netpol.TableName, err)
 	}
@@ -176,11 +177,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			log.Error("hostPort mapping stopped", "err", err)
 		}
 	}()
-	go func() {
+	bg.Go(func() {
+		defer policyNFT.Close()
 		if err := policyRunner.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("network policy enforcement stopped", "err", err)
 		}
-	}()
+	})
 	services, err := serviceCache(ctx, cfg.Client)
 	if err != nil {
 		return err

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
+
+	"github.com/tranche/tranche/internal/nftsession"
 )
 
 // HostPortTable is the nftables table (family ip) in which a node maps its pods'
@@ -201,9 +203,10 @@ func (h *HostPorts) Run(ctx context.Context) error {
 // RunHostPorts runs HostPorts for nodeName on the kernel's nftables of the network
 // namespace the agent runs in (its node's).
 func RunHostPorts(ctx context.Context, client kubernetes.Interface, nodeName string, log *slog.Logger) error {
-	nft, err := knftables.New(knftables.IPv4Family, HostPortTable)
+	nft, err := nftsession.New(knftables.IPv4Family, HostPortTable)
 	if err != nil {
 		return fmt.Errorf("hostPorts: %w", err)
 	}
+	defer nft.Close()
 	return (&HostPorts{NFT: nft, Client: client, NodeName: nodeName, Logger: log}).Run(ctx)
 }

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // TestIPTablesKernelRestore applies the generated rules with the real iptables-restore
@@ -20,7 +21,7 @@ func TestIPTablesKernelRestore(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a network namespace and iptables)")
 	}
-	ns := testNetns(t, "ipt")
+	ns := testutil.Netns(t, "ipt")
 	in := func(step string, fn func() error) {
 		t.Helper()
 		if err := netns.Do(ns, fn); err != nil {

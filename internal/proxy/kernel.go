@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/tranche/tranche/internal/nftsession"
 )
 
 // elementsPerCommand bounds the elements Kernel writes in one `add element` or `delete
@@ -25,12 +27,12 @@ const elementsPerCommand = 1000
 // sends every command on its own, which made a full sync of 10,000 services (130,000
 // elements) cost half again as much CPU as loading the same table (see bench/proxy).
 //
-// Its syncs go through one long-lived `nft -i` (see nftSession) when they fit, so that
+// Its syncs go through one long-lived `nft -i` (see nftsession.Session) when they fit, so that
 // a sync does not start a process; Close ends it.
 type Kernel struct {
 	knftables.Interface
 	path    string
-	session *nftSession
+	session *nftsession.Session
 }
 
 var _ knftables.Interface = (*Kernel)(nil)
@@ -47,11 +49,11 @@ func NewKernel() (*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding the nft command: %w", err)
 	}
-	return &Kernel{Interface: nft, path: path, session: &nftSession{path: path}}, nil
+	return &Kernel{Interface: nft, path: path, session: nftsession.NewSession(path)}, nil
 }
 
 // Close ends the nft process Kernel keeps for its syncs (a later sync starts another).
-func (k *Kernel) Close() { k.session.close() }
+func (k *Kernel) Close() { k.session.Close() }
 
 // List implements knftables.Interface. For chains, sets and maps it reads only their
 // names (`nft --terse list chains|sets|maps ip`, keeping those of TableName), where
@@ -100,7 +102,7 @@ func (k *Kernel) runPlan(ctx context.Context, pl *syncPlan) error {
 	if err != nil || buf.Len() == 0 {
 		return err
 	}
-	if err := k.session.run(ctx, buf.String()); !errors.Is(err, errSessionUnusable) {
+	if err := k.session.Run(ctx, buf.String()); !errors.Is(err, nftsession.ErrUnusable) {
 		return err
 	}
 	return k.nft(ctx, buf, "-f", "-")

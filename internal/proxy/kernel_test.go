@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // kernelProxier is a Proxier writing to the real kernel, in a network namespace of its
@@ -33,7 +34,7 @@ func newKernelProxier(t *testing.T) *kernelProxier {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a network namespace and nft)")
 	}
-	ns := testNetns(t, "kernel")
+	ns := testutil.Netns(t, "kernel")
 	k := &kernelProxier{ns: ns}
 	var kernel *Kernel
 	if err := netns.Do(ns, func() error {

@@ -1,4 +1,8 @@
-package proxy
+// Package nftsession writes nftables through one long-lived `nft -i` per user instead
+// of an nft process per transaction: Session for text, Table for a knftables.Interface
+// whose transactions go through a Session. The agent's four tables (the service
+// proxy's, hostPorts', the network policies' and the overlay's masquerade) use it.
+package nftsession
 
 import (
 	"context"
@@ -15,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nftSession is one long-lived `nft -i` to which Kernel sends the proxy's transactions,
-// instead of starting an nft process for each. Starting nft (a dozen shared libraries)
+// Session is one long-lived `nft -i` to which transactions are sent, instead of
+// starting an nft process for each. Starting nft (a dozen shared libraries)
 // is what a small sync costs: on the simulated machines of test/e2e's
 // BenchmarkMachinesNetworkProgramming, nft processes took 53% of the CPU while the
 // proxies followed one endpoint turning Ready and unready, and a sync took 100 ms on
@@ -29,7 +33,10 @@ import (
 // followed by a marker line, deliberately not a command: nft reports it as a syntax
 // error quoting the line, and once that report has come, the transaction's own report
 // (if any) came before it.
-type nftSession struct {
+//
+// nft runs in the network namespace of the thread that calls Run; a Run from another
+// namespace replaces the process.
+type Session struct {
 	path string
 
 	mu     sync.Mutex
@@ -43,6 +50,9 @@ type nftSession struct {
 	bytes  int         // and their bytes
 	marker int
 }
+
+// NewSession returns a Session running the nft at path; it starts nft on its first Run.
+func NewSession(path string) *Session { return &Session{path: path} }
 
 // sessionMaxTransactions, sessionMaxBytes and sessionMaxLine bound what goes through
 // one nft process: interactive nft keeps every line in its history, so a process is
@@ -59,32 +69,33 @@ const (
 // process is replaced and the transaction counts as failed.
 const sessionAnswerTimeout = 2 * time.Minute
 
-// errSessionUnusable says the transaction did not go through the session and may be
-// run another way.
-var errSessionUnusable = errors.New("nft session unusable")
+// ErrUnusable says the transaction did not go through the session and may be run
+// another way (`nft -f -`).
+var ErrUnusable = errors.New("nft session unusable")
 
-// run sends text (nft commands, one per line) as one transaction and returns nft's
-// error report, if any. An error wrapping errSessionUnusable means nothing was sent.
-func (s *nftSession) run(ctx context.Context, text string) error {
+// Run sends text (nft commands, one per line: a command is never split over lines, as
+// knftables and the proxy write them) as one transaction and returns nft's
+// error report, if any. An error wrapping ErrUnusable means nothing was sent.
+func (s *Session) Run(ctx context.Context, text string) error {
 	line := strings.ReplaceAll(strings.TrimRight(text, "\n"), "\n", "; ")
 	if len(line) > sessionMaxLine {
-		return fmt.Errorf("%w: a transaction of %d bytes", errSessionUnusable, len(line))
+		return fmt.Errorf("%w: a transaction of %d bytes", ErrUnusable, len(line))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns, err := threadNetns()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errSessionUnusable, err)
+		return fmt.Errorf("%w: %v", ErrUnusable, err)
 	}
 	if s.cmd != nil && (s.netns != ns || s.sent >= sessionMaxTransactions || s.bytes+len(line) > sessionMaxBytes) {
 		s.stopLocked()
 	}
 	if s.off != nil {
-		return fmt.Errorf("%w: %v", errSessionUnusable, s.off)
+		return fmt.Errorf("%w: %v", ErrUnusable, s.off)
 	}
 	if s.cmd == nil {
 		if err := s.startLocked(ns); err != nil {
-			return fmt.Errorf("%w: %v", errSessionUnusable, err)
+			return fmt.Errorf("%w: %v", ErrUnusable, err)
 		}
 		// The first marker alone: an nft that does not report it as this one does is
 		// not used (the caller runs nft -f instead).
@@ -93,7 +104,7 @@ func (s *nftSession) run(ctx context.Context, text string) error {
 			if ctx.Err() == nil {
 				s.off = fmt.Errorf("nft -i did not answer as expected: %w", err)
 			}
-			return fmt.Errorf("%w: %v", errSessionUnusable, err)
+			return fmt.Errorf("%w: %v", ErrUnusable, err)
 		}
 	}
 	return s.sendLocked(ctx, line, sessionAnswerTimeout)
@@ -101,7 +112,7 @@ func (s *nftSession) run(ctx context.Context, text string) error {
 
 // sendLocked sends line (nothing when empty) and a marker, and returns nft's report on
 // line as an error, if it reported one; it waits up to timeout for the report.
-func (s *nftSession) sendLocked(ctx context.Context, line string, timeout time.Duration) error {
+func (s *Session) sendLocked(ctx context.Context, line string, timeout time.Duration) error {
 	s.marker++
 	s.sent++
 	s.bytes += len(line)
@@ -137,7 +148,7 @@ func (s *nftSession) sendLocked(ctx context.Context, line string, timeout time.D
 
 // awaitLocked reads nft's stderr until the report of marker and returns what came
 // before that report.
-func (s *nftSession) awaitLocked(ctx context.Context, marker string) (string, error) {
+func (s *Session) awaitLocked(ctx context.Context, marker string) (string, error) {
 	for {
 		// The marker's report: "Error: <syntax error>\n<marker>\n<caret line>\n".
 		text := string(s.buf)
@@ -166,7 +177,7 @@ func (s *nftSession) awaitLocked(ctx context.Context, marker string) (string, er
 }
 
 // startLocked starts nft -i in the calling thread's network namespace ns.
-func (s *nftSession) startLocked(ns uint64) error {
+func (s *Session) startLocked(ns uint64) error {
 	cmd := exec.Command(s.path, "-i")
 	// nft reads and writes its line history in $HOME/.nft.history: not the host's.
 	cmd.Env = append(os.Environ(), "HOME=/dev/null")
@@ -211,7 +222,7 @@ func (s *nftSession) startLocked(ns uint64) error {
 
 // stopLocked ends the process: at the end of its input nft exits (as it does when the
 // proxy's process ends), else it is killed after a second.
-func (s *nftSession) stopLocked() {
+func (s *Session) stopLocked() {
 	if s.cmd == nil {
 		return
 	}
@@ -224,8 +235,8 @@ func (s *nftSession) stopLocked() {
 	s.cmd = nil
 }
 
-// close ends the session's process, if any.
-func (s *nftSession) close() {
+// Close ends the session's process, if any (a later Run starts another).
+func (s *Session) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopLocked()

@@ -1,4 +1,4 @@
-package proxy
+package nftsession
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // TestNFTSession sends transactions through one nft -i in a namespace of its own: a
@@ -28,8 +29,8 @@ func TestNFTSession(t *testing.T) {
 	}
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	names := []string{testNetns(t, "nfts0"), testNetns(t, "nfts1")}
-	s := &nftSession{path: path}
+	names := []string{testutil.Netns(t, "nfts0"), testutil.Netns(t, "nfts1")}
+	s := NewSession(path)
 	ctx := context.Background()
 	list := func(ns string) string {
 		t.Helper()
@@ -50,7 +51,7 @@ func TestNFTSession(t *testing.T) {
 		}
 	}
 	in(names[0], func() {
-		if err := s.run(ctx, "add table ip t\nadd map ip t m { type ipv4_addr : ipv4_addr ; }\nadd element ip t m { 10.0.0.1 : 10.1.0.1 }\n"); err != nil {
+		if err := s.Run(ctx, "add table ip t\nadd map ip t m { type ipv4_addr : ipv4_addr ; }\nadd element ip t m { 10.0.0.1 : 10.1.0.1 }\n"); err != nil {
 			t.Errorf("first transaction: %v", err)
 		}
 	})
@@ -59,14 +60,14 @@ func TestNFTSession(t *testing.T) {
 	}
 	pid := s.cmd.Process.Pid
 	in(names[0], func() {
-		err := s.run(ctx, "add element ip t m { 10.0.0.2 : 10.1.0.2 }\nadd element ip t nosuch { 10.0.0.3 : 10.1.0.3 }\n")
+		err := s.Run(ctx, "add element ip t m { 10.0.0.2 : 10.1.0.2 }\nadd element ip t nosuch { 10.0.0.3 : 10.1.0.3 }\n")
 		if err == nil || !strings.Contains(err.Error(), "Error: No such file or directory") || !strings.Contains(err.Error(), "nosuch") {
 			t.Errorf("a transaction naming a missing map: %v, want nft's error quoting it", err)
 		}
-		if errors.Is(err, errSessionUnusable) {
+		if errors.Is(err, ErrUnusable) {
 			t.Errorf("nft's refusal reported as the session's: %v", err)
 		}
-		if err := s.run(ctx, "add element ip t m { 10.0.0.4 : 10.1.0.4 }\n"); err != nil {
+		if err := s.Run(ctx, "add element ip t m { 10.0.0.4 : 10.1.0.4 }\n"); err != nil {
 			t.Errorf("a transaction after a refused one: %v", err)
 		}
 	})
@@ -77,7 +78,7 @@ func TestNFTSession(t *testing.T) {
 		t.Errorf("nft -i replaced (pid %d, then %d) by a refused transaction", pid, s.cmd.Process.Pid)
 	}
 	in(names[1], func() {
-		if err := s.run(ctx, "add table ip t\nadd map ip t m { type ipv4_addr : ipv4_addr ; }\nadd element ip t m { 10.0.0.9 : 10.1.0.9 }\n"); err != nil {
+		if err := s.Run(ctx, "add table ip t\nadd map ip t m { type ipv4_addr : ipv4_addr ; }\nadd element ip t m { 10.0.0.9 : 10.1.0.9 }\n"); err != nil {
 			t.Errorf("a transaction from another namespace: %v", err)
 		}
 	})
@@ -87,7 +88,7 @@ func TestNFTSession(t *testing.T) {
 	if got := list(names[0]); strings.Contains(got, "10.0.0.9") {
 		t.Errorf("a transaction from the other namespace landed in the first:\n%s", got)
 	}
-	s.close()
+	s.Close()
 	if _, err := os.Stat(filepath.Join(home, ".nft.history")); err == nil {
 		t.Errorf("nft -i wrote its history to $HOME (%s)", home)
 	}
@@ -95,10 +96,10 @@ func TestNFTSession(t *testing.T) {
 
 // TestNFTSessionTooLong checks that a transaction over sessionMaxLine is not sent.
 func TestNFTSessionTooLong(t *testing.T) {
-	s := &nftSession{path: "/nonexistent/nft"}
-	err := s.run(context.Background(), strings.Repeat("x", sessionMaxLine+1))
-	if !errors.Is(err, errSessionUnusable) {
-		t.Errorf("got %v, want errSessionUnusable", err)
+	s := NewSession("/nonexistent/nft")
+	err := s.Run(context.Background(), strings.Repeat("x", sessionMaxLine+1))
+	if !errors.Is(err, ErrUnusable) {
+		t.Errorf("got %v, want ErrUnusable", err)
 	}
 }
 
@@ -112,16 +113,16 @@ func TestNFTSessionReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := testNetns(t, "nftr")
-	s := &nftSession{path: path}
-	defer s.close()
+	ns := testutil.Netns(t, "nftr")
+	s := NewSession(path)
+	defer s.Close()
 	pids := map[int]bool{}
 	if err := netns.Do(ns, func() error {
-		if err := s.run(context.Background(), "add table ip t\nadd set ip t s { type ipv4_addr ; }\n"); err != nil {
+		if err := s.Run(context.Background(), "add table ip t\nadd set ip t s { type ipv4_addr ; }\n"); err != nil {
 			return err
 		}
 		for i := range sessionMaxTransactions + 1 {
-			if err := s.run(context.Background(), fmt.Sprintf("add element ip t s { 10.0.%d.%d }\n", i/250, i%250+1)); err != nil {
+			if err := s.Run(context.Background(), fmt.Sprintf("add element ip t s { 10.0.%d.%d }\n", i/250, i%250+1)); err != nil {
 				return fmt.Errorf("transaction %d: %w", i, err)
 			}
 			pids[s.cmd.Process.Pid] = true
@@ -139,7 +140,7 @@ func TestNFTSessionReplaced(t *testing.T) {
 // through the session with the same through a new `nft -f -` each time, in one
 // namespace, in one run:
 //
-//	go test -run '^$' -bench NFTSession ./internal/proxy/
+//	go test -run '^$' -bench NFTSession ./internal/nftsession/
 func BenchmarkNFTSession(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root (network namespaces and nft)")
@@ -148,9 +149,9 @@ func BenchmarkNFTSession(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ns := testNetns(b, "nftb")
-	s := &nftSession{path: path}
-	defer s.close()
+	ns := testutil.Netns(b, "nftb")
+	s := NewSession(path)
+	defer s.Close()
 	txn := func(i int) string {
 		return fmt.Sprintf("delete element ip t m { 10.0.0.1 }\nadd element ip t m { 10.0.0.1 : 10.1.%d.%d }\n", i/250%250, i%250+1)
 	}
@@ -158,7 +159,7 @@ func BenchmarkNFTSession(b *testing.B) {
 		name string
 		run  func(string) error
 	}{
-		{"session", func(text string) error { return s.run(context.Background(), text) }},
+		{"session", func(text string) error { return s.Run(context.Background(), text) }},
 		{"nft -f", func(text string) error {
 			cmd := exec.Command(path, "-f", "-")
 			cmd.Stdin = strings.NewReader(text)
@@ -196,10 +197,10 @@ func TestNFTSessionOffWhenNFTDoesNotAnswer(t *testing.T) {
 	if err := os.WriteFile(fakeNFT, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := &nftSession{path: fakeNFT}
+	s := NewSession(fakeNFT)
 	for i := range 2 {
-		if err := s.run(context.Background(), "add table ip t\n"); !errors.Is(err, errSessionUnusable) {
-			t.Errorf("run %d: %v, want errSessionUnusable", i, err)
+		if err := s.Run(context.Background(), "add table ip t\n"); !errors.Is(err, ErrUnusable) {
+			t.Errorf("run %d: %v, want ErrUnusable", i, err)
 		}
 		if s.cmd != nil {
 			t.Errorf("run %d left a process", i)
@@ -208,20 +209,4 @@ func TestNFTSessionOffWhenNFTDoesNotAnswer(t *testing.T) {
 	if s.off == nil {
 		t.Error("the session is not off")
 	}
-}
-
-// testNetns creates the network namespace tpNNN-suffix (NNN from the test process's
-// pid) for tb and deletes it when tb ends.
-func testNetns(tb testing.TB, suffix string) string {
-	tb.Helper()
-	ns := fmt.Sprintf("tp%03d-%s", os.Getpid()%1000, suffix)
-	if err := netns.Create(ns); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := netns.Delete(ns); err != nil {
-			tb.Error(err)
-		}
-	})
-	return ns
 }
