@@ -18,7 +18,8 @@ import (
 // beside the pod network across machines only: `tranche up`'s nodes are reached through
 // its publisher. nodes reads every Node, client the Services and EndpointSlices. It
 // runs in bg: the agent waits for the addresses' release before it exits.
-func startAnnouncer(ctx context.Context, bg *sync.WaitGroup, dp *overlay.Netlink, t clusternet.Topology, me clusternet.Node, client, nodes kubernetes.Interface, log *slog.Logger) error {
+func startAnnouncer(ctx context.Context, bg *sync.WaitGroup, dp *overlay.Netlink, t clusternet.Topology, me clusternet.Node, client, nodes kubernetes.Interface,
+	inContact func() bool, log *slog.Logger) error {
 	uplink, prefix, _, err := dp.Uplink(me.Underlay)
 	if err != nil {
 		return err
@@ -28,7 +29,7 @@ func startAnnouncer(ctx context.Context, bg *sync.WaitGroup, dp *overlay.Netlink
 		return fmt.Errorf("load-balancer announcements: %w", err)
 	}
 	a := l2announce.New(l2announce.Config{NodeName: me.Name, LAN: prefix.Masked(), Nodes: nodes, Services: client,
-		Dataplane: adp, Logger: log})
+		Dataplane: adp, InContact: inContact, Logger: log})
 	bg.Go(func() {
 		defer adp.Close()
 		if err := a.Run(ctx); err != nil && ctx.Err() == nil {

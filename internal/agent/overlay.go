@@ -21,8 +21,10 @@ import (
 // machines with backend (internal/overlay) and keeps it in sync with the Nodes until ctx
 // ends. It returns the topology with the pod MTU the backend needs. With
 // overlay.BackendNone it does nothing: `tranche up` routes its nodes itself.
-// network (may be client) reads every Node. Its goroutines are bg's.
-func startOverlay(ctx context.Context, bg *sync.WaitGroup, backend string, t clusternet.Topology, me clusternet.Node, client, network kubernetes.Interface, log *slog.Logger) (clusternet.Topology, error) {
+// network (may be client) reads every Node; inContact says whether the node still
+// reaches the API server (l2announce.Config.InContact). Its goroutines are bg's.
+func startOverlay(ctx context.Context, bg *sync.WaitGroup, backend string, t clusternet.Topology, me clusternet.Node, client, network kubernetes.Interface,
+	inContact func() bool, log *slog.Logger) (clusternet.Topology, error) {
 	if backend == "" || backend == overlay.BackendNone {
 		return t, nil
 	}
@@ -56,7 +58,7 @@ func startOverlay(ctx context.Context, bg *sync.WaitGroup, backend string, t clu
 		return t, fmt.Errorf("--backend %s: %w", backend, err)
 	}
 	t.PodMTU = ov.PodMTU()
-	if err := startAnnouncer(ctx, bg, dp, t, me, client, network, log); err != nil {
+	if err := startAnnouncer(ctx, bg, dp, t, me, client, network, inContact, log); err != nil {
 		nft.Close()
 		dp.Close()
 		return t, err

@@ -30,11 +30,11 @@ func TestOverlayNeedsToReadNodes(t *testing.T) {
 	me := clusternet.Node{Name: "m1", Underlay: netip.MustParseAddr("10.240.0.101"), PodCIDR: netip.MustParsePrefix("10.244.11.0/24")}
 	topo.Nodes = []clusternet.Node{me}
 	log := slog.New(slog.DiscardHandler)
-	_, err := startOverlay(context.Background(), &sync.WaitGroup{}, "vxlan", topo, me, client, nil, log)
+	_, err := startOverlay(context.Background(), &sync.WaitGroup{}, "vxlan", topo, me, client, nil, nil, log)
 	if err == nil || !strings.Contains(err.Error(), "--backend vxlan reads every Node; give it an identity that may (--network-kubeconfig, user system:tranche:node-network)") {
 		t.Errorf("startOverlay with a node identity: %v", err)
 	}
-	if got, err := startOverlay(context.Background(), &sync.WaitGroup{}, "none", topo, me, client, nil, log); err != nil || got.PodMTU != 0 {
+	if got, err := startOverlay(context.Background(), &sync.WaitGroup{}, "none", topo, me, client, nil, nil, log); err != nil || got.PodMTU != 0 {
 		t.Errorf("--backend none: %v, pod MTU %d", err, got.PodMTU)
 	}
 }

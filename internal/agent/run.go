@@ -100,6 +100,14 @@ type clusterState struct {
 	Topology clusternet.Topology `json:"topology"`
 }
 
+// apiContactTimeout is how long the node may go without reaching the API server (its
+// lease renewals, node.Agent.LastContact) before it stops announcing load-balancer
+// addresses: two missed renewals. The node lifecycle controller takes it for gone
+// after its grace period (50 s by default, at least 40 s in Kubernetes' advice) since
+// the last renewal, and only then chooses another node for the addresses; this node
+// releases them 20-25 s after its last renewal (the announcer looks every 5 s).
+const apiContactTimeout = 2 * node.RenewInterval
+
 // RunNode runs a node until ctx ends: it registers the Node (with the podCIDR the
 // cluster network gave it), keeps its Lease, removes sandboxes left by an earlier run,
 // and runs the pods bound to it.
@@ -132,12 +140,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if !ok {
 		return fmt.Errorf("node %q is not in %s", cfg.NodeName, cfg.ClusterFile)
 	}
-	var err error
-	if st.Topology, err = startOverlay(ctx, &bg, cfg.Backend, st.Topology, me, cfg.Client, cfg.NetworkClient, log); err != nil {
-		return err
-	}
 	nodeAgent := node.New(node.Config{Name: cfg.NodeName, InternalIP: me.Underlay.String(), Zone: cfg.Zone,
 		PodCIDR: me.PodCIDR.String(), Logger: log}, cfg.Client)
+	inContact := func() bool { return time.Since(nodeAgent.LastContact()) < apiContactTimeout }
+	var err error
+	if st.Topology, err = startOverlay(ctx, &bg, cfg.Backend, st.Topology, me, cfg.Client, cfg.NetworkClient, inContact, log); err != nil {
+		return err
+	}
 	// One registry for the proxy and the policy enforcement: the proxy's metrics
 	// listener (127.0.0.1:10249) serves both.
 	metrics := prometheus.NewRegistry()

@@ -28,6 +28,12 @@ type Config struct {
 	// Resync is how often a sync runs without any event; it keeps the held addresses
 	// alive (AddressLifetime/3 when 0).
 	Resync time.Duration
+	// InContact, when set, says whether the node is still in contact with the API
+	// server. While it is not, the node announces nothing: its caches may still say it
+	// is chosen, but the cluster will soon take it for gone and choose another node,
+	// which must not find this one answering ARP beside it (MetalLB's speakers learn
+	// that from memberlist; here the node's own heartbeat is the signal).
+	InContact func() bool
 }
 
 // Announcer keeps the addresses a node announces.
@@ -36,6 +42,8 @@ type Announcer struct {
 	log *slog.Logger
 	// cands are the candidates of the last sync.
 	cands string
+	// cut is set while InContact says no.
+	cut bool
 }
 
 // New returns an Announcer.
@@ -138,7 +146,7 @@ func (a *Announcer) Run(ctx context.Context) error {
 			sl, lerr := slices.Lister().List(labels.Everything())
 			err = lerr
 			if err == nil {
-				err = a.Sync(Desired(a.cfg.NodeName, a.cfg.LAN, ns, ss, sl), Candidates(ns))
+				err = a.Sync(a.unlessCut(Desired(a.cfg.NodeName, a.cfg.LAN, ns, ss, sl)), Candidates(ns))
 			}
 		}
 		return err
@@ -146,4 +154,24 @@ func (a *Announcer) Run(ctx context.Context) error {
 		a.log.Warn("announcing load-balancer addresses failed", "err", err, "retry", retry)
 	})
 	return nil
+}
+
+// unlessCut returns want, or nothing while the node is out of contact with the API
+// server (Config.InContact); it logs the changes between the two.
+func (a *Announcer) unlessCut(want map[netip.Addr]string) map[netip.Addr]string {
+	if a.cfg.InContact == nil {
+		return want
+	}
+	switch in := a.cfg.InContact(); {
+	case !in && !a.cut:
+		a.cut = true
+		a.log.Warn("out of contact with the API server: releasing every load-balancer address, which another node takes over once this one is no longer Ready")
+	case in && a.cut:
+		a.cut = false
+		a.log.Info("in contact with the API server again: announcing the load-balancer addresses this node is chosen for")
+	}
+	if a.cut {
+		return nil
+	}
+	return want
 }

@@ -78,6 +78,45 @@ func TestSync(t *testing.T) {
 	}
 }
 
+// TestOutOfContact: while InContact says no, a sync releases every held address and
+// takes none, whatever the node is chosen for; once it says yes again, the chosen
+// addresses are taken (announced) again.
+func TestOutOfContact(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	f := &fakeDP{held: map[netip.Addr]bool{a: true}}
+	in := true
+	an := New(Config{NodeName: "m1", Dataplane: f, InContact: func() bool { return in }})
+	want := map[netip.Addr]string{a: "default/a", b: "default/b"}
+	cands := []string{"m1", "m2"}
+	if err := an.Sync(an.unlessCut(want), cands); err != nil || !f.held[a] || !f.held[b] {
+		t.Fatalf("in contact: held %v, %v", f.held, err)
+	}
+	in = false
+	f.ops = nil
+	for range 2 {
+		if err := an.Sync(an.unlessCut(want), cands); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(f.ops)
+	if len(f.held) != 0 || fmt.Sprint(f.ops) != "[release 10.0.0.1 release 10.0.0.2]" {
+		t.Errorf("out of contact: held %v, ops %v, want both released, nothing taken", f.held, f.ops)
+	}
+	in = true
+	f.ops = nil
+	if err := an.Sync(an.unlessCut(want), cands); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(f.ops)
+	if fmt.Sprint(f.ops) != "[take 10.0.0.1 take 10.0.0.2]" {
+		t.Errorf("back in contact: ops %v, want both taken again", f.ops)
+	}
+	// Without InContact, the desired addresses pass unchanged.
+	if got := New(Config{Dataplane: f}).unlessCut(want); len(got) != 2 {
+		t.Errorf("without InContact: %v", got)
+	}
+}
+
 // TestARPFrame: a gratuitous ARP names the address as sender and target, from the
 // uplink's MAC, broadcast.
 func TestARPFrame(t *testing.T) {

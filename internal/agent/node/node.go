@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -149,6 +150,9 @@ type Agent struct {
 	// images and reportedImages: status.images (images.go).
 	images         ImageLister
 	reportedImages []v1.ContainerImage
+	// contact is when the agent last reached the API server (UnixNano): its last
+	// registration or lease renewal that succeeded, its creation before any.
+	contact atomic.Int64
 }
 
 // New returns an agent for cfg.
@@ -159,12 +163,39 @@ func New(cfg Config, client kubernetes.Interface) *Agent {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{cfg: cfg, client: client, log: cfg.Logger}
+	a := &Agent{cfg: cfg, client: client, log: cfg.Logger}
+	a.contact.Store(cfg.Clock.Now().UnixNano())
+	return a
+}
+
+// LastContact returns when the agent last reached the API server: its last
+// registration or lease renewal that succeeded (its creation before any). The node
+// lifecycle controller judges the node by the same renewals: once they stop for its
+// grace period, the node is no longer Ready.
+func (a *Agent) LastContact() time.Time { return time.Unix(0, a.contact.Load()) }
+
+// heard records a request that reached the API server and was answered, sent at sent.
+func (a *Agent) heard(sent time.Time) {
+	for {
+		old := a.contact.Load()
+		if sent.UnixNano() <= old || a.contact.CompareAndSwap(old, sent.UnixNano()) {
+			return
+		}
+	}
 }
 
 // Register creates the Node, or brings an existing one's labels and status up to date
 // (a restarted agent keeps its Node and podCIDR).
 func (a *Agent) Register(ctx context.Context) (*v1.Node, error) {
+	sent := a.cfg.Clock.Now()
+	n, err := a.register(ctx)
+	if err == nil {
+		a.heard(sent)
+	}
+	return n, err
+}
+
+func (a *Agent) register(ctx context.Context) (*v1.Node, error) {
 	want := Desired(a.cfg, a.cfg.Clock.Now())
 	n, err := a.client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -259,9 +290,19 @@ func (a *Agent) notReadyInAPI(ctx context.Context) bool {
 	return true
 }
 
+// renewLease renews the node's Lease and, when it succeeded, records the contact.
 func (a *Agent) renewLease(ctx context.Context) error {
+	sent := a.cfg.Clock.Now()
+	err := a.writeLease(ctx, sent)
+	if err == nil {
+		a.heard(sent)
+	}
+	return err
+}
+
+func (a *Agent) writeLease(ctx context.Context, at time.Time) error {
 	leases := a.client.CoordinationV1().Leases(LeaseNamespace)
-	now := metav1.NewMicroTime(a.cfg.Clock.Now())
+	now := metav1.NewMicroTime(at)
 	l, err := leases.Get(ctx, a.cfg.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		node, nerr := a.client.CoreV1().Nodes().Get(ctx, a.cfg.Name, metav1.GetOptions{})

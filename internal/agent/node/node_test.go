@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -71,4 +74,43 @@ func TestRegisterAndLease(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("lease not renewed after RenewInterval")
+}
+
+// TestLastContact: the agent's contact with the API server is its creation, then each
+// registration and lease renewal that succeeded (at the time it was sent); a renewal
+// that fails leaves it where it was.
+func TestLastContact(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	client := fake.NewClientset()
+	a := New(Config{Name: "n1", InternalIP: "10.240.0.10", Clock: clk}, client)
+	if got := a.LastContact(); !got.Equal(t0) {
+		t.Errorf("before any request: %v, want the agent's creation %v", got, t0)
+	}
+	clk.Step(time.Second)
+	if _, err := a.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.LastContact(); !got.Equal(t0.Add(time.Second)) {
+		t.Errorf("after registering: %v", got)
+	}
+	clk.Step(RenewInterval)
+	if err := a.renewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	renewed := t0.Add(time.Second + RenewInterval)
+	if got := a.LastContact(); !got.Equal(renewed) {
+		t.Errorf("after a renewal: %v, want %v", got, renewed)
+	}
+	client.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection timed out")
+	})
+	clk.Step(RenewInterval)
+	if err := a.renewLease(ctx); err == nil {
+		t.Fatal("the renewal did not fail")
+	}
+	if got := a.LastContact(); !got.Equal(renewed) {
+		t.Errorf("after a failed renewal: %v, want the last one that succeeded, %v", got, renewed)
+	}
 }
