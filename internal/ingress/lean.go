@@ -481,7 +481,7 @@ func (e clientError) Unwrap() error { return e.error }
 // send writes the request to an endpoint and waits for the first byte of the answer.
 // Connecting, or a fresh connection breaking before the answer, fails over to other
 // endpoints as the general path does (idempotent methods without a body, up to
-// Attempts). A body of up to replayKeep bytes, with a
+// Attempts endpoints, each tried once). A body of up to replayKeep bytes, with a
 // Content-Length or chunked, is read whole before it is sent (nginx buffers request
 // bodies too), so that a kept connection failing before any byte of the answer arrived
 // can be replaced by a fresh one and the request sent again: the backend never processed
@@ -515,15 +515,16 @@ func (lc *leanConn) send(rq *request, head []byte, x *exchange) (*backendConn, e
 		rq.bodyDone = true
 	}
 	replayable := bc == nil
-	for attempts := 1; ; {
+	tried := []string{x.endpoint}
+	for {
 		reused := false
 		if bc == nil {
 			var err error
 			bc, reused, err = t.get(context.Background(), x.endpoint)
 			if err != nil {
-				if attempts < p.cfg.Attempts && !hasBody && idempotent(x.method) {
-					if next := x.backend.Pick(); next != "" {
-						attempts++
+				if len(tried) < p.cfg.Attempts && !hasBody && idempotent(x.method) {
+					if next := x.backend.PickOther(tried); next != "" {
+						tried = append(tried, next)
 						x.endpoint = next
 						continue
 					}
@@ -551,9 +552,9 @@ func (lc *leanConn) send(rq *request, head []byte, x *exchange) (*backendConn, e
 			// endpoint may have processed the request, which only an idempotent one
 			// allows sending again, to another endpoint (nginx's proxy_next_upstream
 			// error).
-			if attempts < p.cfg.Attempts && !hasBody && idempotent(x.method) {
-				if next := x.backend.Pick(); next != "" {
-					attempts++
+			if len(tried) < p.cfg.Attempts && !hasBody && idempotent(x.method) {
+				if next := x.backend.PickOther(tried); next != "" {
+					tried = append(tried, next)
 					x.endpoint = next
 					bc = nil
 					continue

@@ -323,12 +323,14 @@ type retryTransport struct {
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	st, _ := req.Context().Value(ctxKey{}).(*attempt)
-	for n := 1; ; n++ {
+	var tried []string
+	for {
+		tried = append(tried, req.URL.Host)
 		resp, err := t.base.RoundTrip(req)
-		if err == nil || st == nil || n >= t.attempts || !retryable(req, err) {
+		if err == nil || st == nil || len(tried) >= t.attempts || !retryable(req, err) {
 			return resp, err
 		}
-		next := st.backend.Pick()
+		next := st.backend.PickOther(tried)
 		if next == "" {
 			return resp, err
 		}

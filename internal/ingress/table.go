@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,6 +98,20 @@ func (b *Backend) Pick() string {
 		return ""
 	}
 	return eps[(b.next.Add(1)-1)%uint64(len(eps))]
+}
+
+// PickOther returns the endpoint for a retry: the next one in the round robin that is
+// not in tried, as nginx's round robin skips the servers a request already tried
+// (other requests move the round robin on meanwhile, so Pick could give a request the
+// endpoint that just failed it); "" when every endpoint was tried.
+func (b *Backend) PickOther(tried []string) string {
+	eps := b.Endpoints()
+	for range eps {
+		if ep := eps[(b.next.Add(1)-1)%uint64(len(eps))]; !slices.Contains(tried, ep) {
+			return ep
+		}
+	}
+	return ""
 }
 
 // Build computes the Table for the Ingresses of this controller's classes in c. It does no

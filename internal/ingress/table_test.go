@@ -225,6 +225,29 @@ func TestPickRoundRobin(t *testing.T) {
 	}
 }
 
+// TestPickOther: a retry gets an endpoint the request has not tried, whatever other
+// requests did to the round robin meanwhile, and none once every one was tried.
+func TestPickOther(t *testing.T) {
+	be := &Backend{Ready: []string{"a", "b", "c"}}
+	first := be.Pick() // a
+	be.Pick()          // b, another request's
+	be.Pick()          // c, another's: Pick would now give a again
+	if got := be.PickOther([]string{first}); got == first || got == "" {
+		t.Errorf("retry after %s: %q, want another endpoint", first, got)
+	}
+	for range 5 {
+		if got := be.PickOther([]string{"a", "c"}); got != "b" {
+			t.Fatalf("after a and c: %q, want b", got)
+		}
+	}
+	if got := be.PickOther([]string{"c", "a", "b"}); got != "" {
+		t.Errorf("after every endpoint: %q, want none", got)
+	}
+	if got := (&Backend{Fallback: []string{"t"}}).PickOther(nil); got != "t" {
+		t.Errorf("terminating fallback: %q", got)
+	}
+}
+
 func TestCertificates(t *testing.T) {
 	ing := makeIngress("default", "mon-ingress-tls", 0, func(ing *networkingv1.Ingress) {
 		ing.Spec.TLS = []networkingv1.IngressTLS{
