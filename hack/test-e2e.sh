@@ -34,7 +34,7 @@ ownSeq=(
 )
 # Shard 2: tests on clusters of their own that call t.Parallel.
 ownPar=(
-	TestAcceptanceSeveralMachines TestEtcdQuorum TestGracefulDeletionAfterAgentRestart
+	TestAcceptanceSeveralMachines TestEtcdQuorum TestGracefulDeletionAfterAgentRestart TestMachineCertificateRotation
 	TestLeaseReleasedOnSIGTERM TestLinkCut TestLinkCutHostGW TestLoadBalancerPoolL2
 	TestMachineJoin TestMachinesLoadBalancer TestReadmeMachines TestUpDetachInterrupted TestWorkloads
 )

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/certificate"
 
 	"github.com/tranche/tranche/internal/agent"
 	"github.com/tranche/tranche/internal/agent/bootstrap"
@@ -68,25 +69,37 @@ func agentCmd() *cobra.Command {
 				return err
 			}
 			cfg.Logger = log.With("node", cfg.NodeName)
+			// The rotating certificates of a joined node: its own and its pod network's.
+			var nodeCerts, networkCerts certificate.Manager
 			if join.token != "" {
 				path, rotation, err := join.join(cmd.Context(), cfg.NodeName, cfg.RootDir, cfg.Logger)
 				if err != nil {
 					return err
 				}
 				defer rotation.Stop()
-				kubeconfig = path
+				kubeconfig, nodeCerts = path, rotation
 				if networkKubeconfig == "" && cfg.Backend != overlay.BackendNone {
 					path, rotation, err := bootstrap.NetworkIdentity(cmd.Context(), bootstrap.Config{NodeName: cfg.NodeName, Dir: cfg.RootDir, Logger: cfg.Logger})
 					if err != nil {
 						return err
 					}
 					defer rotation.Stop()
-					networkKubeconfig = path
+					networkKubeconfig, networkCerts = path, rotation
 				}
 			}
 			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 			if err != nil {
 				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+			}
+			if cfg.ClientCA = rc.TLSClientConfig.CAData; len(cfg.ClientCA) == 0 && rc.TLSClientConfig.CAFile != "" {
+				if cfg.ClientCA, err = os.ReadFile(rc.TLSClientConfig.CAFile); err != nil {
+					return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+				}
+			}
+			if nodeCerts != nil {
+				if err := bootstrap.FollowCertificate(cmd.Context(), rc, nodeCerts); err != nil {
+					return err
+				}
 			}
 			logging.QuietWarnings(rc, cfg.Logger)
 			rc.QPS, rc.Burst = 50, 100
@@ -124,11 +137,6 @@ func agentCmd() *cobra.Command {
 			if cfg.SelfExe, err = os.Executable(); err != nil {
 				return err
 			}
-			if cfg.ClientCA = rc.TLSClientConfig.CAData; len(cfg.ClientCA) == 0 && rc.TLSClientConfig.CAFile != "" {
-				if cfg.ClientCA, err = os.ReadFile(rc.TLSClientConfig.CAFile); err != nil {
-					return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
-				}
-			}
 			if cfg.Registries, err = registries.Load(registriesFile); err != nil {
 				return fmt.Errorf("--registries: %w", err)
 			}
@@ -138,6 +146,11 @@ func agentCmd() *cobra.Command {
 					return fmt.Errorf("--network-kubeconfig %s: %w", networkKubeconfig, err)
 				}
 				logging.QuietWarnings(nc, cfg.Logger)
+				if networkCerts != nil {
+					if err := bootstrap.FollowCertificate(cmd.Context(), nc, networkCerts); err != nil {
+						return err
+					}
+				}
 				if cfg.NetworkClient, err = kubernetes.NewForConfig(nc); err != nil {
 					return err
 				}

@@ -68,6 +68,10 @@ func serverCmd() *cobra.Command {
 		"how long a request that is not long-running may take before the server answers 504 Timeout (a shorter ?timeout= of the request wins)")
 	registerHPASyncPeriod(cmd, &cfg)
 	registerNodeMonitorGracePeriod(cmd, &cfg)
+	cfg.ClusterSigningDuration = server.DefaultClusterSigningDuration
+	f.Var((*positiveDuration)(&cfg.ClusterSigningDuration), "cluster-signing-duration",
+		"the max length of duration signed certificates will be given; individual CSRs may request shorter certs by setting spec.expirationSeconds "+
+			"(kube-controller-manager's flag: the agents' certificates, requested through CertificateSigningRequests, are rotated at 70-90% of it)")
 	registerInFlightLimits(cmd, &cfg)
 	net.register(cmd)
 	psa.register(cmd)

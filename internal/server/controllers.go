@@ -54,6 +54,8 @@ type controllerOptions struct {
 	hpaSyncPeriod time.Duration
 	// nodeMonitorGrace is the node lifecycle controller's grace period (0: its default).
 	nodeMonitorGrace time.Duration
+	// signingDuration is the CSR signers' longest certificate life (0: DefaultClusterSigningDuration).
+	signingDuration time.Duration
 }
 
 // startControllers runs the controller manager and the scheduler in this process until

@@ -98,12 +98,16 @@ func anonymousAllowed(req apiserver.Request) bool {
 // token: bootstrapsigner (signs kube-public/cluster-info with each token's secret),
 // tokencleaner (deletes expired tokens), csrapproving (approves node client requests
 // that RBAC allows) and csrsigning (signs kubelet client and serving certificates, and
-// kube-apiserver-client ones, with the cluster CA, upstream's default duration of one
-// year unless the request asks less); and tranche's csrapproving-node-network, which
+// kube-apiserver-client ones, with the cluster CA, for --cluster-signing-duration,
+// upstream's default of one year, unless the request asks less); and tranche's csrapproving-node-network, which
 // approves a node's request for its own pod-network certificate (nodeNetworkRequest).
 func joinControllers(o controllerOptions) []manager.Descriptor {
 	pkiDir := filepath.Join(filepath.Dir(o.pvRoot), "pki") // the data dir holds pv/ and pki/
 	caFile, caKeyFile := filepath.Join(pkiDir, pki.CACertFile), filepath.Join(pkiDir, pki.CAKeyFile)
+	ttl := o.signingDuration
+	if ttl <= 0 {
+		ttl = DefaultClusterSigningDuration
+	}
 	return []manager.Descriptor{
 		{Name: "bootstrapsigner", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
 			return bootstrap.NewSigner(c.Client, c.Informers.Core().V1().Secrets(), c.Informers.Core().V1().ConfigMaps(), bootstrap.DefaultSignerOptions())
@@ -115,7 +119,7 @@ func joinControllers(o controllerOptions) []manager.Descriptor {
 			return manager.Workers(approver.NewCSRApprovingController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests()), 5), nil
 		}},
 		{Name: "csrsigning-kubelet-client", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
-			sc, err := signer.NewKubeletClientCSRSigningController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests(), caFile, caKeyFile, csrSigningDuration)
+			sc, err := signer.NewKubeletClientCSRSigningController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests(), caFile, caKeyFile, ttl)
 			if err != nil {
 				return nil, err
 			}
@@ -125,14 +129,14 @@ func joinControllers(o controllerOptions) []manager.Descriptor {
 			return newNodeNetworkApprover(c)
 		}},
 		{Name: "csrsigning-kube-apiserver-client", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
-			sc, err := signer.NewKubeAPIServerClientCSRSigningController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests(), caFile, caKeyFile, csrSigningDuration)
+			sc, err := signer.NewKubeAPIServerClientCSRSigningController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests(), caFile, caKeyFile, ttl)
 			if err != nil {
 				return nil, err
 			}
 			return manager.Workers(sc, 5), nil
 		}},
 		{Name: "csrsigning-kubelet-serving", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
-			sc, err := signer.NewKubeletServingCSRSigningController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests(), caFile, caKeyFile, csrSigningDuration)
+			sc, err := signer.NewKubeletServingCSRSigningController(ctx, c.Client, c.Informers.Certificates().V1().CertificateSigningRequests(), caFile, caKeyFile, ttl)
 			if err != nil {
 				return nil, err
 			}
@@ -141,8 +145,8 @@ func joinControllers(o controllerOptions) []manager.Descriptor {
 	}
 }
 
-// csrSigningDuration is kube-controller-manager's --cluster-signing-duration default.
-const csrSigningDuration = 365 * 24 * time.Hour
+// DefaultClusterSigningDuration is kube-controller-manager's --cluster-signing-duration default.
+const DefaultClusterSigningDuration = 365 * 24 * time.Hour
 
 // keepJoinObjects publishes kube-public/cluster-info (the API server's advertised URL
 // and the CA, unsigned: bootstrapsigner adds the signatures) and kubeadm's RBAC for

@@ -84,6 +84,9 @@ type Config struct {
 	// NodeMonitorGracePeriod is how long a node may go silent before it is Unknown
 	// (kube-controller-manager's --node-monitor-grace-period); 0 means 50s.
 	NodeMonitorGracePeriod time.Duration
+	// ClusterSigningDuration is the longest life of a certificate the CSR signers issue
+	// (kube-controller-manager's --cluster-signing-duration); 0 means a year.
+	ClusterSigningDuration time.Duration
 	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the read-only and
 	// mutating requests served at once (kube-apiserver's --max-requests-inflight and
 	// --max-mutating-requests-inflight); 0 means no limit.
@@ -310,7 +313,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	go flowcontrol.KeepBootstrap(ctx, client, time.Minute, log.With("component", "apf-bootstrap"))
 	controllersStopped, err := startControllers(ctx, loop, controllerOptions{clusterCIDR: cfg.ClusterCIDR, lbPool: cfg.LoadBalancerPool,
 		caPEM: ca.CertPEM, pvRoot: filepath.Join(cfg.DataDir, "pv"), hpaSyncPeriod: cfg.HPASyncPeriod,
-		nodeMonitorGrace: cfg.NodeMonitorGracePeriod}, cfg.LeaderElection, reg, log)
+		nodeMonitorGrace: cfg.NodeMonitorGracePeriod, signingDuration: cfg.ClusterSigningDuration}, cfg.LeaderElection, reg, log)
 	if err != nil {
 		return err
 	}
