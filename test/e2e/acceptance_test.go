@@ -6,14 +6,11 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/tranche/tranche/internal/netns"
 )
 
 // TestAcceptanceSeveralMachines is issue 22's acceptance test: 3 etcd members, 2
@@ -40,14 +37,9 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 	a := servers[0]
 
 	// The join command, as an operator gets it.
-	tokOut, err := exec.Command("nsenter", "--net="+netns.Path(a.m.ns), "--", trancheBin, "token", "create",
-		"--kubeconfig", a.kubeconfig, "--print-join-command").CombinedOutput()
-	if err != nil {
-		t.Fatalf("tranche token create: %v\n%s", err, tokOut)
-	}
-	join := regexp.MustCompile(`^tranche agent --server (https://\S+) --token (\S+) --ca-cert-hash (sha256:[0-9a-f]{64})\n$`).FindStringSubmatch(string(tokOut))
-	if join == nil || (join[1] != a.url && join[1] != servers[1].url) {
-		t.Fatalf("tranche token create --print-join-command printed %q, want a join command for %s or %s", tokOut, a.url, servers[1].url)
+	joinCmd, joinURL := a.joinCommand(t)
+	if joinURL != a.url && joinURL != servers[1].url {
+		t.Fatalf("tranche token create --print-join-command printed %q, want a join command for %s or %s", joinCmd, a.url, servers[1].url)
 	}
 
 	// Three agent machines run it as printed, each with its own host name (the agent's
@@ -69,7 +61,7 @@ func TestAcceptanceSeveralMachines(t *testing.T) {
 		agents = append(agents, sp)
 		m := addReadmeMachine(t, l, sp.name, prefix+sp.name, sp.addr, home)
 		machines[sp.name] = m.machine
-		m.start(t, m.command(context.Background(), strings.TrimSpace(string(tokOut))), filepath.Join(logs, sp.name+"-agent.log"))
+		m.start(t, m.command(context.Background(), joinCmd), filepath.Join(logs, sp.name+"-agent.log"))
 	}
 	eventually(t, 120*time.Second, "three joined nodes Ready", func() (bool, string) {
 		out, _, _ := a.kubectl("", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)

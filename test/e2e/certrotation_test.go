@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/tranche/tranche/internal/netns"
 )
 
 // TestMachineCertificateRotation runs a joined machine past the expiry of its first
@@ -37,14 +33,11 @@ func TestMachineCertificateRotation(t *testing.T) {
 	l := newLAN(t, prefix+"lan", netip.MustParsePrefix("192.168.95.0/24"), netip.Addr{})
 	etcd := startEtcdCluster(t, l, 1)
 	s := startMachineServers(t, l, prefix, etcd, []string{"tre2e-cr-a"}, "--cluster-signing-duration", "2m")[0]
-	tokOut, err := exec.Command("nsenter", "--net="+netns.Path(s.m.ns), "--", trancheBin, "token", "create",
-		"--kubeconfig", s.kubeconfig, "--print-join-command").CombinedOutput()
-	if err != nil || !regexp.MustCompile(`^tranche agent --server \S+ --token \S+ --ca-cert-hash \S+\n$`).Match(tokOut) {
-		t.Fatalf("tranche token create: %v\n%s", err, tokOut)
-	}
+	joinCmd, _ := s.joinCommand(t)
+
 	m := addReadmeMachine(t, l, "cr1", prefix+"cr1", netip.MustParseAddr("192.168.95.31"), home)
 	logPath := filepath.Join(t.TempDir(), "agent.log")
-	m.start(t, m.command(context.Background(), strings.TrimSpace(string(tokOut))), logPath)
+	m.start(t, m.command(context.Background(), joinCmd), logPath)
 	c := s.client(t)
 	ctx := context.Background()
 	nodeReady := func() (bool, string) {

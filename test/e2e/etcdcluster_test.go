@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -356,6 +357,23 @@ func (s *machineServer) mustStdin(t testing.TB, stdin string, args ...string) st
 		t.Fatalf("kubectl %s (server %s): %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), s.host, err, out, errOut)
 	}
 	return out
+}
+
+// joinCommand runs `tranche token create --print-join-command` on s's machine, as an
+// operator gets the join command, and returns the command it printed (checked to be
+// kubeadm's shape) and the server URL in it.
+func (s *machineServer) joinCommand(t testing.TB) (cmd, server string) {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net="+netns.Path(s.m.ns), "--", trancheBin, "token", "create",
+		"--kubeconfig", s.kubeconfig, "--print-join-command").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tranche token create: %v\n%s", err, out)
+	}
+	c := regexp.MustCompile(`^tranche agent --server (https://\S+) --token \S+ --ca-cert-hash sha256:[0-9a-f]{64}\n$`).FindStringSubmatch(string(out))
+	if c == nil {
+		t.Fatalf("tranche token create --print-join-command printed %q, want kubeadm's join command", out)
+	}
+	return strings.TrimSpace(string(out)), c[1]
 }
 
 // restConfig is s's admin client configuration, dialling from inside s's machine.
