@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -27,12 +26,11 @@ const elementsPerCommand = 1000
 // sends every command on its own, which made a full sync of 10,000 services (130,000
 // elements) cost half again as much CPU as loading the same table (see bench/proxy).
 //
-// Its syncs go through one long-lived `nft -i` (see nftsession.Session) when they fit, so that
-// a sync does not start a process; Close ends it.
+// Its syncs, and every other transaction, go through one long-lived `nft -i`
+// (nftsession.Table) when they fit, so that a sync does not start a process; Close
+// ends it.
 type Kernel struct {
-	knftables.Interface
-	path    string
-	session *nftsession.Session
+	*nftsession.Table
 }
 
 var _ knftables.Interface = (*Kernel)(nil)
@@ -41,19 +39,12 @@ var _ planRunner = (*Kernel)(nil)
 // NewKernel returns a Kernel after checking, as knftables.New does, that nft works
 // here with enough privileges.
 func NewKernel() (*Kernel, error) {
-	nft, err := knftables.New(knftables.IPv4Family, TableName)
+	t, err := nftsession.New(knftables.IPv4Family, TableName)
 	if err != nil {
 		return nil, err
 	}
-	path, err := exec.LookPath("nft")
-	if err != nil {
-		return nil, fmt.Errorf("finding the nft command: %w", err)
-	}
-	return &Kernel{Interface: nft, path: path, session: nftsession.NewSession(path)}, nil
+	return &Kernel{Table: t}, nil
 }
-
-// Close ends the nft process Kernel keeps for its syncs (a later sync starts another).
-func (k *Kernel) Close() { k.session.Close() }
 
 // List implements knftables.Interface. For chains, sets and maps it reads only their
 // names (`nft --terse list chains|sets|maps ip`, keeping those of TableName), where
@@ -72,7 +63,7 @@ func (k *Kernel) List(ctx context.Context, objectType string) ([]string, error) 
 		return k.Interface.List(ctx, objectType)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, k.path, "--json", "--terse", "list", what, "ip")
+	cmd := exec.CommandContext(ctx, k.Path(), "--json", "--terse", "list", what, "ip")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("nft list %s ip: %w: %s", what, err, strings.TrimSpace(stderr.String()))
@@ -102,10 +93,7 @@ func (k *Kernel) runPlan(ctx context.Context, pl *syncPlan) error {
 	if err != nil || buf.Len() == 0 {
 		return err
 	}
-	if err := k.session.Run(ctx, buf.String()); !errors.Is(err, nftsession.ErrUnusable) {
-		return err
-	}
-	return k.nft(ctx, buf, "-f", "-")
+	return k.RunText(ctx, buf.String())
 }
 
 // checkPlan runs pl with `nft --check`: nft sends the transaction to the kernel, which
@@ -120,7 +108,7 @@ func (k *Kernel) nftPlan(ctx context.Context, pl *syncPlan, args ...string) erro
 	if err != nil || buf.Len() == 0 {
 		return err
 	}
-	return k.nft(ctx, buf, args...)
+	return k.Exec(ctx, buf, args...)
 }
 
 // render writes pl as nft commands, one per line.
@@ -144,21 +132,6 @@ func (k *Kernel) render(pl *syncPlan) (*bytes.Buffer, error) {
 	return &buf, nil
 }
 
-// nft runs the nft command with args and buf as its input.
-func (k *Kernel) nft(ctx context.Context, buf *bytes.Buffer, args ...string) error {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, k.path, args...)
-	cmd.Stdin, cmd.Stderr = buf, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if len(msg) > 4000 {
-			msg = msg[:4000] + " [...]"
-		}
-		return fmt.Errorf("nft %s: %w: %s", strings.Join(args, " "), err, msg)
-	}
-	return nil
-}
-
 // writeObjects renders object operations with knftables, which validates them.
 func (k *Kernel) writeObjects(buf *bytes.Buffer, ops objectOps) error {
 	if len(ops) == 0 {
@@ -167,9 +140,8 @@ func (k *Kernel) writeObjects(buf *bytes.Buffer, ops objectOps) error {
 	tx := k.NewTransaction()
 	ops.addTo(tx)
 	s := tx.String()
-	// knftables stops at the first invalid operation and reports it on a last line.
-	if i := strings.LastIndex(s, "# ERROR: "); i >= 0 && (i == 0 || s[i-1] == '\n') {
-		return errors.New("invalid nftables operation: " + s[i+len("# ERROR: "):])
+	if err := nftsession.BuildError(s); err != nil {
+		return err
 	}
 	buf.WriteString(s)
 	return nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/knftables"
+
+	"github.com/tranche/tranche/internal/nftsession"
 )
 
 // TestWriteElementsGroupsPerContainer checks that Kernel writes element changes as one
@@ -69,7 +71,7 @@ func TestWriteElementsBoundsCommands(t *testing.T) {
 // TestKernelRefusesInvalidObjects checks that an operation knftables finds invalid is
 // reported instead of being sent to nft.
 func TestKernelRefusesInvalidObjects(t *testing.T) {
-	k := &Kernel{Interface: knftables.NewFake(knftables.IPv4Family, TableName)}
+	k := &Kernel{Table: &nftsession.Table{Interface: knftables.NewFake(knftables.IPv4Family, TableName)}}
 	var ops objectOps
 	ops.Add(&knftables.Chain{Name: "fine"})
 	ops.Flush(&knftables.Chain{})
