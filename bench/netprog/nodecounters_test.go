@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // TestNodeCounters reads a node's series from 127.0.0.1:10249 inside a namespace of its
@@ -17,15 +18,7 @@ func TestNodeCounters(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a network namespace)")
 	}
-	ns := fmt.Sprintf("tnp%03d-node", os.Getpid()%1000)
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := netns.Delete(ns); err != nil {
-			t.Error(err)
-		}
-	})
+	ns := testutil.Netns(t, "node")
 	links, err := netns.OpenLinks(ns)
 	if err != nil {
 		t.Fatal(err)

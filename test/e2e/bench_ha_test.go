@@ -318,11 +318,12 @@ func profileServers(tb testing.TB, servers []*machineServer, on bool) (wait func
 	}
 	var wg sync.WaitGroup
 	for _, s := range servers {
-		hc, err := rest.HTTPClientFor(s.restConfig(tb))
+		rc := s.restConfig(tb)
+		hc, err := rest.HTTPClientFor(rc)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		url := s.restConfig(tb).Host + "/debug/pprof/profile?seconds=" + os.Getenv("HA_CPUPROFILE_SECONDS")
+		url := rc.Host + "/debug/pprof/profile?seconds=" + os.Getenv("HA_CPUPROFILE_SECONDS")
 		wg.Go(func() {
 			time.Sleep(300 * time.Millisecond) // into the steady state
 			resp, err := hc.Get(url)

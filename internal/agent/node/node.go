@@ -174,15 +174,9 @@ func New(cfg Config, client kubernetes.Interface) *Agent {
 // grace period, the node is no longer Ready.
 func (a *Agent) LastContact() time.Time { return time.Unix(0, a.contact.Load()) }
 
-// heard records a request that reached the API server and was answered, sent at sent.
-func (a *Agent) heard(sent time.Time) {
-	for {
-		old := a.contact.Load()
-		if sent.UnixNano() <= old || a.contact.CompareAndSwap(old, sent.UnixNano()) {
-			return
-		}
-	}
-}
+// heard records a request that reached the API server and was answered, sent at sent
+// (registration, then the renewals one after the other: never two at once).
+func (a *Agent) heard(sent time.Time) { a.contact.Store(sent.UnixNano()) }
 
 // Register creates the Node, or brings an existing one's labels and status up to date
 // (a restarted agent keeps its Node and podCIDR).
