@@ -174,8 +174,10 @@ func TestClusterDNS(t *testing.T) {
 
 	t.Run("resolv.conf is seed 001's", func(t *testing.T) {
 		want := "search " + ns + ".svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"
-		if got := inPod("cat", "/etc/resolv.conf"); got != want {
-			t.Fatalf("resolv.conf:\n%s\nwant:\n%s", got, want)
+		// The file alone: what kubectl itself logs goes to its stderr.
+		got, errOut, err := s.kubectl(t, "", "exec", "client", "-n", ns, "--", "cat", "/etc/resolv.conf")
+		if err != nil || got != want {
+			t.Fatalf("resolv.conf (err %v, stderr %q):\n%s\nwant:\n%s", err, errOut, got, want)
 		}
 	})
 	t.Run("short name gives the ClusterIP, not a pod address", func(t *testing.T) {

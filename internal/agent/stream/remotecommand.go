@@ -206,8 +206,13 @@ func (s *Server) serveWebSocketCommand(w http.ResponseWriter, r *http.Request, o
 	}
 	defer conn.Close()
 	// An empty message on the lowest channel written tells the client the session is
-	// established, as kubelet sends it.
+	// established, as kubelet and kube-apiserver send it. Not on v5, which only
+	// client-go speaks: it never waits for that message, and client-go up to v1.32
+	// (kubectl 1.32 among them) starts reading before it has made its streams, so the
+	// message can arrive first and is then logged as "Unknown stream id 1, discarding
+	// message" on the user's terminal (fixed in client-go v0.33, kubernetes#131203).
 	switch {
+	case protocol == remotecommand.StreamProtocolV5Name:
 	case opts.stdout:
 		_, _ = chans[1].Write(nil)
 	case opts.stderr:

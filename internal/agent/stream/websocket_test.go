@@ -52,7 +52,7 @@ func receiveAll(t *testing.T, ws *websocket.Conn) [][]byte {
 
 // TestExecWebSocketProtocols: exec answers every protocol kubelet accepts: the
 // channel.k8s.io of the conformance spec (binary, channel number first), its base64
-// form (channel as a digit), and the v4 ones with the exit Status on channel 3.
+// form (channel as a digit), and the v4 and v5 ones with the exit Status on channel 3.
 func TestExecWebSocketProtocols(t *testing.T) {
 	rt := &fakeRuntime{running: true, exec: func(ctx context.Context, argv []string, s runtime.Streams) (int, error) {
 		fmt.Fprint(s.Stdout, strings.Join(argv[1:], " "))
@@ -62,10 +62,20 @@ func TestExecWebSocketProtocols(t *testing.T) {
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	path := "/exec/ns/pod/uid/c?command=echo&command=remote+execution+test&stdout=1&stderr=1"
-	for _, protocol := range []string{"channel.k8s.io", "base64.channel.k8s.io", "v4.channel.k8s.io", "v4.base64.channel.k8s.io"} {
+	for _, protocol := range []string{"channel.k8s.io", "base64.channel.k8s.io", "v4.channel.k8s.io", "v4.base64.channel.k8s.io", "v5.channel.k8s.io"} {
 		t.Run(protocol, func(t *testing.T) {
 			var stdout, errCh bytes.Buffer
-			for _, msg := range receiveAll(t, dialWS(t, ts, path, protocol)) {
+			msgs := receiveAll(t, dialWS(t, ts, path, protocol))
+			// The empty message that says the session is established comes first,
+			// except on v5 (see serveWebSocketCommand).
+			if len(msgs) == 0 {
+				t.Fatal("no messages")
+			}
+			announced := len(msgs[0]) == 1 && (msgs[0][0] == 1 || msgs[0][0] == '1')
+			if v5 := strings.HasPrefix(protocol, "v5."); announced == v5 {
+				t.Errorf("first message %q: want an empty stdout message on every protocol but v5", msgs[0])
+			}
+			for _, msg := range msgs {
 				if len(msg) == 0 {
 					continue
 				}
@@ -90,8 +100,8 @@ func TestExecWebSocketProtocols(t *testing.T) {
 			if stdout.String() != "remote execution test" {
 				t.Errorf("stdout %q", stdout.String())
 			}
-			if v4 := strings.HasPrefix(protocol, "v4."); v4 != strings.Contains(errCh.String(), `"status":"Success"`) {
-				t.Errorf("error channel %q: a v4 protocol reports a Status, an older one nothing on success", errCh.String())
+			if v45 := strings.HasPrefix(protocol, "v"); v45 != strings.Contains(errCh.String(), `"status":"Success"`) {
+				t.Errorf("error channel %q: a v4 or v5 protocol reports a Status, an older one nothing on success", errCh.String())
 			}
 		})
 	}
