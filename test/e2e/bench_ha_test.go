@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,7 @@ func BenchmarkHA(b *testing.B) {
 		groups = append(groups, cpuGroup{"server " + s.host, netnsPIDs(tb, s.m.ns)})
 	}
 	var phases []cpuPhase
+	var requests []map[string]float64 // per phase: etcd requests per operation, by method
 	// Three seconds of nothing first: what every process spends anyway.
 	quietFrom := sampleCPU(b, groups)
 	time.Sleep(3 * time.Second)
@@ -92,7 +94,7 @@ func BenchmarkHA(b *testing.B) {
 	var valueSize int
 	b.Run("tranche-create", func(b *testing.B) {
 		r := round.Add(1)
-		before := sampleCPU(b, groups)
+		before, reqs := sampleCPU(b, groups), etcd.grpcHandled()
 		profiled := profileServers(b, servers, b.N > 1)
 		b.ResetTimer()
 		runParallel(b, b.N, func(c, i int) error {
@@ -104,6 +106,7 @@ func BenchmarkHA(b *testing.B) {
 		profiled()
 		if b.N > 1 { // not the first run of one operation
 			phases = append(phases, sampleCPU(b, groups).since(before, "tranche creates", b.N))
+			requests = append(requests, etcdRequestsSince(etcd, reqs, b.N))
 		}
 		b.ReportMetric(tranche, "creates/s")
 	})
@@ -117,7 +120,7 @@ func BenchmarkHA(b *testing.B) {
 	value := strings.Repeat("x", valueSize)
 	b.Run("etcd-put", func(b *testing.B) {
 		r := round.Add(1)
-		before := sampleCPU(b, groups)
+		before, reqs := sampleCPU(b, groups), etcd.grpcHandled()
 		b.ResetTimer()
 		runParallel(b, b.N, func(_, i int) error {
 			_, err := cli.Put(ctx, fmt.Sprintf("/bench-ha/%d/%d", r, i), value)
@@ -126,6 +129,7 @@ func BenchmarkHA(b *testing.B) {
 		raw = float64(b.N) / b.Elapsed().Seconds()
 		if b.N > 1 { // not the first run of one operation
 			phases = append(phases, sampleCPU(b, groups).since(before, "etcd puts", b.N))
+			requests = append(requests, etcdRequestsSince(etcd, reqs, b.N))
 		}
 		b.ReportMetric(raw, "puts/s")
 	})
@@ -151,7 +155,7 @@ func BenchmarkHA(b *testing.B) {
 		}
 		defer watching.Wait()
 		defer cancel()
-		before := sampleCPU(b, groups)
+		before, reqs := sampleCPU(b, groups), etcd.grpcHandled()
 		b.ResetTimer()
 		runParallel(b, b.N, func(_, i int) error {
 			key := fmt.Sprintf("%s%d", prefix, i)
@@ -162,6 +166,7 @@ func BenchmarkHA(b *testing.B) {
 		txns = float64(b.N) / b.Elapsed().Seconds()
 		if b.N > 1 {
 			phases = append(phases, sampleCPU(b, groups).since(before, "etcd create txns, 2 watchers", b.N))
+			requests = append(requests, etcdRequestsSince(etcd, reqs, b.N))
 		}
 		b.ReportMetric(txns, "txns/s")
 	})
@@ -171,7 +176,49 @@ func BenchmarkHA(b *testing.B) {
 		fmt.Printf("  etcd alone, the create transaction with two watchers: %.0f txns/s, %.2f of raw puts; tranche / that: %.2f\n",
 			txns, txns/raw, tranche/txns)
 		printCPUPhases(groups, quiet, phases)
+		printEtcdRequests(phases, requests)
 	}
+}
+
+// etcdRequestsSince is what the etcd cluster answered since before (grpcHandled),
+// per operation of a phase of n.
+func etcdRequestsSince(etcd *etcdCluster, before map[string]float64, n int) map[string]float64 {
+	per := map[string]float64{}
+	for method, v := range etcd.grpcHandled() {
+		if d := v - before[method]; d > 0 {
+			per[method] = d / float64(n)
+		}
+	}
+	return per
+}
+
+// printEtcdRequests prints the etcd requests of each phase per operation, by gRPC
+// method: what an operation asks of etcd besides its own write (the servers' reads,
+// lease renewals, watch events).
+func printEtcdRequests(phases []cpuPhase, requests []map[string]float64) {
+	var methods []string
+	for _, r := range requests {
+		for m, v := range r {
+			if v >= 0.005 && !slices.Contains(methods, m) {
+				methods = append(methods, m)
+			}
+		}
+	}
+	slices.Sort(methods)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "etcd requests per operation (all members)")
+	for _, p := range phases {
+		fmt.Fprintf(tw, "\t%s", p.name)
+	}
+	fmt.Fprintln(tw)
+	for _, m := range methods {
+		fmt.Fprint(tw, m)
+		for _, r := range requests {
+			fmt.Fprintf(tw, "\t%.2f", r[m])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 }
 
 // cpuGroup is a set of processes whose CPU time is counted together.

@@ -155,6 +155,49 @@ func (c *etcdCluster) health(i int) string {
 	return string(body)
 }
 
+// grpcHandled sums, over the running members, the requests each has answered by gRPC
+// method (etcd's grpc_server_handled_total, from its /metrics): "Range", "Txn",
+// "Put", "LeaseKeepAlive", ... and for the streams ("Watch") the streams ended.
+// Messages sent on streams count under method+" sent" (grpc_server_msg_sent_total).
+func (c *etcdCluster) grpcHandled() map[string]float64 {
+	c.t.Helper()
+	sum := map[string]float64{}
+	for _, e := range c.members {
+		if e.stop == nil {
+			continue
+		}
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+				return netns.Dial(e.m.ns, network, addr, 2*time.Second)
+			}}}
+		resp, err := hc.Get("http://" + netip.AddrPortFrom(e.m.addr, 2379).String() + "/metrics")
+		if err != nil {
+			c.t.Fatalf("etcd member %s metrics: %v", e.name, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			c.t.Fatalf("etcd member %s metrics: %v", e.name, err)
+		}
+		for _, m := range grpcMetric.FindAllStringSubmatch(string(body), -1) {
+			var v float64
+			if _, err := fmt.Sscan(m[3], &v); err != nil {
+				continue
+			}
+			key := m[2]
+			if m[1] == "msg_sent" {
+				key += " sent"
+			}
+			sum[key] += v
+		}
+	}
+	return sum
+}
+
+// grpcMetric is a line of grpc_server_handled_total or grpc_server_msg_sent_total:
+// what, the method and the value.
+var grpcMetric = regexp.MustCompile(`(?m)^grpc_server_(handled|msg_sent)_total\{[^}]*grpc_method="([^"]+)"[^}]*\} (\S+)$`)
+
 // waitHealthy waits until member i answers healthy.
 func (c *etcdCluster) waitHealthy(i int) {
 	c.t.Helper()
