@@ -205,12 +205,7 @@ func printEtcdRequests(phases []cpuPhase, requests []map[string]float64) {
 		}
 	}
 	slices.Sort(methods)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "etcd requests per operation (all members)")
-	for _, p := range phases {
-		fmt.Fprintf(tw, "\t%s", p.name)
-	}
-	fmt.Fprintln(tw)
+	tw := phaseTable("etcd requests per operation (all members)", phases)
 	for _, m := range methods {
 		fmt.Fprint(tw, m)
 		for _, r := range requests {
@@ -312,12 +307,7 @@ func printCPUPhases(groups []cpuGroup, q cpuPhase, phases []cpuPhase) {
 	for _, p := range phases {
 		net = append(net, p.less(q))
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "CPU µs per operation, beyond the quiet rate\tquiet (ms/s)")
-	for _, p := range net {
-		fmt.Fprintf(tw, "\t%s", p.name)
-	}
-	fmt.Fprintln(tw)
+	tw := phaseTable("CPU µs per operation, beyond the quiet rate\tquiet (ms/s)", net)
 	for i, g := range groups {
 		fmt.Fprintf(tw, "%s\t%s", g.name, perSecond(q.groups[i]))
 		for _, p := range net {
@@ -352,6 +342,17 @@ func printCPUPhases(groups []cpuGroup, q cpuPhase, phases []cpuPhase) {
 		fmt.Printf("  with no CPU idle, creates/s / puts/s is at most the counted CPU per put / per create: %.2f\n",
 			float64(net[1].total())/float64(net[1].n)/(float64(net[0].total())/float64(net[0].n)))
 	}
+}
+
+// phaseTable starts a table on stdout whose header is first, then a column per phase.
+func phaseTable(first string, phases []cpuPhase) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, first)
+	for _, p := range phases {
+		fmt.Fprintf(tw, "\t%s", p.name)
+	}
+	fmt.Fprintln(tw)
+	return tw
 }
 
 // profileServers, when HA_CPUPROFILE_DIR names a directory and on is true, fetches a
