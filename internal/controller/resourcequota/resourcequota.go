@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/quota/v1/generic"
 	"k8s.io/client-go/discovery"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/kubernetes/pkg/controller"
 	upstream "k8s.io/kubernetes/pkg/controller/resourcequota"
@@ -32,8 +34,8 @@ import (
 const (
 	// DefaultSyncPeriod is --resource-quota-sync-period: the full recalculation.
 	DefaultSyncPeriod = 5 * time.Minute
-	// discoveryPeriod is how often new quotable resources are looked for.
-	discoveryPeriod = 30 * time.Second
+	// DefaultDiscoveryPeriod is how often quotable resources are looked for again.
+	DefaultDiscoveryPeriod = 30 * time.Second
 	// workers is --concurrent-resource-quota-syncs.
 	workers = 5
 )
@@ -48,13 +50,16 @@ type Config struct {
 	Discovery discovery.DiscoveryInterface
 	// SyncPeriod is the full recalculation period; 0 means DefaultSyncPeriod.
 	SyncPeriod time.Duration
+	// DiscoveryPeriod is how often resources are re-discovered, so that monitors start
+	// for new ones and stop for those gone; 0 means DefaultDiscoveryPeriod.
+	DiscoveryPeriod time.Duration
 }
 
 // Controller is the upstream controller with its discovery loop.
 type Controller struct {
 	rq       *upstream.Controller
 	disc     upstream.NamespacedResourcesFunc
-	meta     metadatainformer.SharedInformerFactory
+	period   time.Duration // of discovery
 	quotas   informers.SharedInformerFactory
 	started  chan struct{}
 	startOne sync.Once
@@ -67,17 +72,20 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if period == 0 {
 		period = DefaultSyncPeriod
 	}
-	meta := metadatainformer.NewSharedInformerFactory(cfg.Metadata, 0)
+	discoveryPeriod := cfg.DiscoveryPeriod
+	if discoveryPeriod == 0 {
+		discoveryPeriod = DefaultDiscoveryPeriod
+	}
 	// The quotas' own informer resyncs every period, as kube-controller-manager's does;
 	// the manager's shared informers never resync, and asking one for a resync only
 	// logs client-go's "doesn't support resyncing" warning.
 	quotas := informers.NewSharedInformerFactory(cfg.Client, period)
-	factory := ownQuotas{InformerFactory: informerfactory.NewInformerFactory(cfg.Informers, meta), quotas: quotas}
+	factory := &monitorInformers{typed: cfg.Informers, quotas: quotas, metadata: cfg.Metadata, own: map[schema.GroupVersionResource]*stoppable{}}
 	qc, err := quota.Configuration(generic.ListerFuncForResourceFunc(factory.ForResource))
 	if err != nil {
 		return nil, fmt.Errorf("quota configuration: %w", err)
 	}
-	c := &Controller{disc: cfg.Discovery.ServerPreferredNamespacedResources, meta: meta, quotas: quotas, started: make(chan struct{})}
+	c := &Controller{disc: cfg.Discovery.ServerPreferredNamespacedResources, period: discoveryPeriod, quotas: quotas, started: make(chan struct{})}
 	c.rq, err = upstream.NewController(ctx, &upstream.ControllerOptions{
 		QuotaClient:           cfg.Client.CoreV1(),
 		ResourceQuotaInformer: quotas.Core().V1().ResourceQuotas(),
@@ -103,33 +111,102 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) {
 	c.startOne.Do(func() {
 		// The manager started the shared informers before Run; the metadata ones
-		// the monitors add later are started by the monitors themselves.
-		c.meta.Start(ctx.Done())
+		// are run by the monitors themselves.
 		c.quotas.Start(ctx.Done())
 		close(c.started)
 	})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.rq.Run(ctx, workers) })
-	wg.Go(func() { c.rq.Sync(ctx, c.disc, discoveryPeriod) })
+	wg.Go(func() { c.rq.Sync(ctx, c.disc, c.period) })
 	wg.Wait()
-	c.meta.Shutdown()
 	c.quotas.Shutdown()
 }
 
-// ownQuotas serves the controller's own quota informer for resourcequotas and the
-// manager's informers for everything else. A quota counts itself (the resourcequotas
-// resource): counted from the manager's shared informer, which may not yet have seen the
-// quota the controller's informer just delivered, its usage would be 0, and stay 0 until
-// the full resync, since creates do not replenish usage (admission charges them).
-// kube-controller-manager shares one informer for both.
-type ownQuotas struct {
-	informerfactory.InformerFactory
-	quotas informers.SharedInformerFactory
+// monitorInformers is the controller's informer factory. It serves the controller's own
+// quota informer for resourcequotas and the manager's typed informers for the built-in
+// resources. A quota counts itself (the resourcequotas resource): counted from the
+// manager's shared informer, which may not yet have seen the quota the controller's
+// informer just delivered, its usage would be 0, and stay 0 until the full resync, since
+// creates do not replenish usage (admission charges them). kube-controller-manager
+// shares one informer for both.
+//
+// Every other resource (custom resources, aggregated APIs) gets a metadata informer of
+// its own that its quota monitor runs and stops. kube-controller-manager takes them from
+// a shared factory, whose informers cannot be stopped: once a CustomResourceDefinition
+// is deleted, its informer goes on failing to list the resource, logging so, for as long
+// as the controller manager runs (kubernetes#79610).
+type monitorInformers struct {
+	typed    informers.SharedInformerFactory
+	quotas   informers.SharedInformerFactory
+	metadata metadata.Interface
+
+	mu  sync.Mutex
+	own map[schema.GroupVersionResource]*stoppable
 }
 
-func (f ownQuotas) ForResource(r schema.GroupVersionResource) (informers.GenericInformer, error) {
+var _ informerfactory.InformerFactory = (*monitorInformers)(nil)
+
+func (f *monitorInformers) ForResource(r schema.GroupVersionResource) (informers.GenericInformer, error) {
 	if r == v1.SchemeGroupVersion.WithResource("resourcequotas") {
 		return f.quotas.ForResource(r)
 	}
-	return f.InformerFactory.ForResource(r)
+	if inf, err := f.typed.ForResource(r); err == nil {
+		return inf, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.own[r]; ok {
+		return s, nil
+	}
+	s := &stoppable{GenericInformer: metadatainformer.NewFilteredMetadataInformer(f.metadata, r, metav1.NamespaceAll, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil)}
+	s.stopped = func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.own[r] == s {
+			delete(f.own, r)
+		}
+	}
+	f.own[r] = s
+	return s, nil
+}
+
+// Start starts the shared informers asked for so far; the monitors run the others.
+func (f *monitorInformers) Start(stop <-chan struct{}) {
+	f.typed.Start(stop)
+	f.quotas.Start(stop)
+}
+
+// stoppable is a metadata informer run by the controller its Informer hands out (the
+// quota monitor's), until that controller is stopped; the factory then forgets it, so
+// that a resource served again gets a fresh informer (a stopped one cannot run again).
+type stoppable struct {
+	informers.GenericInformer
+	stopped func()
+}
+
+func (s *stoppable) Informer() cache.SharedIndexInformer {
+	return runsItself{SharedIndexInformer: s.GenericInformer.Informer(), stopped: s.stopped}
+}
+
+// runsItself is an informer whose controller runs it (a shared informer's controller
+// does nothing: its factory runs it).
+type runsItself struct {
+	cache.SharedIndexInformer
+	stopped func()
+}
+
+func (r runsItself) GetController() cache.Controller { return informerController(r) }
+
+// informerController runs its informer until stopped.
+type informerController runsItself
+
+func (c informerController) Run(stop <-chan struct{}) {
+	defer c.stopped()
+	c.SharedIndexInformer.Run(stop)
+}
+
+func (c informerController) RunWithContext(ctx context.Context) {
+	defer c.stopped()
+	c.SharedIndexInformer.RunWithContext(ctx)
 }
