@@ -158,16 +158,46 @@ func (c *Collector) syncResources(ctx context.Context) error {
 			c.monitors[gvr] = c.startMonitor(ctx, ri)
 		}
 	}
-	if err == nil {
-		for gvr, mon := range c.monitors {
-			if _, ok := wanted[gvr]; !ok {
-				mon.stop()
-				<-mon.done
-				delete(c.monitors, gvr)
-			}
+	// A resource no longer served loses its monitor, except in the groups whose
+	// discovery failed (an aggregated API whose server is down): their resources are
+	// unknown, not gone, as kube-controller-manager's collector keeps them. Any other
+	// failure keeps every monitor.
+	failed, partial := failedGroups(err)
+	if err != nil && !partial {
+		return err
+	}
+	for gvr, mon := range c.monitors {
+		if _, ok := wanted[gvr]; ok || failed[gvr.GroupVersion()] {
+			continue
 		}
+		mon.stop()
+		<-mon.done
+		delete(c.monitors, gvr)
 	}
 	return err
+}
+
+// failedGroups returns the group versions whose discovery failed, when every error in err
+// is such a partial failure (client-go's ErrGroupDiscoveryFailed).
+func failedGroups(err error) (map[schema.GroupVersion]bool, bool) {
+	failed := map[schema.GroupVersion]bool{}
+	if err == nil {
+		return failed, true
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var gd *discovery.ErrGroupDiscoveryFailed
+		if !errors.As(e, &gd) {
+			return nil, false
+		}
+		for gv := range gd.Groups {
+			failed[gv] = true
+		}
+	}
+	return failed, true
 }
 
 func (c *Collector) startMonitor(ctx context.Context, ri resourceInfo) *monitor {

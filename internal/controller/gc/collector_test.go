@@ -394,3 +394,67 @@ func TestSyncResources(t *testing.T) {
 		t.Errorf("monitors after removal (-want +got):\n%s", diff)
 	}
 }
+
+// failingGroup is a discovery whose failing group version cannot be read, as an
+// aggregated API whose server is down.
+type failingGroup struct {
+	*discoveryfake.FakeDiscovery
+	failing string
+}
+
+func (d failingGroup) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	return d.ServerResourcesForGroupVersionWithContext(context.Background(), gv)
+}
+
+func (d failingGroup) ServerResourcesForGroupVersionWithContext(ctx context.Context, gv string) (*metav1.APIResourceList, error) {
+	if gv == d.failing {
+		return nil, fmt.Errorf("the server is currently unable to handle the request")
+	}
+	return d.FakeDiscovery.ServerResourcesForGroupVersionWithContext(ctx, gv)
+}
+
+// TestSyncResourcesPartialDiscovery: while one group's discovery fails, a resource of
+// another group that went away (its CRD deleted) loses its monitor, and the failing
+// group's resources keep theirs (unknown, not gone), as kube-controller-manager's
+// collector does. Before, any failure kept every monitor, and the gone resource's
+// informer went on failing to list it.
+func TestSyncResourcesPartialDiscovery(t *testing.T) {
+	c, _ := newFixture(t)
+	defer c.stopMonitors()
+	fake := c.discovery.(*discoveryfake.FakeDiscovery)
+	verbs := []string{"delete", "get", "list", "watch"}
+	widgets := &metav1.APIResourceList{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+		{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: verbs}}}
+	gauges := &metav1.APIResourceList{GroupVersion: "metrics.example.com/v1", APIResources: []metav1.APIResource{
+		{Name: "gauges", Namespaced: true, Kind: "Gauge", Verbs: verbs}}}
+	fake.Resources = append(served(), widgets, gauges)
+	ctx := context.Background()
+	if err := c.syncResources(ctx); err != nil {
+		t.Fatal(err)
+	}
+	has := func(resource string) bool {
+		for gvr := range c.monitors {
+			if gvr.Resource == resource {
+				return true
+			}
+		}
+		return false
+	}
+	if !has("widgets") || !has("gauges") {
+		t.Fatalf("monitors %v: want widgets and gauges", c.monitors)
+	}
+	fake.Resources = append(served(), gauges)
+	c.discovery = failingGroup{FakeDiscovery: fake, failing: "metrics.example.com/v1"}
+	if err := c.syncResources(ctx); err == nil {
+		t.Fatal("no error from a discovery with a failing group")
+	}
+	if has("widgets") {
+		t.Error("widgets still monitored after they went away")
+	}
+	if !has("gauges") {
+		t.Error("gauges no longer monitored while their group's discovery fails")
+	}
+	if !has("pods") {
+		t.Error("pods no longer monitored")
+	}
+}
