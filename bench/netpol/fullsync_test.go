@@ -21,6 +21,7 @@ import (
 
 	"github.com/tranche/tranche/internal/netns"
 	enginepkg "github.com/tranche/tranche/internal/netpol"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // fullSyncGoal is issue 19's bound on a full sync against `nft -f` of the same table.
@@ -43,7 +44,7 @@ func BenchmarkFullSync(b *testing.B) {
 	snap := fullSyncSnapshot(policies, podsPer)
 
 	prefix := fmt.Sprintf("bfs%d-", os.Getpid())
-	ours, load := fullSyncNS(b, prefix+"engine"), fullSyncNS(b, prefix+"load")
+	ours, load := testutil.NetnsNamed(b, prefix+"engine"), testutil.NetnsNamed(b, prefix+"load")
 
 	start := time.Now()
 	m := enginepkg.Compile(snap)
@@ -179,20 +180,6 @@ func fullSyncEnv(b *testing.B, name string, def int) int {
 		b.Fatalf("%s=%q: want a positive number", name, s)
 	}
 	return n
-}
-
-// fullSyncNS creates an empty network namespace removed when the benchmark ends.
-func fullSyncNS(b *testing.B, name string) string {
-	b.Helper()
-	if err := netns.Create(name); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := netns.Delete(name); err != nil {
-			b.Error(err)
-		}
-	})
-	return name
 }
 
 func fullSyncIn(b *testing.B, ns string, fn func() error) {

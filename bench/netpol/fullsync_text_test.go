@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	enginepkg "github.com/tranche/tranche/internal/netpol"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // BenchmarkFullSyncText is why full syncs write a hand-made nested nft script instead
@@ -43,7 +44,7 @@ func BenchmarkFullSyncText(b *testing.B) {
 
 	prefix := fmt.Sprintf("bft%d-", os.Getpid())
 	load := func(ns, text string) (wall, cpu time.Duration) {
-		fullSyncNS(b, ns)
+		testutil.NetnsNamed(b, ns)
 		cpu0 := childCPU()
 		start := time.Now()
 		fullSyncNFT(b, ns, bytes.NewReader([]byte(text)), nil, "-f", "-")

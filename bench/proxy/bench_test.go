@@ -23,6 +23,7 @@ import (
 
 	"github.com/tranche/tranche/internal/netns"
 	"github.com/tranche/tranche/internal/proxy"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 const (
@@ -117,16 +118,7 @@ func inNS(b *testing.B, ns string, fn func() error) {
 // newNS creates a namespace removed when the benchmark ends.
 func newNS(b *testing.B, name string) string {
 	b.Helper()
-	ns := nsPrefix + name
-	if err := netns.Create(ns); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := netns.Delete(ns); err != nil {
-			b.Error(err)
-		}
-	})
-	return ns
+	return testutil.NetnsNamed(b, nsPrefix+name)
 }
 
 // nftIn runs `nft args...` inside ns with stdin and returns its output, duration and

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tranche/tranche/internal/netns"
+	"github.com/tranche/tranche/internal/testutil"
 )
 
 // TestNetlinkAnnounce runs the real dataplane in two test namespaces joined by a veth:
@@ -98,14 +99,7 @@ func vethPair(t *testing.T, tag string) (a, b string) {
 	prefix := fmt.Sprintf("%s%d-", tag, os.Getpid()%100000)
 	a, b = prefix+"a", prefix+"b"
 	for _, ns := range []string{a, b} {
-		if err := netns.Create(ns); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := netns.Delete(ns); err != nil {
-				t.Error(err)
-			}
-		})
+		testutil.NetnsNamed(t, ns)
 	}
 	la, err := netns.OpenLinks(a)
 	if err != nil {

@@ -12,14 +12,19 @@ import (
 // for tb and deletes it when tb ends.
 func Netns(tb testing.TB, suffix string) string {
 	tb.Helper()
-	ns := fmt.Sprintf("tp%03d-%s", os.Getpid()%1000, suffix)
-	if err := netns.Create(ns); err != nil {
+	return NetnsNamed(tb, fmt.Sprintf("tp%03d-%s", os.Getpid()%1000, suffix))
+}
+
+// NetnsNamed creates the network namespace name for tb and deletes it when tb ends.
+func NetnsNamed(tb testing.TB, name string) string {
+	tb.Helper()
+	if err := netns.Create(name); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		if err := netns.Delete(ns); err != nil {
+		if err := netns.Delete(name); err != nil {
 			tb.Error(err)
 		}
 	})
-	return ns
+	return name
 }
