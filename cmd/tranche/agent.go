@@ -97,7 +97,7 @@ func agentCmd() *cobra.Command {
 				}
 			}
 			if nodeCerts != nil {
-				if err := bootstrap.FollowCertificate(cmd.Context(), rc, nodeCerts); err != nil {
+				if err := bootstrap.FollowCertificate(cmd.Context(), rc, nodeCerts, cfg.Logger); err != nil {
 					return err
 				}
 			}
@@ -147,7 +147,7 @@ func agentCmd() *cobra.Command {
 				}
 				logging.QuietWarnings(nc, cfg.Logger)
 				if networkCerts != nil {
-					if err := bootstrap.FollowCertificate(cmd.Context(), nc, networkCerts); err != nil {
+					if err := bootstrap.FollowCertificate(cmd.Context(), nc, networkCerts, cfg.Logger); err != nil {
 						return err
 					}
 				}

@@ -2,72 +2,36 @@ package bootstrap
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
-	"net/http"
-	"time"
+	"log/slog"
 
-	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/certificate"
-	"k8s.io/client-go/util/connrotation"
+	kubeletcert "k8s.io/kubernetes/pkg/kubelet/certificate"
 )
 
-// followPeriod is how often FollowCertificate looks for a new certificate.
-const followPeriod = time.Second
-
 // FollowCertificate makes the clients of rc present m's current certificate on every
-// new connection, and closes their connections when m's certificate changes, so that
-// they open new ones with it: as kubelet's client follows its rotating certificate,
-// until ctx ends. Left to client-go, a client configured with certificate files reads
-// them again only every five minutes, and would present an expired certificate (and be
-// refused) when certificates live less than that past their renewal
-// (--cluster-signing-duration). rc's TLS settings move into its Transport, as
-// client-go wants of a config with a Transport of its own: read them before.
-func FollowCertificate(ctx context.Context, rc *rest.Config, m certificate.Manager) error {
+// new connection, and close their connections once m has another one, so that they
+// open new ones with it, until ctx ends: kubelet's own client transport
+// (kubeletcert.UpdateTransport), which looks for a new certificate every 10 s. Left
+// to client-go, a client configured with certificate files reads them again only
+// every five minutes, and would present an expired certificate (and be refused) when
+// certificates live less than that past their renewal (--cluster-signing-duration).
+// The certificate manager renews at 70-90% of a certificate's life counted from its
+// backdated NotBefore (5 min before issue), so even a 2-minute certificate is renewed
+// at least 42 s before it expires: four periods.
+//
+// kubelet asks the transport to exit the process once its certificate has expired
+// and the server answers; the agent does not (exitAfter 0), since exiting would skip
+// its shutdown. rc's TLS settings move into its Transport, as client-go wants of a
+// config with a Transport of its own: read them before.
+func FollowCertificate(ctx context.Context, rc *rest.Config, m certificate.Manager, log *slog.Logger) error {
 	if rc.Transport != nil || rc.Dial != nil || rc.WrapTransport != nil {
 		return fmt.Errorf("following the node's certificate: the client already has a transport or dialer of its own")
 	}
-	tlsConfig, err := rest.TLSConfigFor(rc)
-	if err != nil {
-		return err
+	if _, err := kubeletcert.UpdateTransport(logr.FromSlogHandler(log.Handler()), ctx.Done(), rc, m, 0); err != nil {
+		return fmt.Errorf("following the node's certificate: %w", err)
 	}
-	if tlsConfig == nil {
-		return fmt.Errorf("following the node's certificate: the client does not use TLS")
-	}
-	tlsConfig.Certificates = nil
-	tlsConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-		if c := m.Current(); c != nil {
-			return c, nil
-		}
-		return &tls.Certificate{}, nil // none: the server answers 401
-	}
-	d := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	go func() {
-		last := m.Current()
-		t := time.NewTicker(followPeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				d.CloseAll()
-				return
-			case <-t.C:
-			}
-			if cur := m.Current(); cur != nil && cur != last {
-				last = cur
-				d.CloseAll()
-			}
-		}
-	}()
-	rc.Transport = utilnet.SetTransportDefaults(&http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		TLSHandshakeTimeout: 10 * time.Second,
-		TLSClientConfig:     tlsConfig,
-		MaxIdleConnsPerHost: 25,
-		DialContext:         d.DialContext,
-	})
-	rc.TLSClientConfig = rest.TLSClientConfig{}
 	return nil
 }
