@@ -24,9 +24,16 @@ const ServicesPrefix = "/registry/core/services/"
 // an older version or a hand edit: keys whose owner is gone are freed, and allocations a
 // Service holds without a key are recorded (two Services holding the same address are
 // reported, the first keeps it), and the IPAddress objects agree with the ClusterIPs
-// held (made for data written before they were, or deleted by hand). It runs once at
-// start-up, before the API serves.
+// held (made for data written before they were, or deleted by hand). It runs at
+// start-up, before the API serves, and then in the elected controller manager
+// (RepairLoop).
 func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
+	return a.repair(ctx, log, nil)
+}
+
+// repair is Repair, calling notAllocated (when not nil) for each held ClusterIP whose
+// IPAddress object it had to make again.
+func (a *Services) repair(ctx context.Context, log *slog.Logger, notAllocated func(o owner, ip string)) error {
 	svcs, err := a.Store.List(ctx, ServicesPrefix, storage.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("repair: listing services: %w", err)
@@ -84,7 +91,7 @@ func (a *Services) Repair(ctx context.Context, log *slog.Logger) error {
 		}
 		log.Info("repair: recorded an allocation", "allocation", k, "service", o.Namespace+"/"+o.Name)
 	}
-	return a.repairIPAddresses(ctx, log, holders, svcs.Revision)
+	return a.repairIPAddresses(ctx, log, holders, svcs.Revision, notAllocated)
 }
 
 // skipChanged is true for errors saying that a key changed since the repair read it:
@@ -96,8 +103,8 @@ func skipChanged(err error) bool {
 // repairIPAddresses makes the allocator's IPAddress objects name exactly the ClusterIPs
 // held (holders: address → Service): one whose Service no longer holds its address is
 // deleted, a held address without one gets one. An IPAddress someone else made is left
-// alone.
-func (a *Services) repairIPAddresses(ctx context.Context, log *slog.Logger, holders map[string]owner, rev int64) error {
+// alone. notAllocated (when not nil) hears of each object it makes.
+func (a *Services) repairIPAddresses(ctx context.Context, log *slog.Logger, holders map[string]owner, rev int64, notAllocated func(o owner, ip string)) error {
 	res, err := a.Store.List(ctx, IPAddressPrefix, storage.ListOptions{Revision: rev})
 	if err != nil {
 		return fmt.Errorf("repair: listing IPAddress objects: %w", err)
@@ -140,6 +147,9 @@ func (a *Services) repairIPAddresses(ctx context.Context, log *slog.Logger, hold
 			return fmt.Errorf("repair: creating IPAddress %s: %w", ip, err)
 		}
 		log.Info("repair: created the IPAddress of a held ClusterIP", "ip", ip, "service", o.Namespace+"/"+o.Name)
+		if notAllocated != nil {
+			notAllocated(o, ip)
+		}
 	}
 	return nil
 }

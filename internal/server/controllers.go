@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
+	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/controller/clusterroleaggregation"
 	"github.com/tranche/tranche/internal/controller/cronjob"
 	"github.com/tranche/tranche/internal/controller/daemonset"
@@ -56,6 +57,9 @@ type controllerOptions struct {
 	nodeMonitorGrace time.Duration
 	// signingDuration is the CSR signers' longest certificate life (0: DefaultClusterSigningDuration).
 	signingDuration time.Duration
+	// alloc is the Service allocator whose repair loop the controller manager runs
+	// (nil: none).
+	alloc *allocator.Services
 }
 
 // startControllers runs the controller manager and the scheduler in this process until
@@ -199,6 +203,10 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		}},
 		{Name: "clusterrole-aggregation", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(clusterroleaggregation.New(clusterroleaggregation.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 5), nil
+		}},
+		{Name: "service-allocator-repair", Disabled: o.alloc == nil, New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
+			return allocator.NewRepairLoop(allocator.RepairLoopConfig{Alloc: o.alloc, Services: c.Informers.Core().V1().Services(),
+				IPAddresses: c.Informers.Networking().V1().IPAddresses(), Recorder: recorder(ctx, c, "ipallocator-repair-controller"), Logger: c.Logger})
 		}},
 		{Name: "service-cidr-controller", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(servicecidr.New(servicecidr.Config{Client: c.Client, Informers: c.Informers, Logger: c.Logger}), 2), nil

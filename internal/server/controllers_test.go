@@ -14,8 +14,10 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
+	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/controller/manager"
 	"github.com/tranche/tranche/internal/controller/servicelb"
+	"github.com/tranche/tranche/internal/storage/memory"
 )
 
 // TestControllerManagerStartsAndStops runs the real list of controllers on a fake
@@ -25,7 +27,8 @@ func TestControllerManagerStartsAndStops(t *testing.T) {
 	client := fake.NewClientset()
 	scheme := k8sruntime.NewScheme()
 	metav1.AddMetaToScheme(scheme)
-	opts := controllerOptions{clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), lbPool: servicelb.MustParsePool("127.0.10.0/24"), pvRoot: t.TempDir()}
+	opts := controllerOptions{clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), lbPool: servicelb.MustParsePool("127.0.10.0/24"), pvRoot: t.TempDir(),
+		alloc: &allocator.Services{CIDR: netip.MustParsePrefix("10.96.0.0/12"), Ports: allocator.PortRange{First: 30000, Last: 32767}, Store: memory.New(time.Second)}}
 	descs := controllerDescriptors(opts, metadatafake.NewSimpleMetadataClient(scheme), client.Discovery(), metricsfake.NewSimpleClientset())
 	seen := map[string]bool{}
 	for _, d := range descs {

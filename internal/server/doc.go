@@ -28,7 +28,9 @@
 //     (endpointslice, endpoints, endpointslicemirroring, servicelb), nodes (nodeipam,
 //     nodelifecycle, podgc), namespaces and garbage (namespace, garbagecollector),
 //     per-namespace objects (serviceaccount, root-ca-cert-publisher), storage (localpv),
-//     RBAC (clusterrole-aggregation), and the scheduler (internal/scheduler), which the
+//     RBAC (clusterrole-aggregation), the Service allocator's repair loop
+//     (internal/allocator's RepairLoop: ClusterIPs, NodePorts and IPAddress objects, as
+//     kube-apiserver's repair controllers), and the scheduler (internal/scheduler), which the
 //     manager runs like a controller. Every queue controller syncs through one loop,
 //     internal/controller/worker: a rate-limited queue, a retry budget (15 in most
 //     controllers, as upstream), workqueue metrics under the controller's queue name, and

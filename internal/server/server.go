@@ -313,7 +313,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- struct{}) error {
 	go flowcontrol.KeepBootstrap(ctx, client, time.Minute, log.With("component", "apf-bootstrap"))
 	controllersStopped, err := startControllers(ctx, loop, controllerOptions{clusterCIDR: cfg.ClusterCIDR, lbPool: cfg.LoadBalancerPool,
 		caPEM: ca.CertPEM, pvRoot: filepath.Join(cfg.DataDir, "pv"), hpaSyncPeriod: cfg.HPASyncPeriod,
-		nodeMonitorGrace: cfg.NodeMonitorGracePeriod, signingDuration: cfg.ClusterSigningDuration}, cfg.LeaderElection, reg, log)
+		nodeMonitorGrace: cfg.NodeMonitorGracePeriod, signingDuration: cfg.ClusterSigningDuration, alloc: alloc}, cfg.LeaderElection, reg, log)
 	if err != nil {
 		return err
 	}

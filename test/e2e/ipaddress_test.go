@@ -13,7 +13,8 @@ import (
 
 // TestServiceIPAddresses: as kube-apiserver, every ClusterIP is an IPAddress object
 // named by the address with the Service as parentRef (the kubernetes Service's too),
-// made with the Service and gone with it; kubectl shows it.
+// made with the Service and gone with it, made again when deleted by hand while the
+// Service holds the address; kubectl shows it.
 func TestServiceIPAddresses(t *testing.T) {
 	c := up(t)
 	s := c.srv
@@ -39,6 +40,19 @@ func TestServiceIPAddresses(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(svc.Spec.ClusterIP) + `\s+services/` + ns + `/web\s+ipaddress\.kubernetes\.io/ip-family=IPv4,ipaddress\.kubernetes\.io/managed-by=ipallocator\.k8s\.io$`).MatchString(out) {
 		t.Fatalf("kubectl get ipaddress %s:\n%s", svc.Spec.ClusterIP, out)
 	}
+	// Deleted by hand while the Service holds the address, it comes back within seconds
+	// (the controller manager's repair loop), as kube-apiserver's repair controller
+	// brings it back, with its warning event on the Service.
+	s.must(t, "delete", "ipaddress", svc.Spec.ClusterIP)
+	eventually(t, 15*time.Second, "the IPAddress deleted by hand back", func() (bool, string) {
+		ip, err := ips.Get(ctx, svc.Spec.ClusterIP, metav1.GetOptions{})
+		return err == nil && ip.Spec.ParentRef != nil && ip.Spec.ParentRef.Name == "web", jsonOf(err)
+	})
+	eventually(t, 10*time.Second, "the ClusterIPNotAllocated event on web", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "-n", ns, "get", "events", "--field-selector", "reason=ClusterIPNotAllocated,involvedObject.name=web",
+			"-o", "custom-columns=TYPE:.type,MESSAGE:.message", "--no-headers")
+		return strings.Join(strings.Fields(out), " ") == "Warning Cluster IP [IPv4]: "+svc.Spec.ClusterIP+" is not allocated; repairing", out
+	})
 	s.must(t, "-n", ns, "delete", "service", "web")
 	eventually(t, 10*time.Second, "the IPAddress gone with its Service", func() (bool, string) {
 		_, err := ips.Get(ctx, svc.Spec.ClusterIP, metav1.GetOptions{})

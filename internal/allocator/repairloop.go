@@ -1,0 +1,168 @@
+package allocator
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// DefaultRepairInterval is how often RepairLoop runs Repair when nothing asks it
+// sooner: kube-apiserver's interval for its ClusterIP and NodePort repair loops.
+const DefaultRepairInterval = 3 * time.Minute
+
+// Pauses of RepairLoop: after an IPAddress event, so that a burst of them makes one
+// run; after a run that failed, before the next attempt.
+const (
+	repairDelay = time.Second
+	repairRetry = 5 * time.Second
+)
+
+// repairKey is RepairLoop's only queue key: a run repairs everything.
+const repairKey = "repair"
+
+// RepairLoop keeps the allocations and the IPAddress objects agreeing with the Services
+// while the controller manager runs (on the elected server only), as kube-apiserver's
+// repair controllers do: Repair at once, then every Interval, and a second after an
+// IPAddress object the allocator made is deleted while its Service still holds the
+// address, or is changed to name something else, so that it comes back within
+// seconds. A Service whose ClusterIP had lost its IPAddress gets kube-apiserver's
+// warning event (ClusterIPNotAllocated, "Cluster IP [IPv4]: 10.96.0.20 is not
+// allocated; repairing").
+type RepairLoop struct {
+	alloc    *Services
+	interval time.Duration
+	recorder record.EventRecorder
+	log      *slog.Logger
+	services corelisters.ServiceLister
+	synced   []cache.InformerSynced
+	queue    workqueue.TypedDelayingInterface[string]
+}
+
+// RepairLoopConfig is what NewRepairLoop needs.
+type RepairLoopConfig struct {
+	// Alloc is the allocator whose Repair the loop runs.
+	Alloc *Services
+	// Services and IPAddresses are the informers whose events start a run early.
+	Services    coreinformers.ServiceInformer
+	IPAddresses networkinginformers.IPAddressInformer
+	// Interval between runs when nothing asks sooner (0: DefaultRepairInterval).
+	Interval time.Duration
+	// Recorder receives the events on repaired Services; nil drops them.
+	Recorder record.EventRecorder
+	// Logger receives the repair's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// NewRepairLoop registers the loop's event handlers on cfg's informers.
+func NewRepairLoop(cfg RepairLoopConfig) (*RepairLoop, error) {
+	r := &RepairLoop{alloc: cfg.Alloc, interval: cfg.Interval, recorder: cfg.Recorder, log: cfg.Logger,
+		services: cfg.Services.Lister(),
+		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "service-allocator-repair"})}
+	if r.interval <= 0 {
+		r.interval = DefaultRepairInterval
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.recorder == nil {
+		r.recorder = &record.FakeRecorder{}
+	}
+	if _, err := cfg.IPAddresses.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			o, okOld := old.(*networkingv1.IPAddress)
+			c, okCur := cur.(*networkingv1.IPAddress)
+			if okOld && okCur && o.Labels[networkingv1.LabelManagedBy] == ManagedBy &&
+				(c.Labels[networkingv1.LabelManagedBy] != ManagedBy || !equality.Semantic.DeepEqual(o.Spec.ParentRef, c.Spec.ParentRef)) {
+				r.queue.AddAfter(repairKey, repairDelay)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if ip, ok := obj.(*networkingv1.IPAddress); ok && r.stillHeld(ip) {
+				r.queue.AddAfter(repairKey, repairDelay)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	r.synced = []cache.InformerSynced{cfg.Services.Informer().HasSynced, cfg.IPAddresses.Informer().HasSynced}
+	return r, nil
+}
+
+// stillHeld says whether the Service a deleted IPAddress of the allocator named still
+// holds its address: then the deletion was not the allocator's (it deletes an object
+// in the transaction that frees its address), and the object must come back.
+func (r *RepairLoop) stillHeld(ip *networkingv1.IPAddress) bool {
+	ref := ip.Spec.ParentRef
+	if ip.Labels[networkingv1.LabelManagedBy] != ManagedBy || ref == nil || ref.Group != "" || ref.Resource != "services" {
+		return false
+	}
+	svc, err := r.services.Services(ref.Namespace).Get(ref.Name)
+	return err == nil && slices.Contains(svc.Spec.ClusterIPs, ip.Name)
+}
+
+// HasSynced reports whether the informers the loop listens to have synced.
+func (r *RepairLoop) HasSynced() bool {
+	for _, s := range r.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run repairs at once, then as described on RepairLoop, until ctx ends; it returns
+// once the run under way (if any) has.
+func (r *RepairLoop) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for r.next(ctx) {
+		}
+	})
+	wait.UntilWithContext(ctx, func(context.Context) { r.queue.Add(repairKey) }, r.interval)
+	r.queue.ShutDown()
+	wg.Wait()
+}
+
+// next runs one repair from the queue; false once the queue is shut down.
+func (r *RepairLoop) next(ctx context.Context) bool {
+	key, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(key)
+	if err := r.alloc.repair(ctx, r.log, r.notAllocated); err != nil && ctx.Err() == nil {
+		r.log.Warn("repair failed, retrying", "err", err, "in", repairRetry)
+		r.queue.AddAfter(repairKey, repairRetry)
+	}
+	return true
+}
+
+// notAllocated records kube-apiserver's event on a Service whose ClusterIP had no
+// IPAddress object.
+func (r *RepairLoop) notAllocated(o owner, ip string) {
+	family := v1.IPv4Protocol
+	if a, err := netip.ParseAddr(ip); err == nil && !a.Is4() {
+		family = v1.IPv6Protocol
+	}
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: types.UID(o.UID)}}
+	r.recorder.Eventf(svc, v1.EventTypeWarning, "ClusterIPNotAllocated", "Cluster IP [%v]: %s is not allocated; repairing", family, ip)
+}
