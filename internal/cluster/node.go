@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/tranche/tranche/internal/agent/runc"
 	"github.com/tranche/tranche/internal/clusternet"
@@ -36,7 +39,8 @@ func openRunning(cfg Config) (State, *lock, error) {
 }
 
 // AddNode adds node name (in zone, when not empty) to the cluster running on
-// cfg.DataDir: its network (the lowest free underlay address and pod subnet), its
+// cfg.DataDir: its Node (registered first, so that node IPAM gives it its pod subnet),
+// its network (the lowest free underlay address, that pod subnet), its
 // credentials, cluster.json, and its agent, started detached with its pid recorded so
 // that the cluster's `up` process or `tranche down` stops it. It returns once the node
 // is Ready. When the agent fails the node stays in the cluster for `RemoveNode`.
@@ -55,27 +59,21 @@ func AddNode(ctx context.Context, cfg Config, name, zone string) error {
 	if err != nil {
 		return err
 	}
-	// Machines that joined (tranche agent --server --token) are Nodes outside the
-	// layout, with pod subnets from node IPAM: the new node must not take one.
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("node %q: listing the cluster's Nodes: %w", name, err)
-	}
-	var taken []netip.Prefix
-	for _, o := range nodes.Items {
-		if o.Name == name {
-			return fmt.Errorf("node %q: a Node of that name is already registered (a machine that joined?)", name)
-		}
-		for _, c := range append([]string{o.Spec.PodCIDR}, o.Spec.PodCIDRs...) {
-			if pfx, err := netip.ParsePrefix(c); err == nil {
-				taken = append(taken, pfx)
-			}
-		}
-	}
-	n, err := s.Topology.NextNode(name, taken...)
+	n, err := s.Topology.NextNode(name)
 	if err != nil {
 		return err
 	}
+	// The pod subnet comes from node IPAM, as a joined machine's does: picking one here
+	// from the Nodes listed would race with a machine joining meanwhile.
+	if n.PodCIDR, err = reserveNode(ctx, client, name, cfg.readyTimeout()); err != nil {
+		return err
+	}
+	placed := false
+	defer func() {
+		if !placed {
+			_ = client.CoreV1().Nodes().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		}
+	}()
 	topo, err := clusternet.AddNode(s.Topology, n)
 	if err != nil {
 		return err
@@ -85,6 +83,7 @@ func AddNode(ctx context.Context, cfg Config, name, zone string) error {
 	if err := saveState(p.state(), s); err != nil {
 		return err
 	}
+	placed = true
 	fmt.Fprintf(out, "network: node %s added (underlay %s, pods %s)\n", name, n.Underlay, n.PodCIDR)
 	if err := prepareNode(p, s.Topology, name); err != nil {
 		return err
@@ -162,4 +161,32 @@ func RemoveNode(ctx context.Context, cfg Config, name string) error {
 	}
 	fmt.Fprintf(out, "network: node %s removed\n", name)
 	return nil
+}
+
+// reserveNode registers Node name without a pod subnet and returns the one node IPAM
+// gives it: node IPAM hands out every subnet a Node does not bring, so the new node
+// and a machine joining meanwhile cannot be given the same. A Node of that name
+// already registered is refused.
+func reserveNode(ctx context.Context, client kubernetes.Interface, name string, timeout time.Duration) (netip.Prefix, error) {
+	_, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return netip.Prefix{}, fmt.Errorf("node %q: a Node of that name is already registered (a machine that joined?)", name)
+	}
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("node %q: registering its Node: %w", name, err)
+	}
+	var cidr netip.Prefix
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || n.Spec.PodCIDR == "" {
+			return false, nil
+		}
+		cidr, err = netip.ParsePrefix(n.Spec.PodCIDR)
+		return true, err
+	})
+	if err != nil {
+		_ = client.CoreV1().Nodes().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		return netip.Prefix{}, fmt.Errorf("node %q: node IPAM gave its Node no pod subnet within %s (is the controller manager running, with a free subnet in the cluster CIDR?): %w", name, timeout, err)
+	}
+	return cidr, nil
 }

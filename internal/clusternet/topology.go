@@ -122,9 +122,8 @@ func (t Topology) NodePodCIDR(i int) (netip.Prefix, error) {
 
 // NextNode returns a node named name with the conventional addresses of the lowest index
 // whose underlay address and pod subnet are both unused, for adding a node to a running
-// cluster; taken are pod subnets used outside t (those node IPAM gave machines that
-// joined). It does not change t.
-func (t Topology) NextNode(name string, taken ...netip.Prefix) (Node, error) {
+// cluster. It does not change t.
+func (t Topology) NextNode(name string) (Node, error) {
 	for i := 0; ; i++ {
 		n, err := t.nodeAt(i, name)
 		if err != nil {
@@ -133,9 +132,6 @@ func (t Topology) NextNode(name string, taken ...netip.Prefix) (Node, error) {
 		free := true
 		for _, o := range t.Nodes {
 			free = free && o.Underlay != n.Underlay && !o.PodCIDR.Overlaps(n.PodCIDR)
-		}
-		for _, p := range taken {
-			free = free && !p.Overlaps(n.PodCIDR)
 		}
 		if free {
 			return n, nil
