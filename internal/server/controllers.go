@@ -7,10 +7,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/record"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
@@ -86,9 +92,18 @@ func startControllers(ctx context.Context, cfg *rest.Config, opts controllerOpti
 	if err != nil {
 		return nil, err
 	}
+	// As kube-controller-manager: a discovery-backed RESTMapper forgotten every 30 s, so
+	// that kinds served since are found, and the scale client over it.
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cacheddiscovery.NewMemCacheClient(disc))
+	go wait.UntilWithContext(ctx, func(context.Context) { mapper.Reset() }, 30*time.Second)
+	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(disc))
+	if err != nil {
+		return nil, err
+	}
+	clients := apiClients{meta: meta, disc: disc, resourceMetrics: resourceMetrics, mapper: mapper, scales: scales}
 	units := []electedUnit{
 		{lease: leader.ControllerManagerLease, component: "kube-controller-manager",
-			m: &manager.Manager{Client: client, Logger: log, Metrics: reg, Descriptors: append(controllerDescriptors(opts, meta, disc, resourceMetrics), joinControllers(opts)...)}},
+			m: &manager.Manager{Client: client, Logger: log, Metrics: reg, Descriptors: append(controllerDescriptors(opts, clients), joinControllers(opts)...)}},
 		{lease: leader.SchedulerLease, component: "default-scheduler",
 			m: &manager.Manager{Client: client, Logger: log.With("component", "scheduler"), Descriptors: schedulerDescriptors()}},
 	}
@@ -109,8 +124,20 @@ func schedulerDescriptors() []manager.Descriptor {
 	}
 }
 
+// apiClients are the controllers' clients besides the typed clientset.
+type apiClients struct {
+	meta            metadata.Interface
+	disc            discovery.DiscoveryInterface
+	resourceMetrics metricsclient.Interface
+	// mapper and scales read and write the scale subresource of any kind (the
+	// disruption and HPA controllers' custom resources).
+	mapper apimeta.RESTMapper
+	scales scale.ScalesGetter
+}
+
 // controllerDescriptors lists every controller the manager runs, with its workers.
-func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc discovery.DiscoveryInterface, resourceMetrics metricsclient.Interface) []manager.Descriptor {
+func controllerDescriptors(o controllerOptions, k apiClients) []manager.Descriptor {
+	meta, disc, resourceMetrics := k.meta, k.disc, k.resourceMetrics
 	recorder := func(ctx context.Context, c manager.Context, component string) record.EventRecorder {
 		return events.NewRecorder(ctx, c.Client, component)
 	}
@@ -160,7 +187,7 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 				Recorder: recorder(ctx, c, "replication-controller"), Logger: c.Logger}), 2), nil
 		}},
 		{Name: "disruption", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
-			return manager.Workers(disruption.New(disruption.Config{Client: c.Client, Informers: c.Informers,
+			return manager.Workers(disruption.New(disruption.Config{Client: c.Client, Informers: c.Informers, Scales: k.scales, Mapper: k.mapper,
 				Recorder: recorder(ctx, c, "controllermanager"), Logger: c.Logger}), 1), nil
 		}},
 		{Name: "podgc", New: func(_ context.Context, c manager.Context) (manager.Controller, error) {
@@ -188,6 +215,7 @@ func controllerDescriptors(o controllerOptions, meta metadata.Interface, disc di
 		}},
 		{Name: "horizontalpodautoscaling", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(hpa.New(hpa.Config{Client: c.Client, Informers: c.Informers, Metrics: hpa.NewMetricsClient(resourceMetrics),
+				Scales: k.scales, Mapper: k.mapper,
 				Recorder: recorder(ctx, c, "horizontal-pod-autoscaler"), SyncPeriod: o.hpaSyncPeriod, Logger: c.Logger}), 5), nil
 		}},
 		{Name: "localpv", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {

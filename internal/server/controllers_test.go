@@ -29,7 +29,7 @@ func TestControllerManagerStartsAndStops(t *testing.T) {
 	metav1.AddMetaToScheme(scheme)
 	opts := controllerOptions{clusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), lbPool: servicelb.MustParsePool("127.0.10.0/24"), pvRoot: t.TempDir(),
 		alloc: &allocator.Services{CIDR: netip.MustParsePrefix("10.96.0.0/12"), Ports: allocator.PortRange{First: 30000, Last: 32767}, Store: memory.New(time.Second)}}
-	descs := controllerDescriptors(opts, metadatafake.NewSimpleMetadataClient(scheme), client.Discovery(), metricsfake.NewSimpleClientset())
+	descs := controllerDescriptors(opts, apiClients{meta: metadatafake.NewSimpleMetadataClient(scheme), disc: client.Discovery(), resourceMetrics: metricsfake.NewSimpleClientset()})
 	seen := map[string]bool{}
 	for _, d := range descs {
 		if seen[d.Name] {
@@ -70,7 +70,7 @@ func TestControllerManagerStartsAndStops(t *testing.T) {
 // TestServiceLBDisabledWithoutPool: without a pool, LoadBalancer Services are left to
 // another implementation.
 func TestServiceLBDisabledWithoutPool(t *testing.T) {
-	for _, d := range controllerDescriptors(controllerOptions{}, nil, nil, nil) {
+	for _, d := range controllerDescriptors(controllerOptions{}, apiClients{}) {
 		if d.Name == "servicelb" && !d.Disabled {
 			t.Fatal("servicelb enabled without a pool")
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -221,6 +222,77 @@ spec:
 	eventually(t, 90*time.Second, "pdb status after the drain", func() (bool, string) {
 		got := status()
 		return got == "3 3 2 1 1 SufficientPods", got
+	})
+}
+
+// TestScaleOfCustomResource: a custom resource with a scale subresource is a
+// controller like a Deployment for the disruption and HPA controllers, as in
+// kube-controller-manager (which reads any kind's scale through the scale client):
+// a budget over pods it controls expects its spec.replicas, and an HPA whose minimum
+// is above that scales it up, which the budget then follows.
+func TestScaleOfCustomResource(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	group := ns + ".example.com"
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "crd", "crontabs."+group, "--ignore-not-found", "--wait=false")
+	})
+	c.apply(t, "", crdManifest(group))
+	waitEstablished(t, s, "crontabs."+group)
+	c.apply(t, ns, "apiVersion: "+group+"/v1\nkind: CronTab\nmetadata: {name: web}\nspec: {cronSpec: \"* * * * *\", replicas: 3}\n")
+	uid := s.must(t, "get", "crontabs."+group, "web", "-n", ns, "-o", "jsonpath={.metadata.uid}")
+	// Its pods, as its (absent) operator would make them: two of the three it wants.
+	for _, name := range []string{"web-0", "web-1"} {
+		c.apply(t, ns, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels: {app: ctweb}
+  ownerReferences: [{apiVersion: %s/v1, kind: CronTab, name: web, uid: %s, controller: true}]
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: busybox, command: ["sleep", "3600"]}
+`, name, group, uid))
+	}
+	c.apply(t, ns, `apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: ctweb}
+spec:
+  maxUnavailable: 1
+  selector: {matchLabels: {app: ctweb}}
+`)
+	status := func() string {
+		out, _, _ := s.kubectl(t, "", "get", "pdb", "ctweb", "-n", ns, "-o",
+			`jsonpath={.status.expectedPods} {.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.conditions[?(@.type=="DisruptionAllowed")].reason}`)
+		return out
+	}
+	eventually(t, 90*time.Second, "the budget expecting the CronTab's 3 replicas", func() (bool, string) {
+		got := status()
+		return got == "3 2 2 0 InsufficientPods", got
+	})
+
+	c.apply(t, ns, `apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web}
+spec:
+  scaleTargetRef: {apiVersion: `+group+`/v1, kind: CronTab, name: web}
+  minReplicas: 4
+  maxReplicas: 5
+`)
+	eventually(t, 60*time.Second, "the HPA scaling the CronTab to its minimum", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "crontabs."+group, "web", "-n", ns, "-o", "jsonpath={.spec.replicas}")
+		return out == "4", out
+	})
+	if got := s.must(t, "get", "hpa", "web", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="AbleToScale")].status}`); got != "True" {
+		t.Errorf("HPA AbleToScale %q, want True", got)
+	}
+	// The pods' owner changed nothing the controller watches: a pod change wakes it.
+	s.must(t, "label", "pod", "web-0", "-n", ns, "touched=1")
+	eventually(t, 60*time.Second, "the budget expecting the CronTab's 4 replicas", func() (bool, string) {
+		got := status()
+		return got == "4 2 3 0 InsufficientPods", got
 	})
 }
 

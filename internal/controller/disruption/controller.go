@@ -12,10 +12,12 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +26,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -40,6 +43,11 @@ type Config struct {
 	// Informers provides PodDisruptionBudgets, Pods, ReplicaSets, Deployments,
 	// StatefulSets and ReplicationControllers; the caller starts it after New.
 	Informers informers.SharedInformerFactory
+	// Scales reads the scale subresource of a pod's controller of any other kind (a
+	// custom resource with a scale subresource), whose resource Mapper names; either
+	// nil: pods of such controllers have no known scale.
+	Scales scale.ScalesGetter
+	Mapper meta.RESTMapper
 	// Recorder receives the budgets' events; nil drops them.
 	Recorder record.EventRecorder
 	// Clock is the time of evictions' expiry; nil means the real clock.
@@ -51,6 +59,8 @@ type Config struct {
 // Controller keeps PodDisruptionBudget status. Create it with New and start it with Run.
 type Controller struct {
 	client   kubernetes.Interface
+	scales   scale.ScalesGetter
+	mapper   meta.RESTMapper
 	recorder record.EventRecorder
 	clock    clock.WithTicker
 	log      *slog.Logger
@@ -73,7 +83,7 @@ func New(cfg Config) *Controller {
 	if cfg.Client == nil || cfg.Informers == nil {
 		panic("disruption.New: Client and Informers are required")
 	}
-	c := &Controller{client: cfg.Client}
+	c := &Controller{client: cfg.Client, scales: cfg.Scales, mapper: cfg.Mapper}
 	c.log, c.clock, c.recorder = worker.Defaults(cfg.Logger, cfg.Clock, cfg.Recorder)
 	c.queue = worker.NewQueue("disruption", c.clock)
 	c.staleQueue = worker.NewQueue("disruption_stale_pod_disruption", c.clock)
@@ -178,9 +188,10 @@ func (c *Controller) trySync(ctx context.Context, pdb *policyv1.PodDisruptionBud
 	return nil
 }
 
-// findScale is the scaleFinder over the informer caches: a pod's ReplicationController,
+// findScale is the scaleFinder: over the informer caches a pod's ReplicationController,
 // its ReplicaSet's Deployment, its ReplicaSet when no Deployment controls that, or its
-// StatefulSet, matched by UID.
+// StatefulSet, and through the scale subresource a controller of any other kind, as
+// kube-controller-manager's disruption controller; matched by UID.
 func (c *Controller) findScale(pod *v1.Pod, ref *metav1.OwnerReference) (types.UID, int32, bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
@@ -211,7 +222,30 @@ func (c *Controller) findScale(pod *v1.Pod, ref *metav1.OwnerReference) (types.U
 		}
 		return ss.UID, replicas(ss.Spec.Replicas), true
 	}
-	return "", 0, false
+	return c.otherScale(ns, ref, gv)
+}
+
+// otherScaleTimeout bounds the read of another kind's scale subresource.
+const otherScaleTimeout = 10 * time.Second
+
+// otherScale reads the scale subresource of ref, a controller of a kind without an
+// informer here, from the API; not found when the kind has no resource or no scale
+// subresource, or the object is gone or of another UID.
+func (c *Controller) otherScale(ns string, ref *metav1.OwnerReference, gv schema.GroupVersion) (types.UID, int32, bool) {
+	if c.scales == nil || c.mapper == nil {
+		return "", 0, false
+	}
+	m, err := c.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	if err != nil {
+		return "", 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), otherScaleTimeout)
+	defer cancel()
+	s, err := c.scales.Scales(ns).Get(ctx, m.Resource.GroupResource(), ref.Name, metav1.GetOptions{})
+	if err != nil || s.UID != ref.UID {
+		return "", 0, false
+	}
+	return s.UID, s.Spec.Replicas, true
 }
 
 func (c *Controller) deploymentScale(ns string, ref *metav1.OwnerReference) (types.UID, int32, bool) {

@@ -3,20 +3,24 @@ package disruption
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	fakescale "k8s.io/client-go/scale/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -269,6 +273,62 @@ func TestStaleDisruptionTarget(t *testing.T) {
 			}
 			if updated != nil && (updated.Status.Conditions[1].Status != v1.ConditionFalse || !updated.Status.Conditions[1].LastTransitionTime.Time.Equal(t0)) {
 				t.Errorf("condition after reset: %+v", updated.Status.Conditions[1])
+			}
+		})
+	}
+}
+
+// TestSyncOtherController: pods whose controller is of a kind without an informer here
+// (a custom resource) count against that controller's scale subresource, read through
+// the RESTMapper and the scale client, as kube-controller-manager does; without a scale
+// client, or when the scale is another object's (UID), the budget cannot be computed.
+func TestSyncOtherController(t *testing.T) {
+	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	mapper := apimeta.NewDefaultRESTMapper([]schema.GroupVersion{gv})
+	mapper.Add(gv.WithKind("Rollout"), apimeta.RESTScopeNamespace)
+	owner := metav1.OwnerReference{APIVersion: gv.String(), Kind: "Rollout", Name: "web", UID: "rollout-uid", Controller: new(bool)}
+	*owner.Controller = true
+	pod := func(name string, ready bool) *v1.Pod {
+		p := makePod(name, nil, ready)
+		p.OwnerReferences = []metav1.OwnerReference{owner}
+		return p
+	}
+	one := intstr.FromInt32(1)
+	pdb := makePDB(func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable, p.Spec.MaxUnavailable = nil, &one })
+	scales := func(uid types.UID) *fakescale.FakeScaleClient {
+		s := &fakescale.FakeScaleClient{}
+		s.AddReactor("get", "rollouts", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			if a.GetNamespace() != "t1" || a.(clienttesting.GetAction).GetName() != "web" || a.GetResource().Group != "example.com" {
+				return true, nil, fmt.Errorf("unexpected scale read %v", a)
+			}
+			return true, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "t1", UID: uid},
+				Spec: autoscalingv1.ScaleSpec{Replicas: 3}}, nil
+		})
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		scales *fakescale.FakeScaleClient
+		want   wantStatus
+	}{
+		{"the controller's scale", scales("rollout-uid"), wantStatus{expected: 3, desired: 2, healthy: 2, allowed: 0, reason: policyv1.InsufficientPodsReason}},
+		{"another object's scale", scales("other-uid"), wantStatus{reason: policyv1.SyncFailedReason}},
+		{"no scale client", nil, wantStatus{reason: policyv1.SyncFailedReason}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, pdb, pod("a", true), pod("b", true))
+			if tc.scales != nil {
+				f.c.scales, f.c.mapper = tc.scales, mapper
+			}
+			if err := f.c.sync(context.Background(), "t1/web"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			writes := f.statusWrites()
+			if len(writes) != 1 {
+				t.Fatalf("%d status writes, want 1", len(writes))
+			}
+			if diff := cmp.Diff(tc.want, gotStatus(writes[0]), cmp.AllowUnexported(wantStatus{})); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
@@ -57,6 +58,11 @@ type Config struct {
 	Informers informers.SharedInformerFactory
 	// Metrics reads the resource metrics API. Required.
 	Metrics MetricsClient
+	// Scales reads and writes the scale subresource of targets of other kinds than the
+	// built-in scalable ones (custom resources with a scale subresource), whose resource
+	// Mapper names; either nil: such targets fail as an unknown kind.
+	Scales scale.ScalesGetter
+	Mapper meta.RESTMapper
 	// Recorder receives SuccessfulRescale, FailedGetResourceMetric, ... events; nil drops them.
 	Recorder record.EventRecorder
 	// Clock times syncs, stabilization windows and conditions; nil means the real clock.
@@ -81,6 +87,8 @@ type Config struct {
 // start it with Run.
 type Controller struct {
 	client   kubernetes.Interface
+	scales   scale.ScalesGetter
+	mapper   meta.RESTMapper
 	metrics  MetricsClient
 	recorder record.EventRecorder
 	clock    clock.WithTicker
@@ -108,7 +116,7 @@ func New(cfg Config) *Controller {
 	}
 	log, clk, rec := worker.Defaults(cfg.Logger, cfg.Clock, cfg.Recorder)
 	c := &Controller{
-		client: cfg.Client, metrics: cfg.Metrics, recorder: rec, clock: clk, log: log,
+		client: cfg.Client, scales: cfg.Scales, mapper: cfg.Mapper, metrics: cfg.Metrics, recorder: rec, clock: clk, log: log,
 		period: orDuration(cfg.SyncPeriod, DefaultSyncPeriod),
 		settings: settings{
 			tolerance:              cfg.Tolerance,
@@ -361,8 +369,10 @@ type scaleTarget struct {
 	update func(ctx context.Context, ns, name string, s *autoscalingv1.Scale) (*autoscalingv1.Scale, error)
 }
 
-// scaleTarget finds the scale subresource of ref's kind among the scalable resources
-// tranche serves; others fail as an unknown kind does upstream.
+// scaleTarget finds the scale subresource of ref's kind: the built-in scalable kinds
+// through the clientset, any other (a custom resource's) through the scale client and
+// the RESTMapper, as kube-controller-manager's HPA controller reads them all; a kind
+// that has no resource fails as upstream.
 func (c *Controller) scaleTarget(ref autoscalingv2.CrossVersionObjectReference) (scaleTarget, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
@@ -407,7 +417,22 @@ func (c *Controller) scaleTarget(ref autoscalingv2.CrossVersionObjectReference) 
 			},
 		}, nil
 	}
-	return scaleTarget{}, &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: gv.Group, Kind: ref.Kind}}
+	if c.scales == nil || c.mapper == nil {
+		return scaleTarget{}, &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: gv.Group, Kind: ref.Kind}}
+	}
+	m, err := c.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	if err != nil {
+		return scaleTarget{}, err
+	}
+	gr := m.Resource.GroupResource()
+	return scaleTarget{
+		get: func(ctx context.Context, ns, n string) (*autoscalingv1.Scale, error) {
+			return c.scales.Scales(ns).Get(ctx, gr, n, get)
+		},
+		update: func(ctx context.Context, ns, _ string, s *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+			return c.scales.Scales(ns).Update(ctx, gr, s, update)
+		},
+	}, nil
 }
 
 // fixedInterval delays every item by the same period, whatever its history.

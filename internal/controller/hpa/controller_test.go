@@ -11,12 +11,14 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	fakescale "k8s.io/client-go/scale/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -301,5 +303,44 @@ func TestHPAChangesQueue(t *testing.T) {
 	e.c.hpaChanged(old, spec)
 	if n := e.c.queue.Len(); n != 1 {
 		t.Errorf("a spec change did not queue the HPA at once (%d)", n)
+	}
+}
+
+// TestSyncScalesCustomResource: a target of a kind that is not built in (a custom
+// resource with a scale subresource) is read and scaled through the scale client, at
+// the resource the RESTMapper gives, as kube-controller-manager scales any target.
+func TestSyncScalesCustomResource(t *testing.T) {
+	hpa := makeHPA(func(h *autoscalingv2.HorizontalPodAutoscaler) {
+		h.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "example.com/v1", Kind: "Widget", Name: "web"}
+	})
+	e := newEnv(t, hpa, 1, []*v1.Pod{makePod("web-0", nil)}, &fakeMetrics{items: cpuMetrics(150)})
+	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{gv})
+	mapper.Add(gv.WithKind("Widget"), meta.RESTScopeNamespace)
+	scales := &fakescale.FakeScaleClient{}
+	widgets := int32(1)
+	scales.AddReactor("get", "widgets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		s := makeScale(widgets)
+		s.Name = a.(clienttesting.GetAction).GetName()
+		return true, s, nil
+	})
+	scales.AddReactor("update", "widgets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		s := a.(clienttesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
+		widgets = s.Spec.Replicas
+		return true, s, nil
+	})
+	e.c.scales, e.c.mapper = scales, mapper
+	if diff := cmp.Diff([]string{"update horizontalpodautoscalers/status"}, e.sync(t)); diff != "" {
+		t.Errorf("clientset actions (-want +got):\n%s", diff)
+	}
+	var got []string
+	for _, a := range scales.Actions() {
+		got = append(got, a.GetVerb()+" "+a.GetResource().Group+"/"+a.GetResource().Resource+" "+a.GetNamespace())
+	}
+	if diff := cmp.Diff([]string{"get example.com/widgets default", "update example.com/widgets default"}, got); diff != "" {
+		t.Errorf("scale client actions (-want +got):\n%s", diff)
+	}
+	if widgets != 3 {
+		t.Errorf("widget scale = %d, want 3", widgets)
 	}
 }
