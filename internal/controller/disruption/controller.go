@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,11 +147,20 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	c.log.Error("syncing PodDisruptionBudget", "pdb", key, "err", err)
-	if _, werr := c.client.PolicyV1().PodDisruptionBudgets(ns).UpdateStatus(ctx, failedStatus(pdb, err), metav1.UpdateOptions{}); werr != nil {
-		return werr
+	if out := failedStatus(pdb, err); !equality.Semantic.DeepEqual(out.Status, pdb.Status) {
+		if _, werr := c.client.PolicyV1().PodDisruptionBudgets(ns).UpdateStatus(ctx, out, metav1.UpdateOptions{}); werr != nil {
+			return werr
+		}
 	}
+	// kube-controller-manager leaves a failed budget until its next event; what failed
+	// may mend without one (a controller's kind served once the RESTMapper is renewed,
+	// an API call that timed out), so it is looked at again.
+	c.queue.AddAfter(key, failedRecheck)
 	return nil
 }
+
+// failedRecheck is how long after a failed sync a budget is synced again.
+const failedRecheck = 30 * time.Second
 
 func (c *Controller) trySync(ctx context.Context, pdb *policyv1.PodDisruptionBudget) error {
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)

@@ -333,3 +333,68 @@ func TestSyncOtherController(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedSyncRechecked: a budget whose sync failed is synced again after
+// failedRecheck without any event (kube-controller-manager waits for one), and a
+// failure that repeats does not write the same status again. Here the pods' controller
+// kind becomes known (as after the RESTMapper is renewed) and the recheck mends it.
+func TestFailedSyncRechecked(t *testing.T) {
+	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	owner := metav1.OwnerReference{APIVersion: gv.String(), Kind: "Rollout", Name: "web", UID: "rollout-uid", Controller: new(bool)}
+	*owner.Controller = true
+	pod := makePod("a", nil, true)
+	pod.OwnerReferences = []metav1.OwnerReference{owner}
+	one := intstr.FromInt32(1)
+	pdb := makePDB(func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable, p.Spec.MaxUnavailable = nil, &one })
+	f := newFixture(t, pdb, pod)
+	mapper := apimeta.NewDefaultRESTMapper([]schema.GroupVersion{gv}) // Rollout not yet known
+	scales := &fakescale.FakeScaleClient{}
+	scales.AddReactor("get", "rollouts", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "t1", UID: "rollout-uid"},
+			Spec: autoscalingv1.ScaleSpec{Replicas: 2}}, nil
+	})
+	f.c.scales, f.c.mapper = scales, mapper
+	rechecked := func() bool {
+		t.Helper()
+		f.clock.Step(failedRecheck)
+		for deadline := time.Now().Add(5 * time.Second); f.c.queue.Len() == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return false
+			}
+		}
+		key, _ := f.c.queue.Get()
+		f.c.queue.Done(key)
+		return key == "t1/web"
+	}
+	if err := f.c.sync(context.Background(), "t1/web"); err != nil {
+		t.Fatal(err)
+	}
+	writes := f.statusWrites()
+	if len(writes) != 1 || gotStatus(writes[0]).reason != policyv1.SyncFailedReason {
+		t.Fatalf("first sync wrote %d statuses, want one SyncFailed", len(writes))
+	}
+	if !rechecked() {
+		t.Fatal("the failed budget was not queued again after failedRecheck")
+	}
+	// The same failure again: nothing new to write.
+	if err := f.factory.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer().Update(writes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.sync(context.Background(), "t1/web"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.statusWrites()); n != 1 {
+		t.Errorf("%d status writes after the same failure twice, want 1", n)
+	}
+	if !rechecked() {
+		t.Fatal("the budget failing again was not queued again")
+	}
+	mapper.Add(gv.WithKind("Rollout"), apimeta.RESTScopeNamespace)
+	if err := f.c.sync(context.Background(), "t1/web"); err != nil {
+		t.Fatal(err)
+	}
+	writes = f.statusWrites()
+	if got, want := gotStatus(writes[len(writes)-1]), (wantStatus{expected: 2, desired: 1, healthy: 1, allowed: 0, reason: policyv1.InsufficientPodsReason}); got != want {
+		t.Errorf("status once the kind is known %+v, want %+v", got, want)
+	}
+}
