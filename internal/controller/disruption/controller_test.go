@@ -76,6 +76,22 @@ func (f *fixture) statusWrites() []*policyv1.PodDisruptionBudget {
 	return out
 }
 
+// syncWritesOnce syncs t1/web, checks that it wrote one status, want, and returns it.
+func (f *fixture) syncWritesOnce(t *testing.T, want wantStatus) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	if err := f.c.sync(context.Background(), "t1/web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	writes := f.statusWrites()
+	if len(writes) != 1 {
+		t.Fatalf("%d status writes, want 1", len(writes))
+	}
+	if diff := cmp.Diff(want, gotStatus(writes[0]), cmp.AllowUnexported(wantStatus{})); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	return writes[0]
+}
+
 func makePDB(mutate func(*policyv1.PodDisruptionBudget)) *policyv1.PodDisruptionBudget {
 	two := intstr.FromInt32(2)
 	p := &policyv1.PodDisruptionBudget{
@@ -166,18 +182,9 @@ func TestSync(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, append([]runtime.Object{tc.pdb}, tc.objs...)...)
-			if err := f.c.sync(context.Background(), "t1/web"); err != nil {
-				t.Fatalf("sync: %v", err)
-			}
-			writes := f.statusWrites()
-			if len(writes) != 1 {
-				t.Fatalf("%d status writes, want 1", len(writes))
-			}
-			if diff := cmp.Diff(tc.want, gotStatus(writes[0]), cmp.AllowUnexported(wantStatus{})); diff != "" {
-				t.Errorf("status (-want +got):\n%s", diff)
-			}
-			if tc.want.reason != policyv1.SyncFailedReason && writes[0].Status.ObservedGeneration != 1 {
-				t.Errorf("observedGeneration %d, want 1", writes[0].Status.ObservedGeneration)
+			written := f.syncWritesOnce(t, tc.want)
+			if tc.want.reason != policyv1.SyncFailedReason && written.Status.ObservedGeneration != 1 {
+				t.Errorf("observedGeneration %d, want 1", written.Status.ObservedGeneration)
 			}
 		})
 	}
@@ -320,16 +327,7 @@ func TestSyncOtherController(t *testing.T) {
 			if tc.scales != nil {
 				f.c.scales, f.c.mapper = tc.scales, mapper
 			}
-			if err := f.c.sync(context.Background(), "t1/web"); err != nil {
-				t.Fatalf("sync: %v", err)
-			}
-			writes := f.statusWrites()
-			if len(writes) != 1 {
-				t.Fatalf("%d status writes, want 1", len(writes))
-			}
-			if diff := cmp.Diff(tc.want, gotStatus(writes[0]), cmp.AllowUnexported(wantStatus{})); diff != "" {
-				t.Errorf("status (-want +got):\n%s", diff)
-			}
+			f.syncWritesOnce(t, tc.want)
 		})
 	}
 }
