@@ -27,10 +27,11 @@ import (
 const DefaultRepairInterval = 3 * time.Minute
 
 // Pauses of RepairLoop: after an IPAddress event, so that a burst of them makes one
-// run; after a run that failed, before the next attempt.
+// run; after a run that failed, before the next attempt, doubling while runs fail (a
+// store without quorum) up to the interval.
 const (
 	repairDelay = time.Second
-	repairRetry = 5 * time.Second
+	repairRetry = time.Second
 )
 
 // repairKey is RepairLoop's only queue key: a run repairs everything.
@@ -51,7 +52,7 @@ type RepairLoop struct {
 	log      *slog.Logger
 	services corelisters.ServiceLister
 	synced   []cache.InformerSynced
-	queue    workqueue.TypedDelayingInterface[string]
+	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
 // RepairLoopConfig is what NewRepairLoop needs.
@@ -73,10 +74,12 @@ type RepairLoopConfig struct {
 func NewRepairLoop(cfg RepairLoopConfig) (*RepairLoop, error) {
 	r := &RepairLoop{alloc: cfg.Alloc, interval: cfg.Interval, recorder: cfg.Recorder, log: cfg.Logger,
 		services: cfg.Services.Lister(),
-		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "service-allocator-repair"})}
+	}
 	if r.interval <= 0 {
 		r.interval = DefaultRepairInterval
 	}
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](repairRetry, r.interval),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "service-allocator-repair"})
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -150,9 +153,11 @@ func (r *RepairLoop) next(ctx context.Context) bool {
 	}
 	defer r.queue.Done(key)
 	if err := r.alloc.repair(ctx, r.log, r.notAllocated); err != nil && ctx.Err() == nil {
-		r.log.Warn("repair failed, retrying", "err", err, "in", repairRetry)
-		r.queue.AddAfter(repairKey, repairRetry)
+		r.log.Warn("repair failed, retrying", "err", err, "failures", r.queue.NumRequeues(key)+1)
+		r.queue.AddRateLimited(key)
+		return true
 	}
+	r.queue.Forget(key)
 	return true
 }
 

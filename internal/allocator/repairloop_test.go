@@ -2,8 +2,10 @@ package allocator_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/tranche/tranche/internal/allocator"
+	"github.com/tranche/tranche/internal/storage"
 )
 
 // TestRepairLoop: while the loop runs, an IPAddress deleted through the API while its
@@ -104,4 +107,50 @@ func TestRepairLoop(t *testing.T) {
 		t.Fatalf("web's allocation was not recorded again by the loop's first run: %v", err)
 	}
 	waitFor("web's allocation recorded again", func() bool { return slices.Contains(f.keys(t), web.Spec.ClusterIP) })
+}
+
+// failingLists is a store whose first n Lists fail as a store without quorum does.
+type failingLists struct {
+	storage.Interface
+	n atomic.Int32
+}
+
+func (s *failingLists) List(ctx context.Context, prefix string, opts storage.ListOptions) (*storage.ListResult, error) {
+	if s.n.Add(-1) >= 0 {
+		return nil, &storage.UnavailableError{Err: errors.New("etcdserver: request timed out")}
+	}
+	return s.Interface.List(ctx, prefix, opts)
+}
+
+// TestRepairLoopRetries: a run that fails (the store answers no List) is retried with
+// a growing pause, not left to the next period.
+func TestRepairLoopRetries(t *testing.T) {
+	f := newFixture(t, "10.96.0.0/12")
+	web, err := f.client.CoreV1().Services("default").Create(f.ctx, makeService("web", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Delete(f.ctx, allocator.IPPrefix+web.Spec.ClusterIP, 0); err != nil {
+		t.Fatal(err)
+	}
+	store := &failingLists{Interface: f.store}
+	store.n.Store(2)
+	alloc := *f.alloc
+	alloc.Store = store
+	factory := informers.NewSharedInformerFactory(f.client, 0)
+	loop, err := allocator.NewRepairLoop(allocator.RepairLoopConfig{Alloc: &alloc, Services: factory.Core().V1().Services(),
+		IPAddresses: factory.Networking().V1().IPAddresses(), Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { loop.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; factory.Shutdown() }()
+	for deadline := time.Now().Add(10 * time.Second); !slices.Contains(f.keys(t), web.Spec.ClusterIP); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("web's allocation not recorded 10 s after two failed runs (%d Lists left to fail)", store.n.Load())
+		}
+	}
 }
