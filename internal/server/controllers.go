@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/record"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	externalmetrics "k8s.io/metrics/pkg/client/external_metrics"
 
 	"github.com/tranche/tranche/internal/allocator"
 	"github.com/tranche/tranche/internal/controller/clusterroleaggregation"
@@ -100,7 +101,11 @@ func startControllers(ctx context.Context, cfg *rest.Config, opts controllerOpti
 	if err != nil {
 		return nil, err
 	}
-	clients := apiClients{meta: meta, disc: disc, resourceMetrics: resourceMetrics, mapper: mapper, scales: scales}
+	externalMetrics, err := externalmetrics.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	clients := apiClients{meta: meta, disc: disc, resourceMetrics: resourceMetrics, externalMetrics: externalMetrics, mapper: mapper, scales: scales}
 	units := []electedUnit{
 		{lease: leader.ControllerManagerLease, component: "kube-controller-manager",
 			m: &manager.Manager{Client: client, Logger: log, Metrics: reg, Descriptors: append(controllerDescriptors(opts, clients), joinControllers(opts)...)}},
@@ -129,10 +134,20 @@ type apiClients struct {
 	meta            metadata.Interface
 	disc            discovery.DiscoveryInterface
 	resourceMetrics metricsclient.Interface
+	// externalMetrics reads external.metrics.k8s.io (HPAs' External metrics).
+	externalMetrics externalmetrics.ExternalMetricsClient
 	// mapper and scales read and write the scale subresource of any kind (the
 	// disruption and HPA controllers' custom resources).
 	mapper apimeta.RESTMapper
 	scales scale.ScalesGetter
+}
+
+// externalMetricsOf is the HPA controller's reader of c (nil: none).
+func externalMetricsOf(c externalmetrics.ExternalMetricsClient) hpa.ExternalMetricsClient {
+	if c == nil {
+		return nil
+	}
+	return hpa.NewExternalMetricsClient(c)
 }
 
 // controllerDescriptors lists every controller the manager runs, with its workers.
@@ -215,7 +230,7 @@ func controllerDescriptors(o controllerOptions, k apiClients) []manager.Descript
 		}},
 		{Name: "horizontalpodautoscaling", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {
 			return manager.Workers(hpa.New(hpa.Config{Client: c.Client, Informers: c.Informers, Metrics: hpa.NewMetricsClient(resourceMetrics),
-				Scales: k.scales, Mapper: k.mapper,
+				External: externalMetricsOf(k.externalMetrics), Scales: k.scales, Mapper: k.mapper,
 				Recorder: recorder(ctx, c, "horizontal-pod-autoscaler"), SyncPeriod: o.hpaSyncPeriod, Logger: c.Logger}), 5), nil
 		}},
 		{Name: "localpv", New: func(ctx context.Context, c manager.Context) (manager.Controller, error) {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -150,5 +152,93 @@ func TestHPAScalesDeployment(t *testing.T) {
 	})
 	if out := s.must(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=HorizontalPodAutoscaler,reason=SuccessfulRescale", "-o", "jsonpath={.items[*].message}"); !strings.Contains(out, "New size: 1; reason: All metrics below target") {
 		t.Fatalf("SuccessfulRescale events: %q", out)
+	}
+}
+
+// TestHPAExternalMetric: an HPA on an External metric scales its Deployment on what an
+// external metrics API (agnhost's external-metrics server, registered as
+// v1beta1.external.metrics.k8s.io) reports, as kube-controller-manager's does: a total
+// of 6 against a target of 2 with one ready pod asks for 3 replicas (the default
+// scale-up policy allows that in one step).
+func TestHPAExternalMetric(t *testing.T) {
+	c := up(t)
+	s := c.srv
+	ns := s.namespace(t)
+	t.Cleanup(func() {
+		_, _, _ = s.kubectl(t, "", "delete", "apiservice", "v1beta1.external.metrics.k8s.io", "--ignore-not-found")
+	})
+	c.apply(t, ns, `apiVersion: v1
+kind: Pod
+metadata: {name: ems, labels: {app: ems}}
+spec:
+  containers:
+  - name: ems
+    image: registry.k8s.io/e2e-test-images/agnhost:2.52
+    args: ["external-metrics", "--port=6443"]
+    readinessProbe: {tcpSocket: {port: 6443}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ems}
+spec:
+  selector: {app: ems}
+  ports: [{port: 443, targetPort: 6443}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: queued}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: queued}}
+  template:
+    metadata: {labels: {app: queued}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - {name: c, image: busybox, command: ["sleep", "3600"]}
+`)
+	c.apply(t, "", `apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.external.metrics.k8s.io}
+spec:
+  group: external.metrics.k8s.io
+  version: v1beta1
+  service: {namespace: `+ns+`, name: ems, port: 443}
+  insecureSkipTLSVerify: true
+  groupPriorityMinimum: 100
+  versionPriority: 100
+`)
+	client := s.client(t)
+	ctx := context.Background()
+	eventually(t, 90*time.Second, "the metric created on the external metrics server", func() (bool, string) {
+		out, err := client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/"+ns+"/pods/https:ems:6443/proxy/create/queue").
+			Param("value", "6").Param("labels", "queue=jobs").DoRaw(ctx)
+		return err == nil && strings.Contains(string(out), `"status":"created"`), string(out) + fmt.Sprint(err)
+	})
+	eventually(t, 60*time.Second, "the external metric served through the API server", func() (bool, string) {
+		out, errOut, err := s.kubectl(t, "", "get", "--raw", "/apis/external.metrics.k8s.io/v1beta1/namespaces/"+ns+"/queue?labelSelector=queue%3Djobs")
+		return err == nil && strings.Contains(out, `"metricName":"queue"`), out + errOut
+	})
+	c.apply(t, ns, `apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: queued}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: queued}
+  minReplicas: 1
+  maxReplicas: 5
+  metrics:
+  - type: External
+    external:
+      metric: {name: queue, selector: {matchLabels: {queue: jobs}}}
+      target: {type: Value, value: "2"}
+`)
+	eventually(t, 90*time.Second, "the Deployment scaled to 3 on the external metric", func() (bool, string) {
+		out, _, _ := s.kubectl(t, "", "get", "deploy", "queued", "-n", ns, "-o", "jsonpath={.spec.replicas}")
+		return out == "3", out
+	})
+	got := s.must(t, "get", "hpa", "queued", "-n", ns, "-o",
+		`jsonpath={.status.currentMetrics[0].external.current.value} {.status.conditions[?(@.type=="ScalingActive")].reason}`)
+	if got != "6 ValidMetricFound" {
+		t.Errorf("HPA status %q, want the external value 6 and ValidMetricFound", got)
 	}
 }

@@ -3,6 +3,7 @@ package hpa
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -10,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
@@ -37,7 +39,9 @@ type snapshot struct {
 	// fetched only when a resource metric needs them.
 	podMetrics []metricsv1beta1.PodMetrics
 	metricsErr error
-	now        time.Time
+	// external are the external metrics API's answers, by metric index.
+	external map[int]externalValues
+	now      time.Time
 }
 
 // selectorProblem is why a scale's selector cannot be used, as an event (reason,
@@ -203,7 +207,7 @@ func replicasForMetrics(s snapshot, d *decision, cfg settings) (int32, string, [
 		firstMessage string
 	)
 	for i := range specs {
-		proposal, name, reason, err := replicasForMetric(s, specs[i], &statuses[i], cfg)
+		proposal, name, reason, err := replicasForMetric(s, i, specs[i], &statuses[i], cfg)
 		if err != nil {
 			d.events = append(d.events, event{v1.EventTypeWarning, reason, errors.Unwrap(err).Error()})
 			if invalid == 0 {
@@ -248,7 +252,7 @@ var (
 
 // replicasForMetric computes one metric's proposal and fills its status. On failure it
 // returns the condition reason and a *metricError.
-func replicasForMetric(s snapshot, spec autoscalingv2.MetricSpec, status *autoscalingv2.MetricStatus, cfg settings) (int32, string, string, error) {
+func replicasForMetric(s snapshot, index int, spec autoscalingv2.MetricSpec, status *autoscalingv2.MetricStatus, cfg settings) (int32, string, string, error) {
 	fail := func(reason, prefix string, err error) (int32, string, string, error) {
 		return 0, "", reason, &metricError{prefix: prefix, err: err}
 	}
@@ -291,10 +295,72 @@ func replicasForMetric(s snapshot, spec autoscalingv2.MetricSpec, status *autosc
 			break
 		}
 		e := spec.External
-		return fail("FailedGetExternalMetric", fmt.Sprintf("failed to get %s external metric value: ", e.Metric.Name),
-			fmt.Errorf("unable to get external metric %s/%s/%+v: %w", s.hpa.Namespace, e.Metric.Name, e.Metric.Selector, errNoExternalMetrics))
+		prefix := fmt.Sprintf("failed to get external metric %s: ", e.Metric.Name)
+		if e.Target.AverageValue != nil {
+			prefix = fmt.Sprintf("failed to get %s external metric: ", e.Metric.Name)
+		}
+		got := s.external[index]
+		if got.err != nil {
+			return fail("FailedGetExternalMetric", prefix, fmt.Errorf("unable to get external metric %s/%s/%+v: %w", s.hpa.Namespace, e.Metric.Name, e.Metric.Selector, got.err))
+		}
+		p, err := externalProposal(s, e.Target, got.values, tolerancesFor(s.hpa, cfg.tolerance))
+		if err != nil {
+			return fail("FailedGetExternalMetric", prefix, err)
+		}
+		*status = autoscalingv2.MetricStatus{Type: spec.Type, External: &autoscalingv2.ExternalMetricStatus{
+			Metric: autoscalingv2.MetricIdentifier{Name: e.Metric.Name, Selector: e.Metric.Selector}, Current: p.status}}
+		return p.replicas, fmt.Sprintf("external metric %s(%+v)", e.Metric.Name, e.Metric.Selector), "", nil
 	}
 	return fail("InvalidMetricSourceType", "", fmt.Errorf("unknown metric source type %q", string(spec.Type)))
+}
+
+// externalProposal is an External metric's proposal from the series' values: against
+// a total (Value) target, the ratio of their sum to it times the ready pods; against a
+// per-pod (AverageValue) target, their sum over it; the current count within the
+// tolerance, as kube-controller-manager's replica calculator.
+func externalProposal(s snapshot, target autoscalingv2.MetricTarget, values []int64, tol tolerances) (proposal, error) {
+	var usage int64
+	for _, v := range values {
+		if v > 0 && usage > math.MaxInt64-v {
+			usage = math.MaxInt64
+			break
+		}
+		usage += v
+	}
+	switch {
+	case target.AverageValue != nil:
+		replicas := s.scale.Status.Replicas
+		ratio := float64(usage) / (float64(target.AverageValue.MilliValue()) * float64(replicas))
+		if !tol.within(ratio) {
+			replicas = int32(min(math.Ceil(float64(usage)/float64(target.AverageValue.MilliValue())), math.MaxInt32))
+		}
+		average := int64(math.MaxInt64)
+		if float64(usage) < float64(math.MaxInt64) {
+			average = int64(math.Ceil(float64(usage) / float64(s.scale.Status.Replicas)))
+		}
+		return proposal{replicas, autoscalingv2.MetricValueStatus{AverageValue: resource.NewMilliQuantity(average, resource.DecimalSI)}}, nil
+	case target.Value != nil:
+		current := s.scale.Spec.Replicas
+		ratio := float64(usage) / float64(target.Value.MilliValue())
+		replicas := current
+		switch {
+		case current == 0:
+			replicas = int32(math.Ceil(ratio))
+		case !tol.within(ratio):
+			if len(s.pods) == 0 {
+				return proposal{}, errors.New("unable to calculate ready pods: no pods returned by selector while calculating replica count")
+			}
+			ready := 0
+			for _, p := range s.pods {
+				if p.Status.Phase == v1.PodRunning && podutil.IsPodReady(p) {
+					ready++
+				}
+			}
+			replicas = int32(min(math.Ceil(ratio*float64(ready)), math.MaxInt32))
+		}
+		return proposal{replicas, autoscalingv2.MetricValueStatus{Value: resource.NewMilliQuantity(usage, resource.DecimalSI)}}, nil
+	}
+	return proposal{}, errors.New("invalid external metric source: neither a value target nor an average value target was set")
 }
 
 type proposal struct {

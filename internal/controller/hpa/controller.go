@@ -58,6 +58,9 @@ type Config struct {
 	Informers informers.SharedInformerFactory
 	// Metrics reads the resource metrics API. Required.
 	Metrics MetricsClient
+	// External reads the external metrics API; nil: External metrics fail as on a
+	// cluster that serves none.
+	External ExternalMetricsClient
 	// Scales reads and writes the scale subresource of targets of other kinds than the
 	// built-in scalable ones (custom resources with a scale subresource), whose resource
 	// Mapper names; either nil: such targets fail as an unknown kind.
@@ -90,6 +93,7 @@ type Controller struct {
 	scales   scale.ScalesGetter
 	mapper   meta.RESTMapper
 	metrics  MetricsClient
+	external ExternalMetricsClient
 	recorder record.EventRecorder
 	clock    clock.WithTicker
 	log      *slog.Logger
@@ -116,7 +120,7 @@ func New(cfg Config) *Controller {
 	}
 	log, clk, rec := worker.Defaults(cfg.Logger, cfg.Clock, cfg.Recorder)
 	c := &Controller{
-		client: cfg.Client, scales: cfg.Scales, mapper: cfg.Mapper, metrics: cfg.Metrics, recorder: rec, clock: clk, log: log,
+		client: cfg.Client, scales: cfg.Scales, mapper: cfg.Mapper, metrics: cfg.Metrics, external: cfg.External, recorder: rec, clock: clk, log: log,
 		period: orDuration(cfg.SyncPeriod, DefaultSyncPeriod),
 		settings: settings{
 			tolerance:              cfg.Tolerance,
@@ -245,6 +249,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, hpa *autoscaling
 			snap.podMetrics, snap.metricsErr = fetchPodMetrics(ctx, c.metrics, hpa.Namespace, selector)
 		}
 	}
+	snap.external = fetchExternalMetrics(ctx, c.external, hpa)
 
 	c.mu.Lock()
 	h := c.histories[key]

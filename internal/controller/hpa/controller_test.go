@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -343,4 +344,90 @@ func TestSyncScalesCustomResource(t *testing.T) {
 	if widgets != 3 {
 		t.Errorf("widget scale = %d, want 3", widgets)
 	}
+}
+
+// fakeExternal answers every External metric with values (milli-units), or err.
+type fakeExternal struct {
+	values []int64
+	err    error
+	asked  []string
+}
+
+func (f *fakeExternal) ExternalMetric(_ context.Context, namespace, name string, selector labels.Selector) ([]int64, error) {
+	f.asked = append(f.asked, namespace+"/"+name+"{"+selector.String()+"}")
+	return f.values, f.err
+}
+
+// externalHPA targets the queue metric of series queue=jobs with target.
+func externalHPA(target autoscalingv2.MetricTarget) *autoscalingv2.HorizontalPodAutoscaler {
+	return makeHPA(func(h *autoscalingv2.HorizontalPodAutoscaler) {
+		h.Spec.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: "queue", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "jobs"}}},
+			Target: target}}}
+	})
+}
+
+// TestSyncExternalMetric: an External metric is read from the external metrics API and
+// scales as kube-controller-manager's replica calculator does: against a total (Value),
+// the ratio of the series' sum to it times the ready pods; against a per-pod
+// AverageValue, the sum over it. Without an external metrics API the metric fails with
+// FailedGetExternalMetric.
+func TestSyncExternalMetric(t *testing.T) {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	for _, tc := range []struct {
+		name         string
+		target       autoscalingv2.MetricTarget
+		current      int32
+		values       []int64
+		wantReplicas int32
+		wantCurrent  string
+	}{
+		// 6 against a total of 4 with 2 ready pods: ceil(1.5 * 2) = 3.
+		{"value", autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: q("4")}, 2, []int64{2500, 3500}, 3, "Value 6"},
+		// 12 against 3 per pod: 4 pods.
+		{"average value", autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: q("3")}, 2, []int64{5000, 7000}, 4, "AverageValue 6"},
+		// 4.2 against a total of 4 is within the tolerance: no change.
+		{"within tolerance", autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: q("4")}, 2, []int64{4200}, 2, "Value 4200m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ext := &fakeExternal{values: tc.values}
+			e := newEnv(t, externalHPA(tc.target), tc.current, makePods(int(tc.current)), &fakeMetrics{})
+			e.c.external = ext
+			e.sync(t)
+			if e.replicas != tc.wantReplicas {
+				t.Errorf("scale = %d, want %d", e.replicas, tc.wantReplicas)
+			}
+			if diff := cmp.Diff([]string{"default/queue{queue=jobs}"}, ext.asked); diff != "" {
+				t.Errorf("external metrics asked (-want +got):\n%s", diff)
+			}
+			st := e.status(t)
+			if len(st.CurrentMetrics) != 1 || st.CurrentMetrics[0].External == nil {
+				t.Fatalf("current metrics %+v", st.CurrentMetrics)
+			}
+			cur := st.CurrentMetrics[0].External.Current
+			got := ""
+			if cur.Value != nil {
+				got = "Value " + cur.Value.String()
+			}
+			if cur.AverageValue != nil {
+				got = "AverageValue " + cur.AverageValue.String()
+			}
+			if got != tc.wantCurrent || st.CurrentMetrics[0].External.Metric.Name != "queue" {
+				t.Errorf("external metric status %q (%+v), want %q", got, st.CurrentMetrics[0].External, tc.wantCurrent)
+			}
+		})
+	}
+
+	t.Run("no external metrics API", func(t *testing.T) {
+		e := newEnv(t, externalHPA(autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: q("4")}), 2, makePods(2), &fakeMetrics{})
+		e.sync(t)
+		want := `Warning FailedGetExternalMetric unable to get external metric default/queue/&LabelSelector{MatchLabels:map[string]string{queue: jobs,},MatchExpressions:[]LabelSelectorRequirement{},}: unable to fetch metrics from external metrics API: no external metrics API (external.metrics.k8s.io) registered`
+		evs := e.events()
+		if len(evs) == 0 || evs[0] != want {
+			t.Errorf("events %q, want first %q", evs, want)
+		}
+		if e.replicas != 2 {
+			t.Errorf("scale = %d, want 2 (unchanged)", e.replicas)
+		}
+	})
 }
