@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/netip"
 	"slices"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tranche/tranche/internal/controller/worker"
 )
 
 // DefaultRepairInterval is how often RepairLoop runs Repair when nothing asks it
@@ -72,20 +75,13 @@ type RepairLoopConfig struct {
 
 // NewRepairLoop registers the loop's event handlers on cfg's informers.
 func NewRepairLoop(cfg RepairLoopConfig) (*RepairLoop, error) {
-	r := &RepairLoop{alloc: cfg.Alloc, interval: cfg.Interval, recorder: cfg.Recorder, log: cfg.Logger,
-		services: cfg.Services.Lister(),
-	}
+	r := &RepairLoop{alloc: cfg.Alloc, interval: cfg.Interval, services: cfg.Services.Lister()}
+	r.log, _, r.recorder = worker.Defaults(cfg.Logger, nil, cfg.Recorder)
 	if r.interval <= 0 {
 		r.interval = DefaultRepairInterval
 	}
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](repairRetry, r.interval),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "service-allocator-repair"})
-	if r.log == nil {
-		r.log = slog.Default()
-	}
-	if r.recorder == nil {
-		r.recorder = &record.FakeRecorder{}
-	}
 	if _, err := cfg.IPAddresses.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, cur any) {
 			o, okOld := old.(*networkingv1.IPAddress)
@@ -133,32 +129,16 @@ func (r *RepairLoop) HasSynced() bool {
 }
 
 // Run repairs at once, then as described on RepairLoop, until ctx ends; it returns
-// once the run under way (if any) has.
+// once the run under way (if any) has. Runs go through the controllers' queue loop
+// (worker.Loop), retried for as long as they fail.
 func (r *RepairLoop) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for r.next(ctx) {
-		}
+		worker.Loop{Kind: "service allocations", Queue: r.queue, Synced: r.synced, MaxRetries: math.MaxInt, Logger: r.log,
+			Sync: func(ctx context.Context, _ string) error { return r.alloc.repair(ctx, r.log, r.notAllocated) }}.Run(ctx, 1)
 	})
 	wait.UntilWithContext(ctx, func(context.Context) { r.queue.Add(repairKey) }, r.interval)
-	r.queue.ShutDown()
 	wg.Wait()
-}
-
-// next runs one repair from the queue; false once the queue is shut down.
-func (r *RepairLoop) next(ctx context.Context) bool {
-	key, quit := r.queue.Get()
-	if quit {
-		return false
-	}
-	defer r.queue.Done(key)
-	if err := r.alloc.repair(ctx, r.log, r.notAllocated); err != nil && ctx.Err() == nil {
-		r.log.Warn("repair failed, retrying", "err", err, "failures", r.queue.NumRequeues(key)+1)
-		r.queue.AddRateLimited(key)
-		return true
-	}
-	r.queue.Forget(key)
-	return true
 }
 
 // notAllocated records kube-apiserver's event on a Service whose ClusterIP had no
